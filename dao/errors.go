@@ -1,0 +1,52 @@
+package dao
+
+import (
+	"context"
+	"errors"
+)
+
+// Error sentinels. Adapters return errors that wrap exactly one of these
+// together with the native error of the backend; test with errors.Is.
+var (
+	// ErrNotFound reports that Get found no row with the given primary key.
+	ErrNotFound = errors.New("claimstore: not found")
+
+	// ErrInvalidArgument reports malformed input: an unknown field, a value
+	// whose type does not fit the column, an empty In list, a nil value
+	// where one is required, a non-positive Delete limit, an empty Set.
+	// Nothing was sent to the database.
+	ErrInvalidArgument = errors.New("claimstore: invalid argument")
+
+	// ErrBusy reports lock contention that the backend gave up waiting on,
+	// such as SQLite's SQLITE_BUSY / SQLITE_LOCKED. Retryable.
+	ErrBusy = errors.New("claimstore: database busy")
+
+	// ErrConflict reports a lost optimistic-concurrency race (an
+	// Elasticsearch version conflict), a deadlock, or a serialization
+	// failure. Retryable.
+	ErrConflict = errors.New("claimstore: conflict")
+
+	// ErrDuplicate reports a unique-constraint violation. Not retryable.
+	ErrDuplicate = errors.New("claimstore: duplicate key")
+
+	// ErrUnavailable reports that the backend could not be reached: the
+	// connection was refused, reset or closed. Retryable.
+	ErrUnavailable = errors.New("claimstore: backend unavailable")
+
+	// ErrInTransaction reports that Claim was called on a store bound to an
+	// open transaction. A claim must commit on its own: inside a caller's
+	// transaction its rows would stay invisible to other workers until that
+	// transaction commits.
+	ErrInTransaction = errors.New("claimstore: claim inside an open transaction")
+)
+
+// IsRetryable reports whether err is one that a retry of the same call can
+// cure: [ErrBusy], [ErrConflict] (which covers deadlocks and serialization
+// failures) or [ErrUnavailable]. Context cancellation and deadline errors are
+// not retryable. It returns false for nil.
+func IsRetryable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	return errors.Is(err, ErrBusy) || errors.Is(err, ErrConflict) || errors.Is(err, ErrUnavailable)
+}

@@ -1,0 +1,521 @@
+package dao
+
+import (
+	"context"
+	"database/sql/driver"
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"sync"
+	"time"
+
+	"gorm.io/gorm/schema"
+)
+
+// Model is the parsed GORM schema of T. It validates field names and values
+// against the schema, normalizes values to the plain types every driver
+// binds (int64, uint64, float64, string, bool, time.Time, []byte), and reads
+// and writes fields of a *T. Every adapter parses the same schema, so one
+// model type works on every backend. A Model is safe for concurrent use.
+type Model[T any] struct {
+	schema  *schema.Schema
+	columns []string
+	byName  map[string]*schema.Field
+	pk      *schema.Field
+}
+
+var schemaCache sync.Map
+
+// NewModel parses T (a struct type, usually with gorm tags) with namer, or
+// GORM's default naming strategy when namer is nil. It returns an error
+// wrapping [ErrInvalidArgument] when T is not a struct GORM can parse or has
+// not exactly one primary-key column.
+func NewModel[T any](namer schema.Namer) (*Model[T], error) {
+	if namer == nil {
+		namer = schema.NamingStrategy{}
+	}
+	var zero T
+	s, err := schema.Parse(&zero, &schemaCache, namer)
+	if err != nil {
+		return nil, fmt.Errorf("%w: parse model %T: %w", ErrInvalidArgument, zero, err)
+	}
+	if len(s.PrimaryFields) != 1 {
+		return nil, fmt.Errorf("%w: model %T must have exactly one primary key column, has %d", ErrInvalidArgument, zero, len(s.PrimaryFields))
+	}
+	m := &Model[T]{schema: s, byName: map[string]*schema.Field{}, pk: s.PrimaryFields[0]}
+	for _, f := range s.Fields {
+		if f.DBName == "" {
+			continue
+		}
+		m.byName[f.DBName] = f
+		m.columns = append(m.columns, f.DBName)
+	}
+	return m, nil
+}
+
+// Schema returns the parsed GORM schema.
+func (m *Model[T]) Schema() *schema.Schema { return m.schema }
+
+// Table returns the table name the schema gives T.
+func (m *Model[T]) Table() string { return m.schema.Table }
+
+// PrimaryKey returns the primary-key column name.
+func (m *Model[T]) PrimaryKey() string { return m.pk.DBName }
+
+// Columns returns every column name in declaration order. The slice must not
+// be modified.
+func (m *Model[T]) Columns() []string { return m.columns }
+
+// Field returns the schema field of column name, or an error wrapping
+// [ErrInvalidArgument] when the model has no such column.
+func (m *Model[T]) Field(name string) (*schema.Field, error) {
+	f, ok := m.byName[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown field %q for %s", ErrInvalidArgument, name, m.schema.Name)
+	}
+	return f, nil
+}
+
+// kind is the comparison class of a column or a value.
+type kind int
+
+const (
+	kindOther kind = iota
+	kindInt
+	kindUint
+	kindFloat
+	kindString
+	kindBool
+	kindTime
+	kindBytes
+)
+
+func fieldKind(f *schema.Field) kind {
+	switch f.DataType {
+	case schema.Int:
+		return kindInt
+	case schema.Uint:
+		return kindUint
+	case schema.Float:
+		return kindFloat
+	case schema.String:
+		return kindString
+	case schema.Bool:
+		return kindBool
+	case schema.Time:
+		return kindTime
+	case schema.Bytes:
+		return kindBytes
+	}
+	return kindOther
+}
+
+var timeType = reflect.TypeOf(time.Time{})
+
+// plain reduces v to one of the plain driver types, following pointers and
+// driver.Valuer. It returns nil for a nil pointer or a NULL Valuer.
+func plain(v any) (any, error) {
+	for i := 0; i < 8; i++ {
+		switch x := v.(type) {
+		case nil:
+			return nil, nil
+		case int64, uint64, float64, string, bool, []byte:
+			return x, nil
+		case time.Time:
+			return x, nil
+		case Increment:
+			return nil, fmt.Errorf("Increment is only valid as a Set value")
+		case driver.Valuer:
+			rv := reflect.ValueOf(x)
+			if rv.Kind() == reflect.Pointer && rv.IsNil() {
+				return nil, nil
+			}
+			dv, err := x.Value()
+			if err != nil {
+				return nil, err
+			}
+			v = dv
+			continue
+		}
+		rv := reflect.ValueOf(v)
+		switch rv.Kind() {
+		case reflect.Pointer:
+			if rv.IsNil() {
+				return nil, nil
+			}
+			v = rv.Elem().Interface()
+			continue
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			return rv.Int(), nil
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+			return rv.Uint(), nil
+		case reflect.Float32, reflect.Float64:
+			return rv.Float(), nil
+		case reflect.String:
+			return rv.String(), nil
+		case reflect.Bool:
+			return rv.Bool(), nil
+		case reflect.Slice:
+			if rv.Type().Elem().Kind() == reflect.Uint8 {
+				return rv.Bytes(), nil
+			}
+		case reflect.Struct:
+			if rv.Type().ConvertibleTo(timeType) {
+				return rv.Convert(timeType).Interface(), nil
+			}
+		}
+		return nil, fmt.Errorf("unsupported value type %T", v)
+	}
+	return nil, fmt.Errorf("unsupported value type %T", v)
+}
+
+// coerce converts the plain value p to the plain type of a column of kind k.
+func coerce(k kind, p any) (any, bool) {
+	switch k {
+	case kindInt:
+		switch x := p.(type) {
+		case int64:
+			return x, true
+		case uint64:
+			if x <= math.MaxInt64 {
+				return int64(x), true
+			}
+		}
+	case kindUint:
+		switch x := p.(type) {
+		case int64:
+			if x >= 0 {
+				return uint64(x), true
+			}
+		case uint64:
+			return x, true
+		}
+	case kindFloat:
+		switch x := p.(type) {
+		case int64:
+			return float64(x), true
+		case uint64:
+			return float64(x), true
+		case float64:
+			return x, true
+		}
+	case kindString:
+		if s, ok := p.(string); ok {
+			return s, true
+		}
+	case kindBool:
+		if b, ok := p.(bool); ok {
+			return b, true
+		}
+	case kindTime:
+		if t, ok := p.(time.Time); ok {
+			return t, true
+		}
+	case kindBytes:
+		if b, ok := p.([]byte); ok {
+			return b, true
+		}
+	}
+	return nil, false
+}
+
+// value checks v for column f and returns it in plain form. A nil v is an
+// error unless allowNil.
+func (m *Model[T]) value(f *schema.Field, v any, allowNil bool) (any, error) {
+	k := fieldKind(f)
+	if k == kindOther {
+		return nil, fmt.Errorf("%w: field %q of type %s cannot be compared", ErrInvalidArgument, f.DBName, f.FieldType)
+	}
+	p, err := plain(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: field %q: %w", ErrInvalidArgument, f.DBName, err)
+	}
+	if p == nil {
+		if allowNil {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%w: field %q: nil value (use IsNull or NotNull)", ErrInvalidArgument, f.DBName)
+	}
+	c, ok := coerce(k, p)
+	if !ok {
+		return nil, fmt.Errorf("%w: field %q of type %s: value of type %T does not fit", ErrInvalidArgument, f.DBName, f.FieldType, v)
+	}
+	return c, nil
+}
+
+func comparable2(a, b kind) bool {
+	num := func(k kind) bool { return k == kindInt || k == kindUint || k == kindFloat }
+	return a == b || (num(a) && num(b))
+}
+
+// CheckCriteria validates c against the schema and returns an equal tree
+// whose values are in plain form, ready to bind. Errors wrap
+// [ErrInvalidArgument].
+func (m *Model[T]) CheckCriteria(c Criteria) (Criteria, error) {
+	switch c.op {
+	case OpAll:
+		return c, nil
+	case OpAnd, OpOr:
+		if c.op == OpOr && len(c.children) == 0 {
+			return c, fmt.Errorf("%w: Or with no operands", ErrInvalidArgument)
+		}
+		out := Criteria{op: c.op, children: make([]Criteria, len(c.children))}
+		for i, ch := range c.children {
+			n, err := m.CheckCriteria(ch)
+			if err != nil {
+				return c, err
+			}
+			out.children[i] = n
+		}
+		return out, nil
+	}
+	f, err := m.Field(c.field)
+	if err != nil {
+		return c, err
+	}
+	switch c.op {
+	case OpIsNull, OpNotNull:
+		return c, nil
+	case OpIn:
+		if len(c.values) == 0 {
+			return c, fmt.Errorf("%w: In(%q) with no values", ErrInvalidArgument, c.field)
+		}
+		out := Criteria{op: OpIn, field: c.field, values: make([]any, len(c.values))}
+		for i, v := range c.values {
+			if out.values[i], err = m.value(f, v, false); err != nil {
+				return c, err
+			}
+		}
+		return out, nil
+	case OpEq, OpNe, OpLt, OpLe, OpGt, OpGe:
+		if c.ref != "" {
+			g, err := m.Field(c.ref)
+			if err != nil {
+				return c, err
+			}
+			if fk, gk := fieldKind(f), fieldKind(g); fk == kindOther || !comparable2(fk, gk) {
+				return c, fmt.Errorf("%w: fields %q and %q cannot be compared", ErrInvalidArgument, c.field, c.ref)
+			}
+			return c, nil
+		}
+		v, err := m.value(f, c.value, false)
+		if err != nil {
+			return c, err
+		}
+		return cmp(c.op, c.field, v), nil
+	}
+	return c, fmt.Errorf("%w: unknown operator %v", ErrInvalidArgument, c.op)
+}
+
+// CheckOrder validates the ordering terms and returns them with the primary
+// key appended as the final tie breaker (unless already present).
+func (m *Model[T]) CheckOrder(order []Order) ([]Order, error) {
+	out := make([]Order, 0, len(order)+1)
+	hasPK := false
+	for _, o := range order {
+		if _, err := m.Field(o.Field); err != nil {
+			return nil, err
+		}
+		hasPK = hasPK || o.Field == m.pk.DBName
+		out = append(out, o)
+	}
+	if !hasPK {
+		out = append(out, Order{Field: m.pk.DBName})
+	}
+	return out, nil
+}
+
+func nullable(f *schema.Field) bool {
+	t := f.FieldType
+	if t.Kind() == reflect.Pointer {
+		return true
+	}
+	if t.Kind() == reflect.Struct {
+		if v, ok := t.FieldByName("Valid"); ok && v.Type.Kind() == reflect.Bool {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckSet validates set (non-empty, known columns, not the primary key,
+// fitting values, nil only for nullable columns, Increment only on numeric
+// columns) and returns a copy with plain values. A column of a type the
+// package cannot compare (JSON, a custom type) takes a value of the field's
+// own Go type, passed through unchanged. Errors wrap [ErrInvalidArgument].
+func (m *Model[T]) CheckSet(set Set) (Set, error) {
+	if len(set) == 0 {
+		return nil, fmt.Errorf("%w: empty Set", ErrInvalidArgument)
+	}
+	out := make(Set, len(set))
+	for name, v := range set {
+		f, err := m.Field(name)
+		if err != nil {
+			return nil, err
+		}
+		if f == m.pk {
+			return nil, fmt.Errorf("%w: Set may not write the primary key %q", ErrInvalidArgument, name)
+		}
+		k := fieldKind(f)
+		switch x := v.(type) {
+		case Increment:
+			if k != kindInt && k != kindUint && k != kindFloat {
+				return nil, fmt.Errorf("%w: Increment on non-numeric field %q", ErrInvalidArgument, name)
+			}
+			out[name] = x
+			continue
+		}
+		if k == kindOther {
+			if v == nil || reflect.TypeOf(v) != f.FieldType {
+				return nil, fmt.Errorf("%w: field %q takes a value of type %s, got %T", ErrInvalidArgument, name, f.FieldType, v)
+			}
+			out[name] = v
+			continue
+		}
+		p, err := m.value(f, v, true)
+		if err != nil {
+			return nil, err
+		}
+		if p == nil && !nullable(f) {
+			return nil, fmt.Errorf("%w: field %q is not nullable", ErrInvalidArgument, name)
+		}
+		out[name] = p
+	}
+	return out, nil
+}
+
+// SetColumns returns the column names of set in sorted order, so that
+// rendered statements are deterministic.
+func SetColumns(set Set) []string {
+	cols := make([]string, 0, len(set))
+	for c := range set {
+		cols = append(cols, c)
+	}
+	sort.Strings(cols)
+	return cols
+}
+
+// CheckClaim validates a claim request: criteria, set and order as by the
+// other Check methods, the primary key appended to the order. Errors wrap
+// [ErrInvalidArgument].
+func (m *Model[T]) CheckClaim(req ClaimRequest) (ClaimRequest, error) {
+	var err error
+	out := ClaimRequest{Limit: req.Limit}
+	if out.Where, err = m.CheckCriteria(req.Where); err != nil {
+		return req, err
+	}
+	if out.Set, err = m.CheckSet(req.Set); err != nil {
+		return req, err
+	}
+	if out.OrderBy, err = m.CheckOrder(req.OrderBy); err != nil {
+		return req, err
+	}
+	return out, nil
+}
+
+// CheckQuery validates a query and appends the primary key to its order.
+func (m *Model[T]) CheckQuery(q Query) (Query, error) {
+	if q.Limit < 0 {
+		return q, fmt.Errorf("%w: negative limit %d", ErrInvalidArgument, q.Limit)
+	}
+	var err error
+	out := Query{Limit: q.Limit}
+	if out.Where, err = m.CheckCriteria(q.Where); err != nil {
+		return q, err
+	}
+	if out.OrderBy, err = m.CheckOrder(q.OrderBy); err != nil {
+		return q, err
+	}
+	return out, nil
+}
+
+// CheckID validates a primary-key value and returns it in plain form.
+func (m *Model[T]) CheckID(id any) (any, error) { return m.value(m.pk, id, false) }
+
+// ID returns the primary-key value of row in plain form.
+func (m *Model[T]) ID(row *T) any {
+	v, _ := m.Value(row, m.pk.DBName)
+	return v
+}
+
+// Value returns the value of column name in row, in plain form (nil for
+// NULL); values of columns the package cannot compare are returned as they
+// are. The boolean is false when the model has no such column.
+func (m *Model[T]) Value(row *T, name string) (any, bool) {
+	f, ok := m.byName[name]
+	if !ok {
+		return nil, false
+	}
+	v, _ := f.ValueOf(context.Background(), reflect.ValueOf(row).Elem())
+	if fieldKind(f) == kindOther {
+		return v, true
+	}
+	p, err := plain(v)
+	if err != nil {
+		return v, true
+	}
+	if p != nil {
+		if c, ok := coerce(fieldKind(f), p); ok {
+			return c, true
+		}
+	}
+	return p, true
+}
+
+// Apply writes set (checked by [Model.CheckSet]) into row, as the database
+// applies it: plain values are assigned, Increment adds to the current
+// value. It is how the portable default returns a row in its post-claim
+// state without reading it again.
+func (m *Model[T]) Apply(row *T, set Set) error {
+	rv := reflect.ValueOf(row).Elem()
+	ctx := context.Background()
+	for name, v := range set {
+		f, err := m.Field(name)
+		if err != nil {
+			return err
+		}
+		if inc, ok := v.(Increment); ok {
+			cur, _ := m.Value(row, name)
+			switch x := cur.(type) {
+			case int64:
+				v = x + inc.N
+			case uint64:
+				v = uint64(int64(x) + inc.N)
+			case float64:
+				v = x + float64(inc.N)
+			case nil:
+				continue // NULL + n is NULL in SQL
+			}
+		}
+		if err := f.Set(ctx, rv, v); err != nil {
+			return fmt.Errorf("claimstore: set field %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// UniqueKeys returns the column sets the schema declares unique: each
+// unique index (tag uniqueIndex, or index with class UNIQUE) and each column
+// tagged unique. The primary key is not included. Backends that enforce
+// constraints themselves (memory, Elasticsearch) use it to report
+// [ErrDuplicate].
+func (m *Model[T]) UniqueKeys() [][]string {
+	var keys [][]string
+	for _, idx := range m.schema.ParseIndexes() {
+		if idx.Class != "UNIQUE" {
+			continue
+		}
+		cols := make([]string, 0, len(idx.Fields))
+		for _, f := range idx.Fields {
+			cols = append(cols, f.DBName)
+		}
+		keys = append(keys, cols)
+	}
+	for _, f := range m.schema.Fields {
+		if f.Unique && f != m.pk {
+			keys = append(keys, []string{f.DBName})
+		}
+	}
+	return keys
+}
