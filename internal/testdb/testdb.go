@@ -1,0 +1,151 @@
+// Package testdb opens the databases the project's tests run against:
+// SQLite in a temporary directory always, and PostgreSQL and MySQL/MariaDB
+// servers from environment variables with the local servers as defaults.
+//
+// A server that cannot be reached skips the test with a message that says
+// how to start it, unless CLAIMSTORE_REQUIRE names the backend (a comma
+// separated list such as "postgres,mysql", or "all"): then the test fails.
+// CI sets CLAIMSTORE_REQUIRE so a backend is never skipped there.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	"gorm.io/driver/mysql"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Environment variables read by this package.
+const (
+	EnvPostgres = "CLAIMSTORE_POSTGRES_DSN"
+	EnvMySQL    = "CLAIMSTORE_MYSQL_DSN"
+	EnvRequire  = "CLAIMSTORE_REQUIRE"
+)
+
+// Default DSNs: the local servers with the project's test database.
+const (
+	DefaultPostgresDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
+	DefaultMySQLDSN    = "root@tcp(127.0.0.1:3306)/test?parseTime=true&loc=UTC&interpolateParams=true"
+)
+
+// PostgresDSN returns $CLAIMSTORE_POSTGRES_DSN or [DefaultPostgresDSN].
+func PostgresDSN() string { return env(EnvPostgres, DefaultPostgresDSN) }
+
+// MySQLDSN returns $CLAIMSTORE_MYSQL_DSN or [DefaultMySQLDSN].
+func MySQLDSN() string { return env(EnvMySQL, DefaultMySQLDSN) }
+
+func env(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// Required reports whether CLAIMSTORE_REQUIRE names backend (or "all").
+// "mariadb" and "mysql" name the same server variable.
+func Required(backend string) bool {
+	names := strings.Split(os.Getenv(EnvRequire), ",")
+	for i := range names {
+		names[i] = strings.TrimSpace(strings.ToLower(names[i]))
+	}
+	if slices.Contains(names, "all") || slices.Contains(names, backend) {
+		return true
+	}
+	if backend == "mysql" || backend == "mariadb" {
+		return slices.Contains(names, "mysql") || slices.Contains(names, "mariadb")
+	}
+	return false
+}
+
+var howToStart = map[string]string{
+	"postgres": "start PostgreSQL (make up, or: pg_ctlcluster <version> main start) and create database test, or set " + EnvPostgres,
+	"mysql":    "start MySQL or MariaDB (make up, or: mariadbd) and create database test, or set " + EnvMySQL,
+}
+
+// unreachable skips or fails t for a server that cannot be reached.
+func unreachable(t testing.TB, backend string, err error) {
+	t.Helper()
+	msg := fmt.Sprintf("%s unreachable: %v; to run these tests %s", backend, err, howToStart[backend])
+	if Required(backend) {
+		t.Fatalf("%s (required by %s)", msg, EnvRequire)
+	}
+	t.Skip(msg)
+}
+
+// Config is the GORM configuration tests use: quiet logger, no default
+// transaction around single writes.
+func Config() *gorm.Config {
+	return &gorm.Config{Logger: logger.Default.LogMode(logger.Silent), SkipDefaultTransaction: true}
+}
+
+func ping(db *gorm.DB) error {
+	sqlDB, err := db.DB()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return sqlDB.PingContext(ctx)
+}
+
+func open(t testing.TB, backend string, d gorm.Dialector) *gorm.DB {
+	t.Helper()
+	db, err := gorm.Open(d, Config())
+	if err == nil {
+		err = ping(db)
+	}
+	if err != nil {
+		unreachable(t, backend, err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	return db
+}
+
+// Postgres opens the PostgreSQL test database, or skips (fails when
+// required) when it cannot be reached. The pool is closed at cleanup.
+func Postgres(t testing.TB) *gorm.DB { return open(t, "postgres", postgres.Open(PostgresDSN())) }
+
+// MySQL opens the MySQL/MariaDB test database, or skips (fails when
+// required) when it cannot be reached. The pool is closed at cleanup.
+func MySQL(t testing.TB) *gorm.DB { return open(t, "mysql", mysql.Open(MySQLDSN())) }
+
+// SQLiteDSN returns a DSN for a database file at path with the settings the
+// project recommends for concurrent workers: WAL journal, a 5 s busy
+// timeout, and BEGIN IMMEDIATE transactions.
+func SQLiteDSN(path string) string {
+	return "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+}
+
+// SQLite opens a fresh SQLite database file in a temporary directory.
+func SQLite(t testing.TB) *gorm.DB {
+	return open(t, "sqlite", sqlite.Open(SQLiteDSN(filepath.Join(t.TempDir(), "test.db"))))
+}
+
+// Table returns a fresh table name, prefix_<random>, and drops the table at
+// cleanup.
+func Table(t testing.TB, db *gorm.DB, prefix string) string {
+	t.Helper()
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	name := prefix + "_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() { _ = db.Migrator().DropTable(name) })
+	return name
+}
