@@ -1,0 +1,273 @@
+package dao_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/claimstore/claimstore/dao"
+)
+
+type status string
+
+type row struct {
+	ID          int64
+	Status      status
+	Priority    int
+	Score       float64
+	Owner       *string
+	LockedUntil *time.Time
+	Attempts    uint
+	Blob        []byte
+	Flag        bool
+	Note        string `gorm:"uniqueIndex"`
+}
+
+func model(t *testing.T) *dao.Model[row] {
+	t.Helper()
+	m, err := dao.NewModel[row](nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestNewModelRejectsNonStruct(t *testing.T) {
+	if _, err := dao.NewModel[int](nil); !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Fatalf("NewModel[int] error = %v, want ErrInvalidArgument", err)
+	}
+	type noKey struct{ Name string }
+	if _, err := dao.NewModel[noKey](nil); !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Fatalf("model without primary key: error = %v, want ErrInvalidArgument", err)
+	}
+}
+
+func TestModelSchema(t *testing.T) {
+	m := model(t)
+	if m.Table() != "rows" || m.PrimaryKey() != "id" {
+		t.Fatalf("table %q pk %q", m.Table(), m.PrimaryKey())
+	}
+	want := []string{"id", "status", "priority", "score", "owner", "locked_until", "attempts", "blob", "flag", "note"}
+	if got := m.Columns(); len(got) != len(want) {
+		t.Fatalf("columns %v, want %v", got, want)
+	}
+	if keys := m.UniqueKeys(); len(keys) != 1 || len(keys[0]) != 1 || keys[0][0] != "note" {
+		t.Fatalf("unique keys %v", keys)
+	}
+}
+
+func TestCheckCriteriaRejectsBadInput(t *testing.T) {
+	m := model(t)
+	bad := map[string]dao.Criteria{
+		"unknown field":            dao.Eq("nope", 1),
+		"string column, int value": dao.Eq("status", 3),
+		"int column, string value": dao.Lt("priority", "3"),
+		"int column, float value":  dao.Eq("priority", 1.5),
+		"negative into unsigned":   dao.Eq("attempts", -1),
+		"nil value":                dao.Eq("status", nil),
+		"empty In":                 dao.In("status"),
+		"bad In element":           dao.In("priority", 1, "two"),
+		"empty Or":                 dao.Or(),
+		"unknown ref field":        dao.LtField("attempts", "nope"),
+		"incomparable fields":      dao.LtField("status", "priority"),
+		"unsupported type":         dao.Eq("priority", struct{}{}),
+		"nested unknown field":     dao.And(dao.Eq("status", "a"), dao.Or(dao.IsNull("ghost"), dao.Eq("flag", true))),
+		"time column, string":      dao.Lt("locked_until", "2024-01-01"),
+	}
+	for name, c := range bad {
+		if _, err := m.CheckCriteria(c); !errors.Is(err, dao.ErrInvalidArgument) {
+			t.Errorf("%s: %v: error = %v, want ErrInvalidArgument", name, c, err)
+		}
+	}
+}
+
+func TestCheckCriteriaNormalizesValues(t *testing.T) {
+	m := model(t)
+	owner := "w1"
+	c, err := m.CheckCriteria(dao.And(
+		dao.Eq("status", status("pending")),
+		dao.In("priority", int8(1), uint16(2)),
+		dao.Ge("score", 2),
+		dao.Eq("owner", &owner),
+		dao.LtField("attempts", "priority"),
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := c.Children()
+	if v, ok := ch[0].Value().(string); !ok || v != "pending" {
+		t.Errorf("named string not normalized: %#v", ch[0].Value())
+	}
+	if vs := ch[1].Values(); vs[0] != int64(1) || vs[1] != int64(2) {
+		t.Errorf("In values not int64: %#v", vs)
+	}
+	if v := ch[2].Value(); v != float64(2) {
+		t.Errorf("int into float column: %#v", v)
+	}
+	if v := ch[3].Value(); v != "w1" {
+		t.Errorf("pointer not dereferenced: %#v", v)
+	}
+	if ch[4].RefField() != "priority" {
+		t.Errorf("ref field lost: %v", ch[4])
+	}
+}
+
+func TestAndOrSimplify(t *testing.T) {
+	if !dao.And().IsAll() || !dao.And(dao.Criteria{}, dao.Criteria{}).IsAll() {
+		t.Fatal("And of nothing must match all")
+	}
+	if c := dao.And(dao.Eq("a", 1)); c.Op() != dao.OpEq {
+		t.Fatalf("And of one = %v", c)
+	}
+	if !dao.Or(dao.Eq("a", 1), dao.Criteria{}).IsAll() {
+		t.Fatal("Or with a match-all operand must match all")
+	}
+}
+
+func TestCheckSet(t *testing.T) {
+	m := model(t)
+	bad := map[string]dao.Set{
+		"empty":                   {},
+		"primary key":             {"id": 5},
+		"unknown":                 {"nope": 1},
+		"nil into non-nullable":   {"status": nil},
+		"increment on string":     {"status": dao.Incr(1)},
+		"wrong type":              {"flag": "yes"},
+		"wrong type beside Incr": {"priority": dao.Incr(1), "note": 3},
+	}
+	for name, s := range bad {
+		if _, err := m.CheckSet(s); !errors.Is(err, dao.ErrInvalidArgument) {
+			t.Errorf("%s: error = %v, want ErrInvalidArgument", name, err)
+		}
+	}
+	s, err := m.CheckSet(dao.Set{"owner": nil, "status": status("x"), "attempts": dao.Incr(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s["owner"] != nil || s["status"] != "x" || s["attempts"] != dao.Incr(2) {
+		t.Fatalf("checked set %#v", s)
+	}
+	if got := dao.SetColumns(s); len(got) != 3 || got[0] != "attempts" || got[2] != "status" {
+		t.Fatalf("SetColumns = %v", got)
+	}
+}
+
+func TestCheckOrderAppendsPrimaryKey(t *testing.T) {
+	m := model(t)
+	o, err := m.CheckOrder([]dao.Order{dao.Desc("priority")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o) != 2 || o[1] != dao.Asc("id") {
+		t.Fatalf("order %v", o)
+	}
+	o, _ = m.CheckOrder([]dao.Order{dao.Desc("id")})
+	if len(o) != 1 {
+		t.Fatalf("pk appended twice: %v", o)
+	}
+	if _, err := m.CheckOrder([]dao.Order{dao.Asc("ghost")}); !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Fatalf("unknown order field: %v", err)
+	}
+}
+
+func TestApplyAndValue(t *testing.T) {
+	m := model(t)
+	owner := "old"
+	r := row{ID: 7, Owner: &owner, Attempts: 3, Priority: 1}
+	until := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	set, err := m.CheckSet(dao.Set{"owner": nil, "locked_until": until, "attempts": dao.Incr(1), "status": "claimed", "priority": dao.Incr(-2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Apply(&r, set); err != nil {
+		t.Fatal(err)
+	}
+	if r.Owner != nil || r.LockedUntil == nil || !r.LockedUntil.Equal(until) || r.Attempts != 4 || r.Status != "claimed" || r.Priority != -1 {
+		t.Fatalf("after Apply: %+v", r)
+	}
+	if v, _ := m.Value(&r, "owner"); v != nil {
+		t.Fatalf("NULL pointer reads as %#v", v)
+	}
+	if id := m.ID(&r); id != int64(7) {
+		t.Fatalf("ID = %#v", id)
+	}
+}
+
+func TestMatchSQLSemantics(t *testing.T) {
+	m := model(t)
+	owner := "w1"
+	until := time.Now()
+	withOwner := row{ID: 1, Status: "a", Priority: 2, Owner: &owner, LockedUntil: &until, Attempts: 1}
+	noOwner := row{ID: 2, Status: "b", Priority: 5, Attempts: 5}
+	cases := []struct {
+		c        dao.Criteria
+		one, two bool
+	}{
+		{dao.Criteria{}, true, true},
+		{dao.Eq("owner", "w1"), true, false},
+		{dao.Ne("owner", "w1"), false, false}, // NULL matches neither
+		{dao.Ne("owner", "w2"), true, false},
+		{dao.IsNull("owner"), false, true},
+		{dao.NotNull("owner"), true, false},
+		{dao.Lt("locked_until", until.Add(time.Second)), true, false},
+		{dao.In("status", "b", "c"), false, true},
+		{dao.Or(dao.Eq("status", "a"), dao.Gt("priority", 4)), true, true},
+		{dao.And(dao.Eq("status", "a"), dao.Gt("priority", 4)), false, false},
+		{dao.LtField("attempts", "priority"), true, false},
+		{dao.GeField("attempts", "priority"), false, true},
+		{dao.Le("score", 0), true, true},
+	}
+	for _, tc := range cases {
+		c, err := m.CheckCriteria(tc.c)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.c, err)
+		}
+		if got := m.Match(&withOwner, c); got != tc.one {
+			t.Errorf("%v on row 1 = %v, want %v", tc.c, got, tc.one)
+		}
+		if got := m.Match(&noOwner, c); got != tc.two {
+			t.Errorf("%v on row 2 = %v, want %v", tc.c, got, tc.two)
+		}
+	}
+}
+
+func TestLessNullsLastAscending(t *testing.T) {
+	m := model(t)
+	t1 := time.Unix(100, 0)
+	a := row{ID: 1, LockedUntil: &t1}
+	b := row{ID: 2}
+	asc, _ := m.CheckOrder([]dao.Order{dao.Asc("locked_until")})
+	desc, _ := m.CheckOrder([]dao.Order{dao.Desc("locked_until")})
+	if !m.Less(&a, &b, asc) || m.Less(&b, &a, asc) {
+		t.Fatal("ascending: NULL must sort last")
+	}
+	if !m.Less(&b, &a, desc) {
+		t.Fatal("descending: NULL must sort first")
+	}
+	same := row{ID: 3, LockedUntil: &t1}
+	if !m.Less(&a, &same, asc) {
+		t.Fatal("ties must fall back to the primary key")
+	}
+}
+
+func TestIsRetryable(t *testing.T) {
+	for _, err := range []error{dao.ErrBusy, dao.ErrConflict, dao.ErrUnavailable} {
+		if !dao.IsRetryable(errors.Join(errors.New("ctx"), err)) {
+			t.Errorf("%v must be retryable", err)
+		}
+	}
+	for _, err := range []error{nil, dao.ErrDuplicate, dao.ErrNotFound, dao.ErrInvalidArgument, dao.ErrInTransaction} {
+		if dao.IsRetryable(err) {
+			t.Errorf("%v must not be retryable", err)
+		}
+	}
+}
+
+func TestRoundTrips(t *testing.T) {
+	if got := (dao.RoundTrips{Fixed: 1, PerRow: 1}).For(100); got != 101 {
+		t.Fatalf("For(100) = %d", got)
+	}
+	if s := (dao.RoundTrips{Fixed: 1}).String(); s != "1" {
+		t.Fatalf("String = %q", s)
+	}
+}
