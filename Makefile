@@ -1,0 +1,55 @@
+# claimstore — the two set-up commands are `make demo` and `make test`.
+GO       ?= go
+GOBIN    := $(shell $(GO) env GOPATH)/bin
+PKGS     := ./...
+
+# Test timeouts are generous for a 2-core machine under -race.
+TEST_FLAGS ?= -race -count=1 -timeout 30m
+
+.PHONY: test demo bench stress conformance lint up down build
+
+build:
+	$(GO) build -o bin/claimstore ./cmd/claimstore
+
+## test: every package against memory, SQLite and, when reachable, the local
+## PostgreSQL and MySQL/MariaDB (CLAIMSTORE_REQUIRE=postgres,mysql makes them
+## mandatory instead of skipped).
+test:
+	$(GO) test $(TEST_FLAGS) $(PKGS)
+
+## demo: the main job on the embedded default (SQLite file, embedded NATS).
+demo:
+	$(GO) run ./cmd/claimstore demo
+
+## bench: claim benchmark with the raw-driver baselines; BACKEND=sqlite|postgres|mysql|mariadb|memory
+BACKEND ?= sqlite
+ROWS    ?= 200000
+WORKERS ?= 8
+BATCH   ?= 100
+bench:
+	$(GO) run ./cmd/claimstore bench --backend $(BACKEND) --rows $(ROWS) --workers $(WORKERS) --batch $(BATCH) --baseline
+
+## stress: the no-double-claim check with several OS processes per backend.
+stress:
+	CLAIMSTORE_STRESS=1 $(GO) test -race=false -count=1 -timeout 60m -run 'Stress' -v ./adapters/... ./conformance/...
+
+## conformance: the whole suite against one database.
+##   make conformance DB=postgres|mysql|mariadb|sqlite|sqlserver|elasticsearch|memory DSN=...
+DB  ?= sqlite
+DSN ?=
+conformance:
+	CLAIMSTORE_CONFORMANCE_DB=$(DB) CLAIMSTORE_CONFORMANCE_DSN='$(DSN)' \
+		$(GO) test -count=1 -timeout 30m -v -run 'TestConformanceTool' ./conformance/...
+
+## lint: gofmt, go vet and staticcheck.
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1; }
+	$(GO) vet $(PKGS)
+	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
+	$(GOBIN)/staticcheck $(PKGS)
+
+## up/down: the full database matrix with Docker Compose.
+up:
+	docker compose up -d --wait
+down:
+	docker compose down -v
