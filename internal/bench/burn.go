@@ -1,0 +1,264 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/claimstore/claimstore/dao"
+)
+
+// ClaimFunc claims up to limit pending rows for worker w (0-based) and
+// returns them in their post-claim state. On failure it returns the rows it
+// did claim together with the error; an error for which
+// [dao.IsRetryable] is true makes the burner retry.
+type ClaimFunc func(ctx context.Context, w, limit int) ([]Job, error)
+
+// BurnConfig describes one burn-down of a loaded table.
+type BurnConfig struct {
+	// Label names the variant in progress lines.
+	Label string
+	// Rows is the number of loaded rows; their ids are 1..Rows.
+	Rows int64
+	// Workers is the number of concurrent claimers (> 0).
+	Workers int
+	// Batch is the claim limit of every call (> 0).
+	Batch int
+	// Claim performs one claim call.
+	Claim ClaimFunc
+	// Remaining returns how many rows are still claimable. The burner
+	// calls it only after an empty claim while the tally is short of Rows,
+	// to tell "all rows taken" from "rows still held by other claimers";
+	// it should use a connection whose round trips are not counted.
+	Remaining func(ctx context.Context) (int64, error)
+	// RoundTrips returns the running total of round trips of the claim
+	// path, or is nil when they cannot be counted.
+	RoundTrips func() int64
+	// Progress receives a progress line every ProgressEvery (default 1 s)
+	// while the burn runs; nil disables it.
+	Progress      io.Writer
+	ProgressEvery time.Duration
+	// Stall aborts the burn when no row has been claimed for this long
+	// while rows remain (default 60 s).
+	Stall time.Duration
+}
+
+// BurnResult is what one burn measured.
+type BurnResult struct {
+	Label   string
+	Rows    int64
+	Workers int
+	Batch   int
+	// Wall is the time from the first claim call to the last return.
+	Wall time.Duration
+	// Calls is the number of claim calls, empty and failed ones included;
+	// EmptyCalls those that returned no row; Retries those that failed
+	// with a retryable error.
+	Calls, EmptyCalls, Retries int64
+	// RowsClaimed is the number of rows all calls returned.
+	RowsClaimed int64
+	// WrongState counts returned rows not in their post-claim state
+	// (status claimed, locked by the caller, attempts 1).
+	WrongState int64
+	// Latency summarizes the duration of every claim call.
+	Latency LatencySummary
+	// RoundTrips is the number of round trips of the claim path during the
+	// burn; Counted is false when the variant has no hook.
+	RoundTrips int64
+	Counted    bool
+	// Tally is the id accounting.
+	Tally TallyResult
+}
+
+// CallsPerSec returns claim calls per second of wall time.
+func (r BurnResult) CallsPerSec() float64 { return perSec(r.Calls, r.Wall) }
+
+// RowsPerSec returns claimed rows per second of wall time.
+func (r BurnResult) RowsPerSec() float64 { return perSec(r.RowsClaimed, r.Wall) }
+
+// RoundTripsPerCall returns round trips divided by claim calls (0 when
+// nothing was counted).
+func (r BurnResult) RoundTripsPerCall() float64 { return ratio(r.RoundTrips, r.Calls) }
+
+// RoundTripsPerRow returns round trips divided by claimed rows.
+func (r BurnResult) RoundTripsPerRow() float64 { return ratio(r.RoundTrips, r.RowsClaimed) }
+
+// Err returns nil when the accounting found no duplicate, lost or unknown
+// id and every returned row was in its post-claim state.
+func (r BurnResult) Err() error {
+	if err := r.Tally.Err(); err != nil {
+		return fmt.Errorf("%s: %w", r.Label, err)
+	}
+	if r.WrongState != 0 {
+		return fmt.Errorf("bench: %s: %d claimed rows were not returned in their post-claim state", r.Label, r.WrongState)
+	}
+	return nil
+}
+
+func perSec(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+func ratio(a, b int64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
+}
+
+// ErrStalled reports that rows remained claimable but no claim returned any
+// of them for [BurnConfig.Stall].
+var ErrStalled = errors.New("bench: burn stalled")
+
+// Burn runs cfg.Workers goroutines, each calling cfg.Claim with limit
+// cfg.Batch until no row is left, marks every returned id in a [Tally] and
+// returns the measurements. It returns an error, together with the partial
+// result, when a claim fails with an error that is not retryable, when
+// Remaining fails, when the burn stalls ([ErrStalled]) or when ctx ends; the
+// accounting outcome itself is reported by [BurnResult.Err].
+func Burn(ctx context.Context, cfg BurnConfig) (BurnResult, error) {
+	res := BurnResult{Label: cfg.Label, Rows: cfg.Rows, Workers: cfg.Workers, Batch: cfg.Batch}
+	if cfg.Workers <= 0 || cfg.Batch <= 0 || cfg.Rows < 0 || cfg.Claim == nil || cfg.Remaining == nil {
+		return res, fmt.Errorf("bench: burn: %w: workers %d and batch %d must be > 0, rows %d >= 0, Claim and Remaining set",
+			dao.ErrInvalidArgument, cfg.Workers, cfg.Batch, cfg.Rows)
+	}
+	every := cfg.ProgressEvery
+	if every <= 0 {
+		every = time.Second
+	}
+	stall := cfg.Stall
+	if stall <= 0 {
+		stall = 60 * time.Second
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	tally := NewTally(cfg.Rows)
+	var (
+		calls, empty, retries, rowsClaimed, wrong atomic.Int64
+		lastProgress                              atomic.Int64 // unix nanos of the last call that claimed a row
+		lats                                      = make([]Latencies, cfg.Workers)
+		wg                                        sync.WaitGroup
+	)
+	var rt0 int64
+	if cfg.RoundTrips != nil {
+		rt0 = cfg.RoundTrips()
+	}
+	start := time.Now()
+	lastProgress.Store(start.UnixNano())
+
+	worker := func(w int) {
+		defer wg.Done()
+		name := WorkerName(w)
+		lat := &lats[w]
+		backoff := time.Millisecond
+		for ctx.Err() == nil {
+			t0 := time.Now()
+			rows, err := cfg.Claim(ctx, w, cfg.Batch)
+			lat.Add(time.Since(t0))
+			calls.Add(1)
+			for i := range rows {
+				tally.Mark(rows[i].ID)
+				if rows[i].Status != StatusClaimed || rows[i].LockedBy != name || rows[i].Attempts != 1 {
+					wrong.Add(1)
+				}
+			}
+			rowsClaimed.Add(int64(len(rows)))
+			if len(rows) > 0 {
+				lastProgress.Store(time.Now().UnixNano())
+			}
+			switch {
+			case err != nil && dao.IsRetryable(err):
+				retries.Add(1)
+				sleep(ctx, backoff)
+				backoff = min(backoff*2, 50*time.Millisecond)
+				continue
+			case err != nil:
+				cancel(fmt.Errorf("bench: %s: worker %d: %w", cfg.Label, w, err))
+				return
+			}
+			backoff = time.Millisecond
+			if len(rows) > 0 {
+				continue
+			}
+			empty.Add(1)
+			if tally.Claimed() >= cfg.Rows {
+				return
+			}
+			left, err := cfg.Remaining(ctx)
+			if err != nil {
+				cancel(fmt.Errorf("bench: %s: count remaining rows: %w", cfg.Label, err))
+				return
+			}
+			if left == 0 {
+				return
+			}
+			if time.Since(time.Unix(0, lastProgress.Load())) > stall {
+				cancel(fmt.Errorf("%w: %d rows still claimable, none claimed for %v", ErrStalled, left, stall))
+				return
+			}
+			sleep(ctx, time.Millisecond)
+		}
+	}
+
+	done := make(chan struct{})
+	var progressDone sync.WaitGroup
+	if cfg.Progress != nil {
+		progressDone.Add(1)
+		go func() {
+			defer progressDone.Done()
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-tick.C:
+					el := time.Since(start)
+					n := rowsClaimed.Load()
+					fmt.Fprintf(cfg.Progress, "%s: %d/%d rows claimed (%.1f%%) in %d calls, %.0f rows/s, %s elapsed\n",
+						cfg.Label, n, cfg.Rows, 100*ratio(n, max(cfg.Rows, 1)), calls.Load(), perSec(n, el), el.Round(time.Millisecond))
+				}
+			}
+		}()
+	}
+	wg.Add(cfg.Workers)
+	for w := range cfg.Workers {
+		go worker(w)
+	}
+	wg.Wait()
+	res.Wall = time.Since(start)
+	close(done)
+	progressDone.Wait()
+
+	if cfg.RoundTrips != nil {
+		res.RoundTrips = cfg.RoundTrips() - rt0
+		res.Counted = true
+	}
+	var all Latencies
+	for i := range lats {
+		all.Merge(&lats[i])
+	}
+	res.Latency = all.Summary()
+	res.Calls, res.EmptyCalls, res.Retries = calls.Load(), empty.Load(), retries.Load()
+	res.RowsClaimed, res.WrongState = rowsClaimed.Load(), wrong.Load()
+	res.Tally = tally.Result()
+	return res, context.Cause(ctx)
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
