@@ -1,0 +1,43 @@
+// Package dialects knows the SQL dialects claimstore speaks: their names,
+// how to tell them apart on a live connection ([Detect]: MariaDB from MySQL
+// by the server version), which of them claim on the one-statement fast
+// path (the explicit allow-list, [DefaultFastPath] = PostgreSQL, checked by
+// [FastPathAllowed]), and the SQL text of every statement the SQL adapter
+// runs ([Renderer]).
+//
+// Statements are data: text with the dialect's native placeholders ($1 for
+// PostgreSQL; ? for MySQL, MariaDB and SQLite; @p1 for SQL Server) plus the
+// bound values, rendered from checked dao.Criteria, dao.Order and dao.Set
+// values. No input ever becomes SQL text: identifiers come from the model
+// schema and are quoted; values are bound parameters. The rendered text is
+// golden-tested per dialect without a server, and the adapter executes
+// exactly that text.
+//
+// Claim SQL is rendered here rather than through GORM's clause builders
+// because those do not carry the claim across dialects: the MySQL
+// dialector emits UPDATE ... RETURNING for MariaDB 10.5 and later, which
+// MariaDB does not support for UPDATE; SQLite dialectors drop
+// clause.Locking silently; the SQL Server dialector would print FOR UPDATE,
+// which is not T-SQL (SQL Server takes row locks through table hints such
+// as UPDLOCK, ROWLOCK and READPAST, "Table Hints (Transact-SQL)").
+//
+// # Fast path and portable default
+//
+// On PostgreSQL a claim is one statement ([Renderer.Claim]): a
+// MATERIALIZED common table expression that locks up to n eligible rows
+// with FOR UPDATE SKIP LOCKED, an UPDATE ... RETURNING over them, and an
+// outer SELECT that returns them in claim order. Every other dialect runs
+// dao.PortableClaim: a candidate read ([Renderer.Select]) and one guarded
+// update per candidate ([Renderer.GuardedUpdate]) that re-asserts the
+// eligibility criteria, so a row another claimer took meanwhile is not
+// claimed twice.
+//
+// MySQL 8.0.1+ and MariaDB 10.6+ support SELECT ... FOR UPDATE SKIP LOCKED
+// (MySQL manual "Locking Reads": "Locking Read Concurrency with NOWAIT and
+// SKIP LOCKED"; MariaDB "SELECT ... SKIP LOCKED"), SQLite 3.35+ supports
+// UPDATE ... RETURNING (SQLite manual "RETURNING"), and SQL Server can claim
+// with UPDATE ... OUTPUT over a SELECT TOP (n) ... WITH (ROWLOCK, UPDLOCK,
+// READPAST). Those fast paths are not on the default allow-list: the
+// portable default is their correctness floor until a benchmark shows what
+// a fast path buys.
+package dialects

@@ -1,0 +1,578 @@
+package dialects
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/claimstore/claimstore/dao"
+)
+
+// Table describes the table a statement is rendered for. Every identifier
+// comes from the model schema (dao.Model), never from request data, and is
+// quoted by the renderer anyway, so a name cannot end a quoted identifier.
+type Table struct {
+	// Name is the table name. A dotted name ("schema.table") is quoted part
+	// by part.
+	Name string
+	// PrimaryKey is the primary-key column.
+	PrimaryKey string
+	// Nullable names the columns that may hold NULL. ORDER BY places NULLs
+	// of these columns the way PostgreSQL does by default (after every
+	// value in ascending order, first in descending order) on every
+	// dialect, so one OrderBy sorts alike everywhere. Columns not listed
+	// get a bare ORDER BY term, which keeps an index on them usable.
+	Nullable map[string]bool
+}
+
+// Statement is rendered SQL: the text with the dialect's native
+// placeholders, and the values bound to them, in order.
+type Statement struct {
+	SQL  string
+	Args []any
+}
+
+// Names of the common table expressions the rendered statements use. A
+// table with one of these names would be shadowed inside the statement;
+// [ReservedTableName] reports them so callers can refuse such a table.
+const (
+	cteClaimIDs = "claim_ids"
+	cteClaimed  = "claimed"
+	cteDelete   = "delete_batch"
+	claimAlias  = "t"
+)
+
+// ReservedTableName reports whether name collides with the name of a
+// common table expression in the rendered statements (compared
+// case-insensitively), which would make those statements refer to the
+// expression instead of the table.
+func ReservedTableName(name string) bool {
+	switch strings.ToLower(name) {
+	case cteClaimIDs, cteClaimed, cteDelete:
+		return true
+	}
+	return false
+}
+
+// Renderer turns checked criteria, orderings and sets (see dao.Model's
+// Check methods) into SQL text for one dialect: identifiers quoted the
+// dialect's way ("x" for PostgreSQL and SQLite, `x` for MySQL and MariaDB,
+// [x] for SQL Server), values bound through native placeholders ($1 for
+// PostgreSQL, ? for MySQL, MariaDB and SQLite, @p1 for SQL Server). It does
+// no I/O and is safe for concurrent use.
+type Renderer struct {
+	dialect Name
+}
+
+// NewRenderer returns the renderer for dialect n, or an error wrapping
+// [dao.ErrInvalidArgument] for an unknown dialect.
+func NewRenderer(n Name) (Renderer, error) {
+	switch n {
+	case Postgres, MySQL, MariaDB, SQLite, SQLServer:
+		return Renderer{dialect: n}, nil
+	}
+	return Renderer{}, fmt.Errorf("dialects: %w: unknown dialect %q", dao.ErrInvalidArgument, n)
+}
+
+// Dialect returns the renderer's dialect.
+func (r Renderer) Dialect() Name { return r.dialect }
+
+// Quote returns ident as one quoted identifier, doubling any closing quote
+// character inside it.
+func (r Renderer) Quote(ident string) string {
+	switch r.dialect {
+	case MySQL, MariaDB:
+		return "`" + strings.ReplaceAll(ident, "`", "``") + "`"
+	case SQLServer:
+		return "[" + strings.ReplaceAll(ident, "]", "]]") + "]"
+	}
+	return `"` + strings.ReplaceAll(ident, `"`, `""`) + `"`
+}
+
+// QuoteTable quotes a possibly schema-qualified table name part by part.
+func (r Renderer) QuoteTable(name string) string {
+	parts := strings.Split(name, ".")
+	for i, p := range parts {
+		parts[i] = r.Quote(p)
+	}
+	return strings.Join(parts, ".")
+}
+
+// Placeholder returns the text of the i-th (1-based) bind parameter.
+func (r Renderer) Placeholder(i int) string {
+	switch r.dialect {
+	case Postgres:
+		return "$" + strconv.Itoa(i)
+	case SQLServer:
+		return "@p" + strconv.Itoa(i)
+	}
+	return "?"
+}
+
+// builder accumulates statement text and bound arguments.
+type builder struct {
+	r    Renderer
+	t    Table
+	sb   strings.Builder
+	args []any
+}
+
+func (r Renderer) builder(t Table) (*builder, error) {
+	if t.Name == "" || t.PrimaryKey == "" {
+		return nil, fmt.Errorf("dialects: %w: table needs a name and a primary key", dao.ErrInvalidArgument)
+	}
+	return &builder{r: r, t: t}, nil
+}
+
+func (b *builder) w(s ...string) {
+	for _, x := range s {
+		b.sb.WriteString(x)
+	}
+}
+
+func (b *builder) col(name string) { b.sb.WriteString(b.r.Quote(name)) }
+
+func (b *builder) table() { b.sb.WriteString(b.r.QuoteTable(b.t.Name)) }
+
+// param binds v and writes its placeholder.
+func (b *builder) param(v any) {
+	b.args = append(b.args, v)
+	b.sb.WriteString(b.r.Placeholder(len(b.args)))
+}
+
+func (b *builder) stmt() Statement { return Statement{SQL: b.sb.String(), Args: b.args} }
+
+var cmpOps = map[dao.Op]string{
+	dao.OpEq: "=", dao.OpNe: "<>", dao.OpLt: "<", dao.OpLe: "<=", dao.OpGt: ">", dao.OpGe: ">=",
+}
+
+// where writes " WHERE <c>" unless c matches every row.
+func (b *builder) where(c dao.Criteria) error {
+	if c.IsAll() {
+		return nil
+	}
+	b.w(" WHERE ")
+	return b.cond(c)
+}
+
+// cond writes c. An And or Or operand whose operator differs from its
+// parent's is parenthesized; operands with the same operator need no
+// parentheses, as AND and OR are associative.
+func (b *builder) cond(c dao.Criteria) error {
+	switch op := c.Op(); op {
+	case dao.OpAll:
+		b.w("1 = 1")
+		return nil
+	case dao.OpAnd, dao.OpOr:
+		kids := c.Children()
+		if len(kids) == 0 {
+			if op == dao.OpOr {
+				return fmt.Errorf("dialects: %w: Or with no operands", dao.ErrInvalidArgument)
+			}
+			b.w("1 = 1")
+			return nil
+		}
+		sep := " AND "
+		if op == dao.OpOr {
+			sep = " OR "
+		}
+		for i, k := range kids {
+			if i > 0 {
+				b.w(sep)
+			}
+			paren := (k.Op() == dao.OpAnd || k.Op() == dao.OpOr) && k.Op() != op && len(k.Children()) > 1
+			if paren {
+				b.w("(")
+			}
+			if err := b.cond(k); err != nil {
+				return err
+			}
+			if paren {
+				b.w(")")
+			}
+		}
+		return nil
+	case dao.OpIsNull:
+		b.col(c.Field())
+		b.w(" IS NULL")
+		return nil
+	case dao.OpNotNull:
+		b.col(c.Field())
+		b.w(" IS NOT NULL")
+		return nil
+	case dao.OpIn:
+		vs := c.Values()
+		if len(vs) == 0 {
+			return fmt.Errorf("dialects: %w: In(%q) with no values", dao.ErrInvalidArgument, c.Field())
+		}
+		b.col(c.Field())
+		b.w(" IN (")
+		for i, v := range vs {
+			if i > 0 {
+				b.w(", ")
+			}
+			b.param(v)
+		}
+		b.w(")")
+		return nil
+	default:
+		sym, ok := cmpOps[op]
+		if !ok {
+			return fmt.Errorf("dialects: %w: unknown operator %v", dao.ErrInvalidArgument, op)
+		}
+		b.col(c.Field())
+		b.w(" ", sym, " ")
+		if ref := c.RefField(); ref != "" {
+			b.col(ref)
+		} else {
+			if c.Value() == nil {
+				return fmt.Errorf("dialects: %w: %v with a nil value", dao.ErrInvalidArgument, c)
+			}
+			b.param(c.Value())
+		}
+		return nil
+	}
+}
+
+// withPK returns order with the primary key appended unless present.
+func (b *builder) withPK(order []dao.Order) []dao.Order {
+	for _, o := range order {
+		if o.Field == b.t.PrimaryKey {
+			return order
+		}
+	}
+	return append(append(make([]dao.Order, 0, len(order)+1), order...), dao.Asc(b.t.PrimaryKey))
+}
+
+// orderTerm writes one ORDER BY term for expression expr (already quoted)
+// of column col, placing NULLs as PostgreSQL does by default when the
+// column is nullable.
+func (b *builder) orderTerm(expr, col string, desc bool) {
+	dir := ""
+	if desc {
+		dir = " DESC"
+	}
+	if !b.t.Nullable[col] {
+		b.w(expr, dir)
+		return
+	}
+	switch b.r.dialect {
+	case Postgres:
+		// ASC NULLS LAST and DESC NULLS FIRST are PostgreSQL's defaults.
+		b.w(expr, dir)
+	case SQLite:
+		// SQLite sorts NULLs first in ascending order; NULLS FIRST/LAST
+		// exists since SQLite 3.30.0 ("ORDER BY", lang_select.html).
+		if desc {
+			b.w(expr, " DESC NULLS FIRST")
+		} else {
+			b.w(expr, " NULLS LAST")
+		}
+	case MySQL, MariaDB:
+		// MySQL and MariaDB sort NULLs first ascending and have no NULLS
+		// LAST; sort on "expr IS NULL" (0 or 1) first.
+		b.w(expr, " IS NULL", dir, ", ", expr, dir)
+	case SQLServer:
+		b.w("CASE WHEN ", expr, " IS NULL THEN 1 ELSE 0 END", dir, ", ", expr, dir)
+	}
+}
+
+// orderBy writes " ORDER BY ..." for order (primary key appended).
+func (b *builder) orderBy(order []dao.Order) {
+	b.w(" ORDER BY ")
+	for i, o := range b.withPK(order) {
+		if i > 0 {
+			b.w(", ")
+		}
+		b.orderTerm(b.r.Quote(o.Field), o.Field, o.Desc)
+	}
+}
+
+// set writes the SET list of set in sorted column order. qual, when not
+// empty, qualifies the column read by an Increment.
+func (b *builder) set(set dao.Set, qual string) error {
+	if len(set) == 0 {
+		return fmt.Errorf("dialects: %w: empty Set", dao.ErrInvalidArgument)
+	}
+	for i, name := range dao.SetColumns(set) {
+		if name == b.t.PrimaryKey {
+			return fmt.Errorf("dialects: %w: Set may not write the primary key %q", dao.ErrInvalidArgument, name)
+		}
+		if i > 0 {
+			b.w(", ")
+		}
+		b.col(name)
+		b.w(" = ")
+		if inc, ok := set[name].(dao.Increment); ok {
+			if qual != "" {
+				b.w(qual, ".")
+			}
+			b.col(name)
+			b.w(" + ")
+			b.param(inc.N)
+			continue
+		}
+		b.param(set[name])
+	}
+	return nil
+}
+
+func limitErr(what string, n int) error {
+	return fmt.Errorf("dialects: %w: %s limit must be > 0, got %d", dao.ErrInvalidArgument, what, n)
+}
+
+// Select renders the read of [dao.Store.Find] (and of the portable
+// default's candidate read): the rows matching q.Where in q.OrderBy order,
+// the primary key appended as the final tie breaker, at most q.Limit rows
+// when q.Limit > 0. PostgreSQL, MySQL, MariaDB and SQLite use LIMIT; SQL
+// Server uses TOP (n), which with ORDER BY returns the first n rows of that
+// order. q must have been checked by dao.Model.CheckQuery; a negative limit
+// or a malformed criterion is an error wrapping [dao.ErrInvalidArgument].
+func (r Renderer) Select(t Table, q dao.Query) (Statement, error) {
+	b, err := r.builder(t)
+	if err != nil {
+		return Statement{}, err
+	}
+	if q.Limit < 0 {
+		return Statement{}, limitErr("select", q.Limit)
+	}
+	b.w("SELECT ")
+	if r.dialect == SQLServer && q.Limit > 0 {
+		b.w("TOP (")
+		b.param(int64(q.Limit))
+		b.w(") ")
+	}
+	b.w("* FROM ")
+	b.table()
+	if err := b.where(q.Where); err != nil {
+		return Statement{}, err
+	}
+	b.orderBy(q.OrderBy)
+	if r.dialect != SQLServer && q.Limit > 0 {
+		b.w(" LIMIT ")
+		b.param(int64(q.Limit))
+	}
+	return b.stmt(), nil
+}
+
+// Count renders SELECT COUNT(*) over the rows matching where.
+func (r Renderer) Count(t Table, where dao.Criteria) (Statement, error) {
+	b, err := r.builder(t)
+	if err != nil {
+		return Statement{}, err
+	}
+	b.w("SELECT COUNT(*) FROM ")
+	b.table()
+	if err := b.where(where); err != nil {
+		return Statement{}, err
+	}
+	return b.stmt(), nil
+}
+
+// Update renders UPDATE ... SET <set> WHERE <where>. A [dao.Increment]
+// value renders col = col + ?. Set columns are written in sorted order so
+// the text is deterministic. An empty set, or one writing the primary key,
+// is an error wrapping [dao.ErrInvalidArgument].
+func (r Renderer) Update(t Table, where dao.Criteria, set dao.Set) (Statement, error) {
+	b, err := r.builder(t)
+	if err != nil {
+		return Statement{}, err
+	}
+	b.w("UPDATE ")
+	b.table()
+	b.w(" SET ")
+	if err := b.set(set, ""); err != nil {
+		return Statement{}, err
+	}
+	if err := b.where(where); err != nil {
+		return Statement{}, err
+	}
+	return b.stmt(), nil
+}
+
+// GuardedUpdate renders the per-row write of the portable default:
+// UPDATE ... SET <set> WHERE pk = ? AND <where>. Because it re-asserts
+// where, a row another claimer took after the candidate read no longer
+// matches and the statement affects zero rows. On PostgreSQL (READ
+// COMMITTED: "Transaction Isolation", the re-check of an updated row),
+// MySQL and MariaDB (an UPDATE reads the latest committed version under
+// the row lock, "Locking Reads" / "Consistent Nonlocking Reads") and SQL
+// Server (the update lock is taken before the predicate is evaluated) the
+// guard is evaluated against the row as the winner left it.
+func (r Renderer) GuardedUpdate(t Table, id any, where dao.Criteria, set dao.Set) (Statement, error) {
+	b, err := r.builder(t)
+	if err != nil {
+		return Statement{}, err
+	}
+	if id == nil {
+		return Statement{}, fmt.Errorf("dialects: %w: guarded update with a nil primary key", dao.ErrInvalidArgument)
+	}
+	b.w("UPDATE ")
+	b.table()
+	b.w(" SET ")
+	if err := b.set(set, ""); err != nil {
+		return Statement{}, err
+	}
+	if err := b.where(dao.And(dao.Eq(t.PrimaryKey, id), where)); err != nil {
+		return Statement{}, err
+	}
+	return b.stmt(), nil
+}
+
+// Delete renders the bounded delete of a retention sweep: at most limit
+// rows matching where, smallest primary keys first.
+//
+//   - PostgreSQL and SQLite have no DELETE ... LIMIT (SQLite only when built
+//     with SQLITE_ENABLE_UPDATE_DELETE_LIMIT), so the victims are chosen by
+//     a subquery: DELETE ... WHERE pk IN (SELECT pk ... ORDER BY pk LIMIT n).
+//   - MySQL and MariaDB: DELETE ... WHERE ... ORDER BY pk LIMIT n
+//     (MySQL manual "DELETE Statement").
+//   - SQL Server: DELETE TOP (n) takes no ORDER BY, so a common table
+//     expression picks the rows in order and the DELETE goes through it:
+//     WITH delete_batch AS (SELECT TOP (n) * ... ORDER BY pk) DELETE FROM
+//     delete_batch.
+//
+// limit <= 0 is an error wrapping [dao.ErrInvalidArgument].
+func (r Renderer) Delete(t Table, where dao.Criteria, limit int) (Statement, error) {
+	b, err := r.builder(t)
+	if err != nil {
+		return Statement{}, err
+	}
+	if limit <= 0 {
+		return Statement{}, limitErr("delete", limit)
+	}
+	pkOrder := []dao.Order{dao.Asc(t.PrimaryKey)}
+	switch r.dialect {
+	case MySQL, MariaDB:
+		b.w("DELETE FROM ")
+		b.table()
+		if err := b.where(where); err != nil {
+			return Statement{}, err
+		}
+		b.orderBy(pkOrder)
+		b.w(" LIMIT ")
+		b.param(int64(limit))
+	case SQLServer:
+		b.w("WITH ", cteDelete, " AS (SELECT TOP (")
+		b.param(int64(limit))
+		b.w(") * FROM ")
+		b.table()
+		if err := b.where(where); err != nil {
+			return Statement{}, err
+		}
+		b.orderBy(pkOrder)
+		b.w(") DELETE FROM ", cteDelete)
+	default:
+		b.w("DELETE FROM ")
+		b.table()
+		b.w(" WHERE ")
+		b.col(t.PrimaryKey)
+		b.w(" IN (SELECT ")
+		b.col(t.PrimaryKey)
+		b.w(" FROM ")
+		b.table()
+		if err := b.where(where); err != nil {
+			return Statement{}, err
+		}
+		b.orderBy(pkOrder)
+		b.w(" LIMIT ")
+		b.param(int64(limit))
+		b.w(")")
+	}
+	return b.stmt(), nil
+}
+
+// Claim renders the one-statement fast-path claim for dialects where
+// [HasFastPath] holds (PostgreSQL); for the others it returns an error
+// wrapping [dao.ErrInvalidArgument]. req must have been checked by
+// dao.Model.CheckClaim and req.Limit must be > 0.
+//
+// The PostgreSQL statement is
+//
+//	WITH claim_ids AS MATERIALIZED (
+//	    SELECT pk, <order columns> FROM t WHERE <where> ORDER BY <order>
+//	    LIMIT $n FOR UPDATE SKIP LOCKED),
+//	  claimed AS (
+//	    UPDATE t AS t SET <set> FROM claim_ids WHERE t.pk = claim_ids.pk RETURNING t.*)
+//	SELECT claimed.* FROM claimed JOIN claim_ids ON claimed.pk = claim_ids.pk
+//	ORDER BY <order over claim_ids' copies of the order columns>
+//
+// Why each part:
+//
+//   - FOR UPDATE SKIP LOCKED (PostgreSQL manual, "SELECT: The Locking
+//     Clause") locks the chosen rows and passes over rows another claimer
+//     has locked, so concurrent claimers take disjoint rows without
+//     waiting. Under READ COMMITTED a row updated by a committed claimer is
+//     re-checked against WHERE before it is locked ("Transaction
+//     Isolation: Read Committed Isolation Level"), so a row that stopped
+//     being eligible is skipped: the lost race is silent. Under REPEATABLE
+//     READ or SERIALIZABLE the same situation is a serialization failure
+//     (SQLSTATE 40001) instead, so the statement must run in READ
+//     COMMITTED.
+//   - AS MATERIALIZED ("WITH Queries (Common Table Expressions):
+//     MATERIALIZED", PostgreSQL 12 and later) makes the locking SELECT run
+//     exactly once. With a bare UPDATE ... WHERE pk IN (SELECT ... LIMIT n
+//     FOR UPDATE SKIP LOCKED) the planner may evaluate the subquery more
+//     than once and claim more than n rows.
+//   - RETURNING t.* gives the rows in their post-claim state without
+//     another read, but in no particular order. The outer SELECT orders
+//     them in the same statement, by the values that chose them (copied
+//     out of claim_ids before the update), with the database's own
+//     collation and NULL ordering. Sorting in the application instead would
+//     need a Go comparison that matches the column collation; ordering in
+//     SQL keeps one definition of the order, costs no extra round trip and
+//     returns the rows in the order in which they were claimed even when
+//     Set changes an ordering column.
+//
+// Arguments bind in text order: the WHERE values, the limit, the SET
+// values.
+func (r Renderer) Claim(t Table, req dao.ClaimRequest) (Statement, error) {
+	if !HasFastPath(r.dialect) {
+		return Statement{}, fmt.Errorf("dialects: %w: no fast-path claim for %s", dao.ErrInvalidArgument, r.dialect)
+	}
+	b, err := r.builder(t)
+	if err != nil {
+		return Statement{}, err
+	}
+	if req.Limit <= 0 {
+		return Statement{}, limitErr("claim", req.Limit)
+	}
+	order := b.withPK(req.OrderBy)
+	pk := r.Quote(t.PrimaryKey)
+	// Copies of the ordering columns, carried out of claim_ids under
+	// aliases, so the final ORDER BY sees the pre-claim values.
+	alias := make([]string, len(order))
+	b.w("WITH ", cteClaimIDs, " AS MATERIALIZED (SELECT ", pk)
+	for i, o := range order {
+		if o.Field == t.PrimaryKey {
+			alias[i] = pk
+			continue
+		}
+		alias[i] = "claim_o" + strconv.Itoa(i+1)
+		b.w(", ", r.Quote(o.Field), " AS ", alias[i])
+	}
+	b.w(" FROM ")
+	b.table()
+	if err := b.where(req.Where); err != nil {
+		return Statement{}, err
+	}
+	b.orderBy(order)
+	b.w(" LIMIT ")
+	b.param(int64(req.Limit))
+	b.w(" FOR UPDATE SKIP LOCKED), ", cteClaimed, " AS (UPDATE ")
+	b.table()
+	b.w(" AS ", claimAlias, " SET ")
+	if err := b.set(req.Set, claimAlias); err != nil {
+		return Statement{}, err
+	}
+	b.w(" FROM ", cteClaimIDs, " WHERE ", claimAlias, ".", pk, " = ", cteClaimIDs, ".", pk,
+		" RETURNING ", claimAlias, ".*) SELECT ", cteClaimed, ".* FROM ", cteClaimed,
+		" JOIN ", cteClaimIDs, " ON ", cteClaimed, ".", pk, " = ", cteClaimIDs, ".", pk, " ORDER BY ")
+	for i, o := range order {
+		if i > 0 {
+			b.w(", ")
+		}
+		b.orderTerm(cteClaimIDs+"."+alias[i], o.Field, o.Desc)
+	}
+	return b.stmt(), nil
+}
