@@ -54,7 +54,7 @@ func TestBurnMemStore(t *testing.T) {
 		return inner(ctx, w, limit)
 	}
 	cfg.RoundTrips = func() int64 { mu.Lock(); defer mu.Unlock(); return rt }
-	cfg.Progress, cfg.ProgressEvery = &progress, 5 * time.Millisecond
+	cfg.Progress, cfg.ProgressEvery = &progress, 5*time.Millisecond
 	res, err := Burn(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -38,6 +38,8 @@ type Report struct {
 	Batch   int
 	// Variants are in the order they ran; the first is the library.
 	Variants []Variant
+	// Notes are remarks printed after the figures.
+	Notes []string
 }
 
 // Err returns the first variant's accounting error, if any.
@@ -129,6 +131,12 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintln(ew)
 		for _, v := range r.Variants {
 			fmt.Fprintf(ew, "%-*s %s\n", nameWidth(r.Variants)+1, v.Name+":", v.Path)
+		}
+	}
+	if len(r.Notes) > 0 {
+		fmt.Fprintln(ew)
+		for _, n := range r.Notes {
+			fmt.Fprintf(ew, "note: %s\n", n)
 		}
 	}
 	return ew.err
