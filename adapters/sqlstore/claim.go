@@ -1,0 +1,190 @@
+package sqlstore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dialects"
+	"gorm.io/gorm"
+)
+
+// Claim atomically claims up to req.Limit rows matching req.Where, writes
+// req.Set to them and returns them in their post-claim state, in
+// req.OrderBy order (primary key last).
+//
+// On a dialect on the fast-path allow-list (PostgreSQL by default) it runs
+// the one statement of dialects.Renderer.Claim in autocommit: one round
+// trip, in READ COMMITTED, PostgreSQL's default isolation. When New found
+// that the server's default isolation is stricter, the statement runs in a
+// READ COMMITTED transaction instead (BEGIN, statement, COMMIT: three
+// round trips), because under REPEATABLE READ or SERIALIZABLE a row
+// updated by a concurrent claimer raises a serialization failure (PostgreSQL
+// manual, "Transaction Isolation") rather than being skipped.
+//
+// Every other dialect runs dao.PortableClaim: one candidate SELECT, then
+// one guarded UPDATE ... WHERE pk = ? AND <where> per candidate, 1 + N
+// round trips; a row is claimed when its guarded update affected one row.
+//
+// req.Limit <= 0 returns (nil, nil) without I/O. Invalid requests are
+// [dao.ErrInvalidArgument]. A store bound to a transaction returns
+// [dao.ErrInTransaction] and does nothing. When the portable default fails
+// part-way, the rows already claimed are returned with the error.
+func (s *Store[T]) Claim(ctx context.Context, req dao.ClaimRequest) ([]T, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	if s.inTx {
+		return nil, fmt.Errorf("sqlstore: claim: %w", dao.ErrInTransaction)
+	}
+	if !s.fast {
+		rows, err := dao.PortableClaim(ctx, s.model, portableOps[T]{s}, req)
+		if err != nil {
+			return rows, fmt.Errorf("sqlstore: %w", err)
+		}
+		return rows, nil
+	}
+	req, err := s.model.CheckClaim(req)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: claim: %w", err)
+	}
+	if req.Limit <= 0 {
+		return nil, nil
+	}
+	st, err := s.r.Claim(s.table, req)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: claim: %w", err)
+	}
+	if !s.claimTx {
+		rows, err := s.query(ctx, s.pool, st)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: claim: %w", err)
+		}
+		return rows, nil
+	}
+	var rows []T
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var err error
+		rows, err = s.query(ctx, connPool(tx), st)
+		return err
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: claim: %w", mapError(err))
+	}
+	return rows, nil
+}
+
+// portableOps implements dao.PortableOps with the rendered candidate read
+// and guarded update.
+type portableOps[T any] struct{ s *Store[T] }
+
+// ReadCandidates runs the candidate SELECT.
+func (o portableOps[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]T, error) {
+	return o.s.find(ctx, q)
+}
+
+// ClaimRow runs the guarded update of row and reports whether it claimed
+// the row (one affected row).
+//
+// MySQL and MariaDB report, unless the connection sets the
+// CLIENT_FOUND_ROWS flag (DSN clientFoundRows=true), the number of rows
+// the UPDATE changed, not the number it matched (MySQL manual,
+// "mysql_affected_rows()"). A claim Set normally changes the row (it writes
+// a new owner, lease or status), so one changed row means the guard
+// matched. When the Set cannot be shown to change the row as it was read
+// (every value equal to the current one, an Increment of zero or of a NULL
+// column, or a value of a type this package cannot compare), zero affected
+// rows is ambiguous: the guard may have matched a row the Set left as it
+// was. Only then ClaimRow asks once more with SELECT COUNT(*) ... WHERE pk =
+// ? AND <where> and claims the row if it still matches; that costs one
+// extra round trip in this degenerate case and none otherwise.
+func (o portableOps[T]) ClaimRow(ctx context.Context, row *T, where dao.Criteria, set dao.Set) (bool, error) {
+	s := o.s
+	id := s.model.ID(row)
+	st, err := s.r.GuardedUpdate(s.table, id, where, set)
+	if err != nil {
+		return false, err
+	}
+	n, err := s.exec(ctx, s.pool, st)
+	if err != nil {
+		return false, err
+	}
+	if n > 0 {
+		return true, nil
+	}
+	if (s.dialect != dialects.MySQL && s.dialect != dialects.MariaDB) || certainlyChanges(s.model, row, set) {
+		return false, nil
+	}
+	cst, err := s.r.Count(s.table, dao.And(dao.Eq(s.table.PrimaryKey, id), where))
+	if err != nil {
+		return false, err
+	}
+	var c int64
+	if err := s.pool.QueryRowContext(ctx, cst.SQL, cst.Args...).Scan(&c); err != nil {
+		return false, mapError(err)
+	}
+	return c > 0, nil
+}
+
+// certainlyChanges reports whether writing set (checked) to row, as read,
+// changes at least one stored value on MySQL or MariaDB. It errs towards
+// false: a false answer costs one extra query, a wrong true answer would
+// report a matched row as lost.
+func certainlyChanges[T any](m *dao.Model[T], row *T, set dao.Set) bool {
+	for col, v := range set {
+		cur, ok := m.Value(row, col)
+		if !ok {
+			continue
+		}
+		if inc, ok := v.(dao.Increment); ok {
+			if inc.N != 0 && cur != nil {
+				return true
+			}
+			continue
+		}
+		if differs(cur, v) {
+			return true
+		}
+	}
+	return false
+}
+
+// differs reports whether the plain values a and b are certainly stored
+// differently. Times within a second of each other may round to the same
+// DATETIME, and floats within a relative 1e-6 to the same FLOAT; trailing
+// spaces vanish in a CHAR column; values of other types are not compared.
+func differs(a, b any) bool {
+	if a == nil || b == nil {
+		return (a == nil) != (b == nil)
+	}
+	switch x := a.(type) {
+	case int64:
+		y, ok := b.(int64)
+		return ok && x != y
+	case uint64:
+		y, ok := b.(uint64)
+		return ok && x != y
+	case bool:
+		y, ok := b.(bool)
+		return ok && x != y
+	case string:
+		y, ok := b.(string)
+		return ok && strings.TrimRight(x, " ") != strings.TrimRight(y, " ")
+	case []byte:
+		y, ok := b.([]byte)
+		return ok && !bytes.Equal(x, y)
+	case float64:
+		y, ok := b.(float64)
+		return ok && math.Abs(x-y) > 1e-6*math.Max(math.Abs(x), math.Abs(y))
+	case time.Time:
+		y, ok := b.(time.Time)
+		d := x.Sub(y)
+		return ok && (d >= time.Second || d <= -time.Second)
+	}
+	return false
+}

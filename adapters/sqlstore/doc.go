@@ -1,0 +1,76 @@
+// Package sqlstore is the SQL adapter of claimstore: one [Store] over a
+// GORM handle for PostgreSQL, MySQL, MariaDB, SQLite and SQL Server.
+//
+// # Statements
+//
+// Every read and write except Create runs SQL rendered by package dialects
+// (golden-tested text with the dialect's native placeholders), executed
+// directly on GORM's connection pool (QueryContext / ExecContext) and
+// scanned with gorm.DB.ScanRows, so the SQL that runs is exactly the
+// rendered text. GORM hooks (AfterFind and the like) do not run for these
+// reads. Create goes through GORM, which writes a multi-row INSERT and
+// fills generated primary keys back into the items.
+//
+// # Claim routing and round trips
+//
+// [New] detects the dialect (dialects.Detect) and asks the fast-path
+// allow-list (dialects.DefaultFastPath, extended by [WithFastPath],
+// disabled by [WithoutFastPath]) how to claim:
+//
+//	dialect      claim path                         round trips   lost race
+//	postgres     one statement (FOR UPDATE SKIP     1             row skipped, no error
+//	             LOCKED in a MATERIALIZED CTE,
+//	             UPDATE ... RETURNING, ordered)
+//	mysql        portable default                   1 + N         guarded update matches 0 rows: skipped
+//	mariadb      portable default                   1 + N         as mysql
+//	sqlserver    portable default                   1 + N         as mysql
+//	sqlite       portable default                   1 + N         writers serialize; a write that cannot get
+//	                                                              the lock within busy_timeout is ErrBusy
+//
+// The PostgreSQL claim runs in autocommit: one statement, one round trip,
+// in the server's default isolation, which is READ COMMITTED unless an
+// administrator changed default_transaction_isolation. READ COMMITTED is
+// required: there a row that a concurrent claimer changed is re-checked
+// and skipped, whereas REPEATABLE READ and SERIALIZABLE raise SQLSTATE
+// 40001. Opening a READ COMMITTED transaction for every claim would make
+// it three round trips (BEGIN, statement, COMMIT), so [New] reads the
+// server's setting once, and only when it is not READ COMMITTED does the
+// claim run in an explicit READ COMMITTED transaction; Capabilities then
+// reports three round trips.
+//
+// The portable default (dao.PortableClaim) reads up to Limit candidates
+// and writes each with a guarded UPDATE ... WHERE pk = ? AND <where>,
+// keeping the rows whose update affected one row. On MySQL and MariaDB
+// without clientFoundRows the affected count is the number of rows
+// changed; a claim Set that leaves a row exactly as it was (no new owner,
+// lease or status) is disambiguated with one extra SELECT COUNT(*) for
+// that row only, so it still counts as claimed when the guard matched.
+// [Open] leaves clientFoundRows as the DSN says; the store is correct
+// either way.
+//
+// # Transactions
+//
+// Claim commits its own work and must not run inside a caller's
+// transaction: the claimed rows would stay locked and invisible to other
+// workers until that transaction ends, and a rollback would undo a claim
+// the caller may already have acted on. A store bound to a transaction,
+// by [Store.WithTx] or because the *gorm.DB given to [New] is inside one,
+// returns [dao.ErrInTransaction] from Claim and changes nothing; its other
+// methods run in the transaction.
+//
+// # Errors
+//
+// Driver errors are mapped to dao sentinels in one function (see the
+// rules in errors.go): unique violations are dao.ErrDuplicate; deadlocks,
+// lock-wait timeouts and serialization failures dao.ErrConflict; SQLite's
+// SQLITE_BUSY and SQLITE_LOCKED dao.ErrBusy; refused, reset or closed
+// connections dao.ErrUnavailable. The native error stays reachable with
+// errors.As.
+//
+// # Opening databases
+//
+// [Open] opens the right GORM dialector for a backend name and a DSN and
+// pings it; [SQLiteDSN] builds a SQLite DSN with WAL, a busy timeout,
+// synchronous=NORMAL and BEGIN IMMEDIATE transactions, the settings
+// concurrent claimers need.
+package sqlstore

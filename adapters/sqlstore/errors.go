@@ -1,0 +1,161 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"syscall"
+
+	"github.com/claimstore/claimstore/dao"
+	gosqlite "github.com/glebarez/go-sqlite"
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+	mssql "github.com/microsoft/go-mssqldb"
+	"gorm.io/gorm"
+)
+
+// SQLite primary result codes (https://www.sqlite.org/rescode.html). The
+// driver reports extended codes, whose low byte is the primary code.
+const (
+	sqliteBusy                 = 5    // SQLITE_BUSY
+	sqliteLocked               = 6    // SQLITE_LOCKED
+	sqliteConstraintPrimaryKey = 1555 // SQLITE_CONSTRAINT_PRIMARYKEY
+	sqliteConstraintUnique     = 2067 // SQLITE_CONSTRAINT_UNIQUE
+)
+
+// mapError is the one place where native errors of every supported driver
+// become dao sentinels. The result wraps both the sentinel and the native
+// error ("%w: %w"), so errors.Is(err, dao.ErrX) and errors.As(err,
+// *pgconn.PgError and the like) both work. Errors that already carry a
+// sentinel, context cancellations and deadlines, and errors no rule covers
+// are returned unchanged. nil stays nil.
+//
+// The rules:
+//   - PostgreSQL (pgconn.PgError, "Appendix A. PostgreSQL Error Codes"):
+//     23505 unique_violation -> ErrDuplicate; 40001 serialization_failure
+//     and 40P01 deadlock_detected -> ErrConflict; 55P03 lock_not_available
+//     -> ErrBusy; class 08 (connection exception), 57P01 admin_shutdown,
+//     57P02 crash_shutdown and 57P03 cannot_connect_now -> ErrUnavailable;
+//     pgconn.ConnectError -> ErrUnavailable.
+//   - MySQL and MariaDB (mysql.MySQLError, "Server Error Message
+//     Reference"): 1062 ER_DUP_ENTRY and 1586 ER_DUP_ENTRY_WITH_KEY_NAME ->
+//     ErrDuplicate; 1213 ER_LOCK_DEADLOCK and 1205 ER_LOCK_WAIT_TIMEOUT ->
+//     ErrConflict; mysql.ErrInvalidConn -> ErrUnavailable.
+//   - SQLite (the modernc driver behind github.com/glebarez/sqlite, "Result
+//     and Error Codes"): SQLITE_BUSY and SQLITE_LOCKED with their extended
+//     codes -> ErrBusy; SQLITE_CONSTRAINT_UNIQUE and
+//     SQLITE_CONSTRAINT_PRIMARYKEY -> ErrDuplicate.
+//   - SQL Server (mssql.Error, "Database engine events and errors"): 2627
+//     (unique constraint) and 2601 (unique index) -> ErrDuplicate; 1205
+//     (deadlock victim) -> ErrConflict.
+//   - Any driver: a *net.OpError, ECONNREFUSED, ECONNRESET, EPIPE,
+//     driver.ErrBadConn, sql.ErrConnDone, io.EOF and io.ErrUnexpectedEOF (a
+//     connection closed under the driver) -> ErrUnavailable;
+//     gorm.ErrDuplicatedKey -> ErrDuplicate; gorm.ErrRecordNotFound and
+//     sql.ErrNoRows -> ErrNotFound.
+func mapError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || hasSentinel(err) {
+		return err
+	}
+	if s := classify(err); s != nil {
+		return fmt.Errorf("%w: %w", s, err)
+	}
+	return err
+}
+
+var sentinels = []error{
+	dao.ErrNotFound, dao.ErrInvalidArgument, dao.ErrBusy, dao.ErrConflict,
+	dao.ErrDuplicate, dao.ErrUnavailable, dao.ErrInTransaction,
+}
+
+func hasSentinel(err error) bool {
+	for _, s := range sentinels {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// classify returns the sentinel for err, or nil.
+func classify(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch code := pgErr.Code; {
+		case code == "23505":
+			return dao.ErrDuplicate
+		case code == "40001" || code == "40P01":
+			return dao.ErrConflict
+		case code == "55P03":
+			return dao.ErrBusy
+		case len(code) == 5 && code[:2] == "08", code == "57P01", code == "57P02", code == "57P03":
+			return dao.ErrUnavailable
+		}
+		return nil
+	}
+	var myErr *gomysql.MySQLError
+	if errors.As(err, &myErr) {
+		switch myErr.Number {
+		case 1062, 1586:
+			return dao.ErrDuplicate
+		case 1213, 1205:
+			return dao.ErrConflict
+		}
+		return nil
+	}
+	var liteErr *gosqlite.Error
+	if errors.As(err, &liteErr) {
+		switch code := liteErr.Code(); {
+		case code&0xff == sqliteBusy, code&0xff == sqliteLocked:
+			return dao.ErrBusy
+		case code == sqliteConstraintUnique, code == sqliteConstraintPrimaryKey:
+			return dao.ErrDuplicate
+		}
+		return nil
+	}
+	if n, ok := mssqlNumber(err); ok {
+		switch n {
+		case 2627, 2601:
+			return dao.ErrDuplicate
+		case 1205:
+			return dao.ErrConflict
+		}
+		return nil
+	}
+	var connErr *pgconn.ConnectError
+	var opErr *net.OpError
+	switch {
+	case errors.As(err, &connErr), errors.As(err, &opErr),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, driver.ErrBadConn), errors.Is(err, sql.ErrConnDone),
+		errors.Is(err, gomysql.ErrInvalidConn),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return dao.ErrUnavailable
+	case errors.Is(err, gorm.ErrDuplicatedKey):
+		return dao.ErrDuplicate
+	case errors.Is(err, gorm.ErrRecordNotFound), errors.Is(err, sql.ErrNoRows):
+		return dao.ErrNotFound
+	}
+	return nil
+}
+
+// mssqlNumber returns the error number of a SQL Server error, which the
+// driver returns by value or by pointer.
+func mssqlNumber(err error) (int32, bool) {
+	var v mssql.Error
+	if errors.As(err, &v) {
+		return v.Number, true
+	}
+	var p *mssql.Error
+	if errors.As(err, &p) && p != nil {
+		return p.Number, true
+	}
+	return 0, false
+}

@@ -1,0 +1,442 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dialects"
+	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
+)
+
+// Store is a [dao.Store] of T over one SQL table, for PostgreSQL, MySQL,
+// MariaDB, SQLite and SQL Server through GORM. Build it with [New]; a Store
+// is safe for concurrent use.
+type Store[T any] struct {
+	db      *gorm.DB      // session the store was built on (a transaction after WithTx)
+	pool    gorm.ConnPool // where statements run: *sql.DB, or *sql.Tx after WithTx
+	model   *dao.Model[T]
+	table   dialects.Table
+	dialect dialects.Name
+	r       dialects.Renderer
+	fast    bool // claim on the fast path
+	claimTx bool // wrap the fast path in a READ COMMITTED transaction
+	inTx    bool // bound to a caller's transaction: Claim is refused
+	err     error
+}
+
+var _ dao.Store[struct{ ID int64 }] = (*Store[struct{ ID int64 }])(nil)
+
+// Option configures [New].
+type Option func(*options)
+
+type options struct {
+	table      string
+	fastPath   []dialects.Name
+	noFastPath bool
+}
+
+// WithTable makes the store use table name instead of the table name GORM
+// derives from T. A dotted name ("schema.table") is schema-qualified. The
+// names of the claim statements' common table expressions ("claim_ids",
+// "claimed", "delete_batch") are refused by [New].
+func WithTable(name string) Option { return func(o *options) { o.table = name } }
+
+// WithFastPath adds dialects to the fast-path allow-list beyond
+// dialects.DefaultFastPath() (PostgreSQL). [New] fails with
+// [dao.ErrInvalidArgument] when a named dialect has no fast-path statement
+// (dialects.HasFastPath).
+func WithFastPath(names ...dialects.Name) Option {
+	return func(o *options) { o.fastPath = append(o.fastPath, names...) }
+}
+
+// WithoutFastPath makes every claim run the portable default
+// (dao.PortableClaim), also on dialects on the allow-list. Benchmarks use
+// it to measure what the fast path buys.
+func WithoutFastPath() Option { return func(o *options) { o.noFastPath = true } }
+
+// New returns a store of T over db. It parses T with db's naming strategy
+// (so column names match what GORM migrates), detects the dialect with
+// dialects.Detect (one SELECT VERSION() on MySQL and MariaDB) and, on
+// PostgreSQL with the fast path, reads the server's default transaction
+// isolation (one query; see the package documentation). Both queries run
+// with db's statement context.
+//
+// When db is itself inside a transaction (db.Begin(), db.Transaction), the
+// store is bound to it as by [Store.WithTx]: CRUD runs in the transaction
+// and Claim returns [dao.ErrInTransaction].
+//
+// Errors: [dao.ErrInvalidArgument] for a nil db, a model GORM cannot parse
+// or without exactly one primary key, a reserved table name, an unsupported
+// dialector or a fast-path opt-in for a dialect without one; a failed
+// detection query is mapped like every database error.
+func New[T any](db *gorm.DB, opts ...Option) (*Store[T], error) {
+	if db == nil {
+		return nil, fmt.Errorf("sqlstore: new: %w: nil *gorm.DB", dao.ErrInvalidArgument)
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	model, err := dao.NewModel[T](db.NamingStrategy)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: new: %w", err)
+	}
+	table := o.table
+	if table == "" {
+		table = model.Table()
+	}
+	if dialects.ReservedTableName(table) {
+		return nil, fmt.Errorf("sqlstore: new: %w: table name %q is reserved by the claim statements", dao.ErrInvalidArgument, table)
+	}
+	ctx := db.Statement.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	name, err := dialects.Detect(ctx, db)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: new: %w", mapError(err))
+	}
+	r, err := dialects.NewRenderer(name)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: new: %w", err)
+	}
+	allow := dialects.DefaultFastPath()
+	for _, n := range o.fastPath {
+		if !dialects.HasFastPath(n) {
+			return nil, fmt.Errorf("sqlstore: new: %w: no fast-path claim exists for %q", dao.ErrInvalidArgument, n)
+		}
+		allow = append(allow, n)
+	}
+	s := &Store[T]{
+		db:      db.Session(&gorm.Session{NewDB: true}),
+		pool:    connPool(db),
+		model:   model,
+		table:   dialects.Table{Name: table, PrimaryKey: model.PrimaryKey(), Nullable: nullableColumns(model.Schema())},
+		dialect: name,
+		r:       r,
+		fast:    !o.noFastPath && dialects.FastPathAllowed(name, allow),
+	}
+	s.inTx = inTransaction(s.pool)
+	if s.fast && name == dialects.Postgres && !s.inTx {
+		var level string
+		row := s.pool.QueryRowContext(ctx, "SELECT current_setting('transaction_isolation')")
+		if err := row.Scan(&level); err != nil {
+			return nil, fmt.Errorf("sqlstore: new: read transaction isolation: %w", mapError(err))
+		}
+		s.claimTx = !strings.EqualFold(level, "read committed")
+	}
+	return s, nil
+}
+
+// connPool returns the pool statements of db run on.
+func connPool(db *gorm.DB) gorm.ConnPool {
+	if db.Statement != nil && db.Statement.ConnPool != nil {
+		return db.Statement.ConnPool
+	}
+	return db.ConnPool
+}
+
+// inTransaction reports whether pool is an open transaction (*sql.Tx, or
+// GORM's prepared-statement transaction): those commit and roll back.
+func inTransaction(pool gorm.ConnPool) bool {
+	_, ok := pool.(gorm.TxCommitter)
+	return ok
+}
+
+// nullableColumns returns the columns whose Go type can hold NULL (a
+// pointer, or a struct with a Valid bool field such as sql.NullString) and
+// that are not declared NOT NULL or primary key.
+func nullableColumns(s *schema.Schema) map[string]bool {
+	out := map[string]bool{}
+	for _, f := range s.Fields {
+		if f.DBName == "" || f.PrimaryKey || f.NotNull {
+			continue
+		}
+		t := f.FieldType
+		if t.Kind() == reflect.Pointer {
+			out[f.DBName] = true
+			continue
+		}
+		if t.Kind() == reflect.Struct {
+			if v, ok := t.FieldByName("Valid"); ok && v.Type.Kind() == reflect.Bool {
+				out[f.DBName] = true
+			}
+		}
+	}
+	return out
+}
+
+// WithTx returns a store that runs every call inside tx, a transaction the
+// caller opened on the same database (db.Begin() or the argument of
+// db.Transaction) and commits or rolls back. Create, Get, Find, Count,
+// Update, Delete and Migrate take part in the transaction; Claim returns
+// [dao.ErrInTransaction] without touching the database, because a claim
+// must commit on its own: inside the caller's transaction its rows would
+// stay invisible to other workers, and held locked, until that transaction
+// ends. A nil tx yields a store whose every call fails with
+// [dao.ErrInvalidArgument].
+func (s *Store[T]) WithTx(tx *gorm.DB) *Store[T] {
+	c := *s
+	c.inTx = true
+	if tx == nil {
+		c.err = fmt.Errorf("sqlstore: %w: WithTx(nil)", dao.ErrInvalidArgument)
+		return &c
+	}
+	c.db = tx.Session(&gorm.Session{NewDB: true})
+	c.pool = connPool(tx)
+	return &c
+}
+
+// DB returns the GORM handle the store runs on: a session of the *gorm.DB
+// given to [New], or of the transaction given to [Store.WithTx].
+func (s *Store[T]) DB() *gorm.DB { return s.db }
+
+// Dialect returns the detected dialect.
+func (s *Store[T]) Dialect() dialects.Name { return s.dialect }
+
+// Model returns the parsed model of T.
+func (s *Store[T]) Model() *dao.Model[T] { return s.model }
+
+// Table returns the table name the store reads and writes.
+func (s *Store[T]) Table() string { return s.table.Name }
+
+// Capabilities reports the claim path, its round trips and the documented
+// lost-race behaviour for the store's dialect; it does no I/O.
+//
+//	postgres (fast path)           1 round trip (3 when the server default isolation is not READ COMMITTED), lost race skipped
+//	postgres (WithoutFastPath)     1 + N, lost race skipped
+//	mysql, mariadb, sqlserver      1 + N, lost race skipped
+//	sqlite                         1 + N, lost race ErrBusy
+func (s *Store[T]) Capabilities() dao.Capabilities {
+	c := dao.Capabilities{
+		Backend:         string(s.dialect),
+		ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1},
+		LostRace:        dao.LostRaceSkip,
+	}
+	if s.fast {
+		c.FastPath = true
+		c.ClaimRoundTrips = dao.RoundTrips{Fixed: 1}
+		if s.claimTx {
+			c.ClaimRoundTrips.Fixed = 3 // BEGIN, the claim, COMMIT
+		}
+	}
+	if s.dialect == dialects.SQLite {
+		c.LostRace = dao.LostRaceBusy
+	}
+	return c
+}
+
+// Migrate creates the store's table for T, or adds missing columns and
+// indexes, with GORM's AutoMigrate under the store's table name, so the
+// model's indexes (gorm index and uniqueIndex tags, including partial
+// indexes with a where: clause) are named after that table. Errors are
+// mapped to dao sentinels.
+func (s *Store[T]) Migrate(ctx context.Context) error {
+	if s.err != nil {
+		return s.err
+	}
+	var zero T
+	if err := s.db.WithContext(ctx).Table(s.table.Name).AutoMigrate(&zero); err != nil {
+		return fmt.Errorf("sqlstore: migrate %s: %w", s.table.Name, mapError(err))
+	}
+	return nil
+}
+
+// Create inserts items with GORM in one multi-row INSERT (several when the
+// GORM config sets CreateBatchSize) and fills generated primary keys back
+// into them. When T has no associations and the insert is one statement,
+// GORM's default wrapping transaction is skipped: one statement is atomic
+// on its own, and BEGIN/COMMIT would cost two more round trips. No items
+// is a no-op; a nil item is [dao.ErrInvalidArgument]; a unique violation
+// is [dao.ErrDuplicate], and then nothing is inserted.
+func (s *Store[T]) Create(ctx context.Context, items ...*T) error {
+	if s.err != nil {
+		return s.err
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	if slices.Contains(items, nil) {
+		return fmt.Errorf("sqlstore: create: %w: nil item", dao.ErrInvalidArgument)
+	}
+	tx := s.db.WithContext(ctx)
+	batch := s.db.CreateBatchSize
+	if len(s.model.Schema().Relationships.Relations) == 0 && (batch <= 0 || len(items) <= batch) {
+		tx = tx.Session(&gorm.Session{SkipDefaultTransaction: true})
+	}
+	if err := tx.Table(s.table.Name).Create(items).Error; err != nil {
+		return fmt.Errorf("sqlstore: create: %w", mapError(err))
+	}
+	return nil
+}
+
+// Get returns the row whose primary key is id: one SELECT. An id that does
+// not fit the key column is [dao.ErrInvalidArgument]; no such row is
+// [dao.ErrNotFound].
+func (s *Store[T]) Get(ctx context.Context, id any) (T, error) {
+	var zero T
+	if s.err != nil {
+		return zero, s.err
+	}
+	key, err := s.model.CheckID(id)
+	if err != nil {
+		return zero, fmt.Errorf("sqlstore: get: %w", err)
+	}
+	st, err := s.r.Select(s.table, dao.Query{Where: dao.Eq(s.table.PrimaryKey, key), Limit: 1})
+	if err != nil {
+		return zero, fmt.Errorf("sqlstore: get: %w", err)
+	}
+	rows, err := s.query(ctx, s.pool, st)
+	if err != nil {
+		return zero, fmt.Errorf("sqlstore: get %v: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return zero, fmt.Errorf("sqlstore: get %v: %w", id, dao.ErrNotFound)
+	}
+	return rows[0], nil
+}
+
+// Find returns the rows matching q in q.OrderBy order (primary key last),
+// at most q.Limit of them when q.Limit > 0: one SELECT. NULLs of nullable
+// ordering columns sort last ascending and first descending on every
+// dialect, as PostgreSQL sorts them. Invalid input is
+// [dao.ErrInvalidArgument].
+func (s *Store[T]) Find(ctx context.Context, q dao.Query) ([]T, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	q, err := s.model.CheckQuery(q)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: find: %w", err)
+	}
+	rows, err := s.find(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: find: %w", err)
+	}
+	return rows, nil
+}
+
+// find runs a checked query.
+func (s *Store[T]) find(ctx context.Context, q dao.Query) ([]T, error) {
+	st, err := s.r.Select(s.table, q)
+	if err != nil {
+		return nil, err
+	}
+	return s.query(ctx, s.pool, st)
+}
+
+// Count returns how many rows match where: one SELECT COUNT(*).
+func (s *Store[T]) Count(ctx context.Context, where dao.Criteria) (int64, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	where, err := s.model.CheckCriteria(where)
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: count: %w", err)
+	}
+	st, err := s.r.Count(s.table, where)
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: count: %w", err)
+	}
+	var n int64
+	if err := s.pool.QueryRowContext(ctx, st.SQL, st.Args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlstore: count: %w", mapError(err))
+	}
+	return n, nil
+}
+
+// Update applies set to every row matching where in one UPDATE and returns
+// the driver's affected-row count. PostgreSQL, SQLite and SQL Server count
+// every matched row; MySQL and MariaDB count only rows whose values
+// changed, unless the DSN sets clientFoundRows=true. An empty set is
+// [dao.ErrInvalidArgument]; a unique violation is [dao.ErrDuplicate].
+func (s *Store[T]) Update(ctx context.Context, where dao.Criteria, set dao.Set) (int64, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	where, err := s.model.CheckCriteria(where)
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: update: %w", err)
+	}
+	if set, err = s.model.CheckSet(set); err != nil {
+		return 0, fmt.Errorf("sqlstore: update: %w", err)
+	}
+	st, err := s.r.Update(s.table, where, set)
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: update: %w", err)
+	}
+	n, err := s.exec(ctx, s.pool, st)
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: update: %w", err)
+	}
+	return n, nil
+}
+
+// Delete removes at most limit rows matching where, smallest primary keys
+// first, in one statement (see dialects.Renderer.Delete for each
+// dialect's form), and returns how many it removed. limit <= 0 is
+// [dao.ErrInvalidArgument].
+func (s *Store[T]) Delete(ctx context.Context, where dao.Criteria, limit int) (int64, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	if limit <= 0 {
+		return 0, fmt.Errorf("sqlstore: delete: %w: limit must be > 0, got %d", dao.ErrInvalidArgument, limit)
+	}
+	where, err := s.model.CheckCriteria(where)
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: delete: %w", err)
+	}
+	st, err := s.r.Delete(s.table, where, limit)
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: delete: %w", err)
+	}
+	n, err := s.exec(ctx, s.pool, st)
+	if err != nil {
+		return 0, fmt.Errorf("sqlstore: delete: %w", err)
+	}
+	return n, nil
+}
+
+// query runs st on pool and scans every row into a T with GORM's scanner
+// (gorm.DB.ScanRows), so column-to-field mapping, serializers and
+// scanners behave as in GORM's own finders. Errors are mapped.
+func (s *Store[T]) query(ctx context.Context, pool gorm.ConnPool, st dialects.Statement) ([]T, error) {
+	rows, err := pool.QueryContext(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return nil, mapError(err)
+	}
+	defer rows.Close()
+	var out []T
+	// ScanRows expects the cursor on the first row and scans the rest.
+	if rows.Next() {
+		if err := s.db.WithContext(ctx).ScanRows(rows, &out); err != nil {
+			return out, mapError(err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return out, mapError(err)
+	}
+	if err := rows.Close(); err != nil {
+		return out, mapError(err)
+	}
+	return out, nil
+}
+
+// exec runs st on pool and returns the affected-row count.
+func (s *Store[T]) exec(ctx context.Context, pool gorm.ConnPool, st dialects.Statement) (int64, error) {
+	res, err := pool.ExecContext(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return 0, mapError(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, mapError(err)
+	}
+	return n, nil
+}

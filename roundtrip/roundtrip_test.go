@@ -1,0 +1,197 @@
+package roundtrip_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/roundtrip"
+	"gorm.io/gorm"
+)
+
+type task struct {
+	ID       int64  `gorm:"primaryKey"`
+	Status   string `gorm:"size:32"`
+	Priority int64
+	Owner    string `gorm:"size:32"`
+}
+
+// open returns a counting GORM handle on backend, skipping (or failing,
+// when required) like internal/testdb when the server is unreachable.
+func open(t *testing.T, backend string, c *roundtrip.Counter) *gorm.DB {
+	t.Helper()
+	var dsn string
+	switch backend {
+	case "postgres":
+		dsn = testdb.PostgresDSN()
+	case "mysql":
+		dsn = testdb.MySQLDSN()
+	case "sqlite":
+		dsn = sqlstore.SQLiteDSN(filepath.Join(t.TempDir(), "rt.db"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	db, err := roundtrip.OpenGorm(ctx, backend, dsn, c, testdb.Config())
+	if err != nil {
+		if testdb.Required(backend) || backend == "sqlite" {
+			t.Fatal(err)
+		}
+		t.Skipf("%s unreachable: %v", backend, err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	return db
+}
+
+func TestCountsEachCall(t *testing.T) {
+	for _, backend := range []string{"sqlite", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			var c roundtrip.Counter
+			db := open(t, backend, &c)
+			sqlDB, err := db.DB()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			c.Reset()
+			step := func(what string, want int64, f func() error) {
+				t.Helper()
+				if err := f(); err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				if got := c.Reset(); got != want {
+					t.Errorf("%s: counted %d, want %d", what, got, want)
+				}
+			}
+			step("exec", 1, func() error { _, err := sqlDB.ExecContext(ctx, "SELECT 1"); return err })
+			step("query", 1, func() error {
+				var n int
+				return sqlDB.QueryRowContext(ctx, "SELECT 2").Scan(&n)
+			})
+			step("begin+exec+commit", 3, func() error {
+				tx, err := sqlDB.BeginTx(ctx, nil)
+				if err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, "SELECT 1"); err != nil {
+					return err
+				}
+				return tx.Commit()
+			})
+			step("begin+rollback", 2, func() error {
+				tx, err := sqlDB.BeginTx(ctx, nil)
+				if err != nil {
+					return err
+				}
+				return tx.Rollback()
+			})
+			step("prepare+exec+exec", 3, func() error {
+				st, err := sqlDB.PrepareContext(ctx, "SELECT 1")
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				if _, err := st.ExecContext(ctx); err != nil {
+					return err
+				}
+				_, err = st.ExecContext(ctx)
+				return err
+			})
+		})
+	}
+}
+
+// Without interpolateParams, go-sql-driver answers an Exec with arguments
+// with driver.ErrSkip and database/sql prepares and executes instead: two
+// round trips (the ErrSkip is not counted). With it, one.
+func TestMySQLInterpolateParams(t *testing.T) {
+	var c roundtrip.Counter
+	db := open(t, "mysql", &c) // the test DSN sets interpolateParams=true
+	sqlDB, _ := db.DB()
+	ctx := context.Background()
+	c.Reset()
+	if _, err := sqlDB.ExecContext(ctx, "SELECT ?", 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Reset(); got != 1 {
+		t.Errorf("interpolated exec counted %d, want 1", got)
+	}
+
+	var c2 roundtrip.Counter
+	plain, err := roundtrip.Open("mysql", "root@tcp(127.0.0.1:3306)/test", &c2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if _, err := plain.ExecContext(ctx, "SELECT ?", 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := c2.Reset(); got != 2 {
+		t.Errorf("prepared exec counted %d, want 2 (prepare, execute)", got)
+	}
+}
+
+// A claim of N rows on the portable default is exactly 1 + N round trips;
+// on the PostgreSQL fast path it is 1.
+func TestClaimRoundTrips(t *testing.T) {
+	for _, tc := range []struct {
+		backend string
+		opts    []sqlstore.Option
+		want    func(n int) int64
+	}{
+		{"sqlite", nil, func(n int) int64 { return int64(1 + n) }},
+		{"postgres", []sqlstore.Option{sqlstore.WithoutFastPath()}, func(n int) int64 { return int64(1 + n) }},
+		{"postgres", nil, func(int) int64 { return 1 }},
+	} {
+		t.Run(fmt.Sprintf("%s/fast=%v", tc.backend, tc.opts == nil && tc.backend == "postgres"), func(t *testing.T) {
+			var c roundtrip.Counter
+			db := open(t, tc.backend, &c)
+			table := testdb.Table(t, db, "rt")
+			s, err := sqlstore.New[task](db, append(tc.opts, sqlstore.WithTable(table))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			items := make([]*task, 10)
+			for i := range items {
+				items[i] = &task{Status: "pending", Priority: int64(i % 3)}
+			}
+			if err := s.Create(ctx, items...); err != nil {
+				t.Fatal(err)
+			}
+			req := dao.ClaimRequest{
+				Where:   dao.Eq("status", "pending"),
+				Set:     dao.Set{"status": "claimed", "owner": "w"},
+				OrderBy: []dao.Order{dao.Desc("priority")},
+			}
+			for _, n := range []int{1, 4, 5} {
+				req.Limit = n
+				c.Reset()
+				got, err := s.Claim(ctx, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) != n {
+					t.Fatalf("claimed %d rows, want %d", len(got), n)
+				}
+				if rt := c.Reset(); rt != tc.want(n) {
+					t.Errorf("claim of %d rows: %d round trips, want %d", n, rt, tc.want(n))
+				}
+				if caps := s.Capabilities().ClaimRoundTrips; int64(caps.For(n)) != tc.want(n) {
+					t.Errorf("Capabilities().ClaimRoundTrips = %v, disagrees with %d for %d rows", caps, tc.want(n), n)
+				}
+			}
+		})
+	}
+}
