@@ -1,0 +1,49 @@
+// Package outbox is a transactional outbox on top of claimstore's
+// [dao.Store]: messages are written in the same database transaction as the
+// business change they announce, and a relay moves them to a broker.
+//
+// # Writing
+//
+// [Migrate] creates the message table ([Message]; default name
+// outbox_messages) and the indexes that serve the claim. [Repository.Add]
+// inserts messages inside the caller's GORM transaction, so the business
+// rows and their messages commit or roll back together. Each message has a
+// MessageID, its idempotency key, unique per target broker.
+//
+// # Relaying
+//
+// A [Relay] runs a poll loop: [Repository.ClaimBatch] claims a batch with
+// one atomic [dao.Store.Claim] (pending messages, failed messages whose
+// retry time has come, and processing messages whose lease expired — the
+// batch of a relay that died), the [Publisher] publishes it and waits for
+// the broker's acks, and the outcome is written back with batched, fenced
+// marks: [Repository.MarkPublished], [Repository.MarkFailed]. A mark
+// changes a row only while it is still processing and locked by the same
+// worker, so a relay whose lease ran out cannot overwrite the state written
+// by the relay that took the rows over; refused rows are reported with
+// [ErrLeaseLost]. Failures back off exponentially with jitter, capped
+// ([RetryPolicy]); past its retries a message is abandoned with its last
+// error kept. Nothing is dropped silently.
+//
+// Delivery is at least once: a message can be published again when a
+// relay dies after publishing and before marking, or when an ack is lost.
+// Publishers that hand the MessageID to the broker's de-duplication
+// (package outbox/natspub sets Nats-Msg-Id on NATS JetStream) make the
+// stream effectively-once.
+//
+// On shutdown (its context cancelled) a relay stops claiming, lets
+// in-flight batches publish for up to RelayConfig.ShutdownTimeout, marks
+// what was acknowledged and releases the rest back to pending. It logs with
+// log/slog and reports OpenTelemetry metrics (see [MetricPublished] and the
+// other Metric names) to the meter provider it is given.
+//
+// # Operating
+//
+// [Repository.Counts], [Repository.List] and its shorthands inspect the
+// table; [Repository.Requeue] sends failed or abandoned messages again;
+// [Repository.Purge] deletes old published or abandoned messages in
+// bounded batches and may run on many servers at once. The claimstore
+// command wraps them as "claimstore outbox status | requeue | purge", runs
+// relays with "claimstore relay", and shows the whole path end to end with
+// "claimstore demo".
+package outbox

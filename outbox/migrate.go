@@ -1,0 +1,90 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/claimstore/claimstore/dao"
+)
+
+var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// CheckTable reports whether name can be a message table name: 1 to 63
+// ASCII letters, digits and underscores, not starting with a digit. Other
+// names are [dao.ErrInvalidArgument].
+func CheckTable(name string) error {
+	if !tableName.MatchString(name) {
+		return fmt.Errorf("%w: table name %q: use 1-63 letters, digits and underscores", dao.ErrInvalidArgument, name)
+	}
+	return nil
+}
+
+// IndexNames returns the names of the indexes [Migrate] creates on table:
+// the claim index and the unique index on (message_id, target_broker). Both
+// are derived from the table name (GORM's naming strategy, which shortens
+// long names with a hash), so that many message tables can live in one
+// schema.
+func IndexNames(db *gorm.DB, table string) (claim, unique string) {
+	return db.NamingStrategy.IndexName(table, "claim"), db.NamingStrategy.IndexName(table, "msgid_broker")
+}
+
+// Migrate creates the message table (the schema of [Message]) named table,
+// or [DefaultTable] when table is empty, if it does not exist, together
+// with its indexes; running it again changes nothing, so every server may
+// run it at start-up.
+//
+// Indexes:
+//   - unique (message_id, target_broker): a repeated message id for one
+//     broker is refused ([dao.ErrDuplicate] from [Repository.Add]);
+//   - the claim index. On PostgreSQL it is a partial index on the claimable
+//     statuses, (target_broker, priority DESC, created_at, id) WHERE status
+//     IN ('pending', 'processing', 'failed'), which serves the claim's
+//     filter and its order and stays small however many published rows the
+//     table keeps (PostgreSQL manual, "Partial Indexes", section 11.8).
+//     Elsewhere it is a composite index (status, target_broker, priority,
+//     created_at), whose leading status column skips the published rows.
+//
+// Errors: [dao.ErrInvalidArgument] for a bad table name; the database's
+// errors wrapped.
+func Migrate(ctx context.Context, db *gorm.DB, table string) error {
+	if table == "" {
+		table = DefaultTable
+	}
+	if err := CheckTable(table); err != nil {
+		return fmt.Errorf("outbox: migrate: %w", err)
+	}
+	db = db.WithContext(ctx)
+	if err := db.Table(table).AutoMigrate(&Message{}); err != nil {
+		return fmt.Errorf("outbox: migrate: create table %s: %w", table, err)
+	}
+	claim, _ := IndexNames(db, table)
+	cols := func(names ...string) []clause.Column {
+		out := make([]clause.Column, len(names))
+		for i, n := range names {
+			out[i] = clause.Column{Name: n}
+		}
+		return out
+	}
+	if db.Dialector.Name() == "postgres" {
+		c := cols(colTargetBroker, colPriority, colCreatedAt, colID, colStatus)
+		err := db.Exec("CREATE INDEX IF NOT EXISTS ? ON ? (?, ? DESC, ?, ?) WHERE ? IN ('pending', 'processing', 'failed')",
+			clause.Column{Name: claim}, clause.Table{Name: table}, c[0], c[1], c[2], c[3], c[4]).Error
+		if err != nil {
+			return fmt.Errorf("outbox: migrate: create index %s: %w", claim, err)
+		}
+		return nil
+	}
+	if db.Migrator().HasIndex(table, claim) {
+		return nil
+	}
+	c := cols(colStatus, colTargetBroker, colPriority, colCreatedAt)
+	err := db.Exec("CREATE INDEX ? ON ? (?, ?, ?, ?)", clause.Column{Name: claim}, clause.Table{Name: table}, c[0], c[1], c[2], c[3]).Error
+	if err != nil && !db.Migrator().HasIndex(table, claim) { // a concurrent migration may have won
+		return fmt.Errorf("outbox: migrate: create index %s: %w", claim, err)
+	}
+	return nil
+}

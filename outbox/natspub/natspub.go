@@ -1,0 +1,152 @@
+package natspub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/outbox"
+)
+
+// Headers the publisher sets besides the message's own headers. The
+// message id goes in [jetstream.MsgIDHeader] (Nats-Msg-Id).
+const (
+	HeaderType          = "Outbox-Type"
+	HeaderCorrelationID = "Outbox-Correlation-Id"
+	HeaderCausationID   = "Outbox-Causation-Id"
+	HeaderPartitionKey  = "Outbox-Partition-Key"
+)
+
+// Config configures a [Publisher]. Zero fields take their defaults.
+type Config struct {
+	// Subject returns the subject of a message; default its Topic. The
+	// subject must belong to a stream.
+	Subject func(m *outbox.Message) string
+	// MaxPending is the most asynchronous publishes awaiting their ack on
+	// this publisher; a batch that would exceed it waits for acks first
+	// (nats.go's stall). Default 8192; keep it at least the relay's
+	// BatchSize × Concurrency.
+	MaxPending int
+	// AckTimeout is the longest wait for one message's ack, in addition to
+	// the deadline of the context given to Publish; default 10 s.
+	AckTimeout time.Duration
+}
+
+// Publisher publishes outbox messages to NATS JetStream. Each message is
+// sent with PublishMsgAsync carrying its MessageID in Nats-Msg-Id, so the
+// stream drops a message it already stored within its duplicate window
+// (StreamConfig.Duplicates, 2 min by default); the acks of a batch are
+// collected before Publish returns. It implements [outbox.Publisher] and is
+// safe for concurrent use.
+type Publisher struct {
+	js      jetstream.JetStream
+	subject func(m *outbox.Message) string
+}
+
+var _ outbox.Publisher = (*Publisher)(nil)
+
+// New returns a publisher on the connection nc, with its own JetStream
+// context configured from cfg. The caller keeps ownership of nc; connect it
+// with reconnection enabled (nats.MaxReconnects(-1)) so that the publisher
+// recovers when the server comes back. Errors wrap
+// [dao.ErrInvalidArgument] for a nil connection or negative settings, or
+// come from jetstream.New.
+func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
+	if nc == nil {
+		return nil, fmt.Errorf("natspub: %w: nil connection", dao.ErrInvalidArgument)
+	}
+	if cfg.MaxPending < 0 || cfg.AckTimeout < 0 {
+		return nil, fmt.Errorf("natspub: %w: negative max pending or ack timeout", dao.ErrInvalidArgument)
+	}
+	if cfg.MaxPending == 0 {
+		cfg.MaxPending = 8192
+	}
+	if cfg.AckTimeout == 0 {
+		cfg.AckTimeout = 10 * time.Second
+	}
+	if cfg.Subject == nil {
+		cfg.Subject = func(m *outbox.Message) string { return m.Topic }
+	}
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(cfg.MaxPending),
+		jetstream.WithPublishAsyncTimeout(cfg.AckTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("natspub: jetstream: %w", err)
+	}
+	return &Publisher{js: js, subject: cfg.Subject}, nil
+}
+
+// JetStream returns the publisher's JetStream context.
+func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
+
+// NewMsg returns the NATS message for m: subject from the configuration,
+// payload, the message's headers, Nats-Msg-Id set to m.MessageID, and the
+// Outbox-* headers for the type, correlation id, causation id and partition
+// key when they are set.
+func (p *Publisher) NewMsg(m *outbox.Message) *nats.Msg {
+	h := make(nats.Header, len(m.Headers)+5)
+	for k, v := range m.Headers {
+		h.Set(k, v)
+	}
+	for _, kv := range [...][2]string{
+		{HeaderType, m.Type}, {HeaderCorrelationID, m.CorrelationID},
+		{HeaderCausationID, m.CausationID}, {HeaderPartitionKey, m.PartitionKey},
+	} {
+		if kv[1] != "" {
+			h.Set(kv[0], kv[1])
+		}
+	}
+	h.Set(jetstream.MsgIDHeader, m.MessageID)
+	return &nats.Msg{Subject: p.subject(m), Data: m.Payload, Header: h}
+}
+
+// Publish sends every message of msgs asynchronously, then waits for each
+// ack until ctx ends. The result at index i is nil when JetStream stored
+// msgs[i] or reported it as a duplicate of a stored message; otherwise the
+// error: the ack's error (no stream for the subject, a disconnection, the
+// ack timeout), ctx's error wrapped, or — for a message NATS can never
+// accept (payload over the server's limit, invalid subject) — an error
+// wrapping [outbox.ErrPermanent].
+func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
+	errs := make([]error, len(msgs))
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	var opts []jetstream.PublishOpt
+	if dl, ok := ctx.Deadline(); ok {
+		if wait := time.Until(dl); wait > 0 {
+			opts = append(opts, jetstream.WithStallWait(wait))
+		}
+	}
+	for i := range msgs {
+		if err := ctx.Err(); err != nil {
+			errs[i] = fmt.Errorf("natspub: publish %q: %w", msgs[i].MessageID, err)
+			continue
+		}
+		f, err := p.js.PublishMsgAsync(p.NewMsg(&msgs[i]), opts...)
+		if err != nil {
+			if errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, nats.ErrBadSubject) {
+				err = outbox.Permanent(err)
+			}
+			errs[i] = fmt.Errorf("natspub: publish %q: %w", msgs[i].MessageID, err)
+			continue
+		}
+		futures[i] = f
+	}
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			errs[i] = fmt.Errorf("natspub: ack of %q: %w", msgs[i].MessageID, err)
+		case <-ctx.Done():
+			errs[i] = fmt.Errorf("natspub: ack of %q: %w", msgs[i].MessageID, ctx.Err())
+		}
+	}
+	return errs
+}

@@ -1,0 +1,403 @@
+package outbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/claimstore/claimstore/dao"
+)
+
+// Relay defaults.
+const (
+	DefaultBatchSize       = 100
+	DefaultPollInterval    = 200 * time.Millisecond
+	DefaultMaxPollInterval = 5 * time.Second
+	DefaultShutdownTimeout = 10 * time.Second
+	// markTimeout bounds the marks and releases that end a batch; they
+	// run even while the relay shuts down.
+	markTimeout = 10 * time.Second
+	// claimTimeout bounds one claim, which runs to completion even when
+	// the relay is asked to stop, so that what it claimed can be released.
+	claimTimeout = 30 * time.Second
+)
+
+// RelayConfig configures a [Relay]. Zero fields take their defaults;
+// negative durations or sizes are invalid.
+type RelayConfig struct {
+	// WorkerID names this relay in LockedBy; default
+	// "<hostname>-<pid>-<random>". With Concurrency > 1 each batch loop
+	// uses WorkerID + "/<n>", so that marks are fenced per loop.
+	WorkerID string
+	// TargetBroker selects the messages this relay publishes.
+	TargetBroker string
+	// BatchSize is the most messages claimed at once; default 100.
+	BatchSize int
+	// PollInterval is the wait after a batch smaller than BatchSize and
+	// the first wait after an empty claim; default 200 ms.
+	PollInterval time.Duration
+	// MaxPollInterval caps the idle wait, which doubles after each empty
+	// claim (adaptive idle backoff); default 5 s.
+	MaxPollInterval time.Duration
+	// Lease is how long a claimed batch stays locked to this relay;
+	// default the repository's lease.
+	Lease time.Duration
+	// PublishTimeout bounds one batch's publish; default and maximum
+	// Lease/2, so that a batch is marked well before its lease ends.
+	PublishTimeout time.Duration
+	// Concurrency is the number of batches in flight at once, each claimed,
+	// published and marked by its own loop; default 1.
+	Concurrency int
+	// ShutdownTimeout is how long in-flight batches may still publish after
+	// the context of Run ends; what is not acknowledged by then is released
+	// back to pending. Default 10 s.
+	ShutdownTimeout time.Duration
+	// Logger receives the relay's logs; default slog.Default().
+	Logger *slog.Logger
+	// MeterProvider receives the relay's metrics (see [MetricPublished] and
+	// the other Metric names); default a no-op provider.
+	MeterProvider metric.MeterProvider
+}
+
+// RelayStats are running totals of one relay since it was created.
+type RelayStats struct {
+	Claimed    int64 // messages claimed
+	Published  int64 // messages marked published
+	Failed     int64 // failed attempts to be retried
+	Abandoned  int64 // messages abandoned
+	Released   int64 // messages released at shutdown
+	LeaseLost  int64 // messages whose mark the fence refused
+	MarkErrors int64 // marks that failed with a store error
+}
+
+// Relay moves messages from the outbox table to a broker: it claims
+// batches, publishes them, then marks them published or failed, in a poll
+// loop with adaptive idle backoff. Several relays, in one process or on
+// many servers, may run over the same table: claims never overlap, marks are
+// fenced, and a relay that dies leaves its batch to be claimed again when
+// its lease expires. Delivery is at least once; a broker that drops
+// duplicates by message id (JetStream with Nats-Msg-Id) makes the stream
+// effectively-once.
+type Relay struct {
+	repo    *Repository
+	pub     Publisher
+	cfg     RelayConfig
+	log     *slog.Logger
+	metrics *relayMetrics
+
+	claimed, published, failed, abandoned, released, leaseLost, markErrors atomic.Int64
+
+	// hardStop makes Run return at once when its context ends, without
+	// finishing, marking or releasing in-flight batches: a crash, for tests.
+	hardStop bool
+}
+
+// NewRelay returns a relay that claims from repo and publishes with pub.
+// It fails with an error wrapping [dao.ErrInvalidArgument] when repo or pub
+// is nil or a setting is out of range, and with the meter's error when an
+// instrument cannot be created.
+func NewRelay(repo *Repository, pub Publisher, cfg RelayConfig) (*Relay, error) {
+	if repo == nil || pub == nil {
+		return nil, fmt.Errorf("outbox: new relay: %w: nil repository or publisher", dao.ErrInvalidArgument)
+	}
+	if cfg.BatchSize < 0 || cfg.PollInterval < 0 || cfg.MaxPollInterval < 0 || cfg.Lease < 0 ||
+		cfg.PublishTimeout < 0 || cfg.Concurrency < 0 || cfg.ShutdownTimeout < 0 {
+		return nil, fmt.Errorf("outbox: new relay: %w: negative setting in %+v", dao.ErrInvalidArgument, cfg)
+	}
+	if cfg.WorkerID == "" {
+		cfg.WorkerID = defaultWorkerID()
+	}
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.MaxPollInterval == 0 {
+		cfg.MaxPollInterval = max(DefaultMaxPollInterval, cfg.PollInterval)
+	}
+	if cfg.MaxPollInterval < cfg.PollInterval {
+		return nil, fmt.Errorf("outbox: new relay: %w: max poll interval %v below poll interval %v", dao.ErrInvalidArgument, cfg.MaxPollInterval, cfg.PollInterval)
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = repo.Lease()
+	}
+	if cfg.PublishTimeout == 0 || cfg.PublishTimeout > cfg.Lease/2 {
+		cfg.PublishTimeout = cfg.Lease / 2
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 1
+	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := checkWorker(cfg.WorkerID + "/0000"); err != nil {
+		return nil, fmt.Errorf("outbox: new relay: %w", err)
+	}
+	if err := checkLen("target broker", cfg.TargetBroker, MaxBrokerLen); err != nil {
+		return nil, fmt.Errorf("outbox: new relay: %w", err)
+	}
+	m, err := newRelayMetrics(cfg.MeterProvider, cfg.TargetBroker)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: new relay: metrics: %w", err)
+	}
+	return &Relay{
+		repo:    repo,
+		pub:     pub,
+		cfg:     cfg,
+		metrics: m,
+		log:     cfg.Logger.With("component", "outbox.relay", "worker", cfg.WorkerID, "target_broker", cfg.TargetBroker),
+	}, nil
+}
+
+func defaultWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "relay"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	if len(host) > 100 {
+		host = host[:100]
+	}
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Config returns the relay's configuration with defaults filled in.
+func (r *Relay) Config() RelayConfig { return r.cfg }
+
+// Stats returns the relay's running totals.
+func (r *Relay) Stats() RelayStats {
+	return RelayStats{
+		Claimed: r.claimed.Load(), Published: r.published.Load(), Failed: r.failed.Load(),
+		Abandoned: r.abandoned.Load(), Released: r.released.Load(), LeaseLost: r.leaseLost.Load(),
+		MarkErrors: r.markErrors.Load(),
+	}
+}
+
+// Run relays messages until ctx ends. Then it stops claiming, lets the
+// in-flight batches publish for up to ShutdownTimeout, marks what the
+// broker acknowledged and releases the rest back to pending, and returns
+// nil. Store errors while claiming are logged and retried with the idle
+// backoff; Run returns an error only for a misconfiguration the store
+// rejects ([dao.ErrInvalidArgument]) or a failure to register the metrics
+// callback. Run may be called once at a time.
+func (r *Relay) Run(ctx context.Context) error {
+	unregister, err := r.metrics.observeOldest(r.repo, r.cfg.TargetBroker)
+	if err != nil {
+		return fmt.Errorf("outbox: relay: register metrics callback: %w", err)
+	}
+	defer unregister()
+	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency, "lease", r.cfg.Lease)
+
+	loopCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	var wg sync.WaitGroup
+	var fatal error
+	var once sync.Once
+	for i := range r.cfg.Concurrency {
+		worker := r.cfg.WorkerID
+		if r.cfg.Concurrency > 1 {
+			worker = fmt.Sprintf("%s/%d", r.cfg.WorkerID, i)
+		}
+		wg.Go(func() {
+			if err := r.loop(loopCtx, worker); err != nil {
+				once.Do(func() { fatal = err })
+				stop(err)
+			}
+		})
+	}
+	wg.Wait()
+	if fatal != nil {
+		r.log.Error("relay stopped", "err", fatal)
+		return fmt.Errorf("outbox: relay: %w", fatal)
+	}
+	r.log.Info("relay stopped", "published", r.published.Load(), "failed", r.failed.Load(), "abandoned", r.abandoned.Load(), "released", r.released.Load())
+	return nil
+}
+
+// sleep waits d (less up to 20 % at random, so that relays do not poll in
+// step) or until ctx ends, and reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	d -= time.Duration(mrand.Float64() * 0.2 * float64(d))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// loop is one batch loop: claim, publish, mark, until ctx ends.
+func (r *Relay) loop(ctx context.Context, worker string) error {
+	log := r.log.With("loop", worker)
+	var idle time.Duration
+	backoff := func() bool {
+		if idle == 0 {
+			idle = r.cfg.PollInterval
+		} else {
+			idle = min(2*idle, r.cfg.MaxPollInterval)
+		}
+		return sleep(ctx, idle)
+	}
+	for ctx.Err() == nil {
+		start := time.Now()
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+		batch, err := r.repo.ClaimBatchLease(cctx, worker, r.cfg.BatchSize, r.cfg.TargetBroker, r.cfg.Lease)
+		cancel()
+		r.metrics.claimDur.Record(context.Background(), time.Since(start).Seconds(), r.metrics.attrs)
+		if len(batch) > 0 {
+			r.claimed.Add(int64(len(batch)))
+			r.metrics.batchSize.Record(context.Background(), int64(len(batch)), r.metrics.attrs)
+			if ctx.Err() != nil {
+				if !r.hardStop {
+					r.release(ctx, log, worker, batch)
+				}
+				return nil
+			}
+			r.process(ctx, log, worker, batch)
+		}
+		if err != nil {
+			if errors.Is(err, dao.ErrInvalidArgument) {
+				return err
+			}
+			log.Warn("claim failed", "err", err, "retryable", dao.IsRetryable(err))
+			if !backoff() {
+				return nil
+			}
+			continue
+		}
+		switch {
+		case len(batch) == 0:
+			if !backoff() {
+				return nil
+			}
+		case len(batch) < r.cfg.BatchSize:
+			idle = 0
+			if !sleep(ctx, r.cfg.PollInterval) {
+				return nil
+			}
+		default:
+			idle = 0
+		}
+	}
+	return nil
+}
+
+// process publishes one claimed batch and marks the outcome.
+func (r *Relay) process(ctx context.Context, log *slog.Logger, worker string, batch []Message) {
+	deadline := time.Now().Add(r.cfg.PublishTimeout)
+	if lu := batch[0].LockedUntil; lu != nil && lu.Before(deadline) {
+		deadline = *lu
+	}
+	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	// When ctx ends, the publish may go on for ShutdownTimeout more.
+	stopWatch := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(r.cfg.ShutdownTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-pctx.Done():
+		}
+	})
+	defer stopWatch()
+
+	results := r.pub.Publish(pctx, batch)
+	if r.hardStop && ctx.Err() != nil {
+		return // crash: no marks, no release
+	}
+	if len(results) != len(batch) {
+		err := fmt.Errorf("outbox: publisher returned %d results for %d messages", len(results), len(batch))
+		results = make([]error, len(batch))
+		for i := range results {
+			results[i] = err
+		}
+	}
+	stopping := ctx.Err() != nil
+	var ok []int64
+	var failures []Failure
+	var unfinished []Message
+	for i, err := range results {
+		switch {
+		case err == nil:
+			ok = append(ok, batch[i].ID)
+		case stopping && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+			unfinished = append(unfinished, batch[i])
+		default:
+			failures = append(failures, Failed(&batch[i], err))
+		}
+	}
+	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+	defer mcancel()
+	if len(ok) > 0 {
+		refused, err := r.repo.MarkPublished(mctx, worker, ok...)
+		n := int64(len(ok) - len(refused))
+		r.published.Add(n)
+		r.metrics.published.Add(mctx, n, r.metrics.attrs)
+		r.markError(log, "mark published", len(ok), refused, err)
+	}
+	if len(failures) > 0 {
+		res, err := r.repo.MarkFailed(mctx, worker, failures...)
+		r.failed.Add(int64(len(res.Retrying)))
+		r.abandoned.Add(int64(len(res.Abandoned)))
+		r.metrics.failed.Add(mctx, int64(len(res.Retrying)), r.metrics.attrs)
+		r.metrics.abandoned.Add(mctx, int64(len(res.Abandoned)), r.metrics.attrs)
+		r.markError(log, "mark failed", len(failures), res.NotApplied, err)
+		if len(res.Abandoned) > 0 {
+			log.Warn("messages abandoned", "count", len(res.Abandoned), "ids", res.Abandoned, "err", failures[0].Err)
+		} else {
+			log.Debug("publish failed", "count", len(res.Retrying), "err", failures[0].Err)
+		}
+	}
+	if len(unfinished) > 0 {
+		r.release(mctx, log, worker, unfinished)
+	}
+	log.Debug("batch done", "size", len(batch), "published", len(ok), "failed", len(failures), "released", len(unfinished))
+}
+
+// markError logs and counts the outcome of a mark of n rows.
+func (r *Relay) markError(log *slog.Logger, op string, n int, refused []int64, err error) {
+	if len(refused) > 0 {
+		r.leaseLost.Add(int64(len(refused)))
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrLeaseLost):
+		log.Warn(op+": lease lost; another worker owns the rows", "rows", n, "refused", len(refused))
+	default:
+		r.markErrors.Add(1)
+		log.Error(op+" failed; the rows will be claimed again after their lease", "rows", n, "err", err)
+	}
+}
+
+// release gives batch back to pending, with its own timeout even when ctx
+// has ended.
+func (r *Relay) release(ctx context.Context, log *slog.Logger, worker string, batch []Message) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+	defer cancel()
+	ids := make([]int64, len(batch))
+	for i := range batch {
+		ids[i] = batch[i].ID
+	}
+	refused, err := r.repo.Release(ctx, worker, ids...)
+	r.released.Add(int64(len(ids) - len(refused)))
+	r.markError(log, "release", len(ids), refused, err)
+	log.Info("released unfinished messages", "count", len(ids)-len(refused))
+}
