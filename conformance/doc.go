@@ -1,0 +1,102 @@
+// Package conformance is the executable contract of [dao.Store]: a test
+// suite that every claimstore adapter runs, and that users run against
+// their own database to check that the guarantees hold there (their server
+// version, their isolation settings, their proxies and poolers).
+//
+// # What it checks
+//
+// [Run] runs, as subtests and only through the public [dao.Store] API:
+//
+//   - CRUD: Create fills generated ids, Get reads rows back and reports
+//     [dao.ErrNotFound], a duplicate primary key is [dao.ErrDuplicate] and
+//     changes nothing.
+//   - Criteria: every operator (Eq, Ne, Lt, Le, Gt, Ge, In, IsNull, NotNull,
+//     the field-to-field comparisons, And and Or nested three deep) on
+//     strings, integers, times and nullable columns, under SQL's
+//     three-valued logic (Ne does not match NULL; an empty string is not
+//     NULL). Each expression must select the same rows in Find, Count,
+//     Update and Claim, which backends render separately. Times compare as
+//     instants whatever zone they are given in.
+//   - Ordering: ascending and descending, several keys, the primary key as
+//     the final tie breaker, with limits.
+//   - Update (Incr, setting and clearing NULL, the count of matched rows)
+//     and bounded Delete (never more than the limit, smallest ids first,
+//     idempotent).
+//   - Bad input: an unknown field, a value of the wrong type, an empty In,
+//     a nil Eq value, Set on the primary key, an empty Set, a Delete limit
+//     of zero, a negative Find limit and more are [dao.ErrInvalidArgument]
+//     and leave the table unchanged.
+//   - Claim: the limit, the order (of the rows picked and of the returned
+//     slice) and the criteria are honoured, ineligible rows are untouched,
+//     the returned rows are in their post-claim state (equal to a fresh
+//     read, times within one second because MySQL DATETIME keeps whole
+//     seconds), durable and visible to other readers, and a limit <= 0
+//     claims nothing.
+//   - No double claim: Harness.Workers goroutines (16) claim
+//     Harness.Rows rows (5,000; 500 with -short) until none is left. Every
+//     returned id is counted: the claimers' sets must be disjoint, their
+//     union must be every row, no call may return more than its limit, and
+//     each row's final state must name the worker that received it and
+//     show exactly one claim (attempts = 1).
+//   - The lost race that the store's Capabilities().LostRace documents,
+//     forced deterministically. For the portable default, a
+//     [dao.ClaimTrace] hook runs a competing claim for one candidate after
+//     the candidates are read and before the guarded updates. Then
+//     [dao.LostRaceSkip]: the call returns the other rows and no error;
+//     [dao.LostRaceImpossible]: the competitor cannot complete until the
+//     first claim returns, which gets every row; [dao.LostRaceBusy]: the
+//     competitor either wins the row (skipped by the first claim) or gets
+//     [dao.ErrBusy]; [dao.LostRaceConflict]: the call returns
+//     [dao.ErrConflict] together with the rows claimed before the conflict.
+//     For a fast path (no candidate stage) Harness.HoldLock holds a row
+//     lock on the first eligible row from another transaction, and the
+//     claim must skip it without blocking and without error. For
+//     [dao.LostRaceBusy] HoldLock holds the database write lock, and the
+//     claim must fail with ErrBusy. In every case no row goes to two
+//     claims, and every row not returned is untouched, so nothing is lost:
+//     afterwards every such row is claimable exactly once.
+//
+// [RunStress] repeats the no-double-claim check across operating-system
+// processes (three processes of eight workers over 100,000 rows by
+// default) when CLAIMSTORE_STRESS=1, by running the test binary again as
+// child processes.
+//
+// # Running it against your own database
+//
+// Write a test in your module that builds a [Harness]: NewStore returns a
+// store of [Job] over a fresh, empty table and drops the table when the
+// test ends. With the SQL adapter:
+//
+//	func TestClaimstoreConformance(t *testing.T) {
+//		db, err := sqlstore.Open(context.Background(), "postgres", os.Getenv("DATABASE_URL"))
+//		if err != nil {
+//			t.Fatal(err)
+//		}
+//		conformance.Run(t, conformance.Harness{
+//			NewStore: func(t *testing.T) dao.Store[conformance.Job] {
+//				table := fmt.Sprintf("conformance_%d", time.Now().UnixNano())
+//				s, err := sqlstore.New[conformance.Job](db, sqlstore.WithTable(table))
+//				if err != nil {
+//					t.Fatal(err)
+//				}
+//				if err := s.Migrate(context.Background()); err != nil {
+//					t.Fatal(err)
+//				}
+//				t.Cleanup(func() { db.Migrator().DropTable(table) })
+//				return s
+//			},
+//		})
+//	}
+//
+// Run it with the race detector: go test -race -run TestClaimstoreConformance.
+// Give HoldLock when the store claims on a fast path or documents
+// [dao.LostRaceBusy] (the package's example shows one for PostgreSQL);
+// without it that one test is skipped, and says so. Rows and Workers
+// resize the concurrency test. The test logs the store's capabilities and
+// the claim throughput under contention.
+//
+// For the stress mode, build a [StressHarness] (Setup creates the table,
+// Open opens a store over it in any process) and call [RunStress] from a
+// top-level test; run it with CLAIMSTORE_STRESS=1 and a -timeout that
+// allows for the row count.
+package conformance

@@ -1,0 +1,93 @@
+package conformance
+
+import (
+	"testing"
+
+	"github.com/claimstore/claimstore/dao"
+)
+
+// Harness connects the suite to one backend.
+type Harness struct {
+	// NewStore returns a store of [Job] over a fresh, empty table (or
+	// index, or in-memory store). The harness creates the table and removes
+	// it when t finishes (t.Cleanup). It is called once per test, and may
+	// call t.Fatal or t.Skip. Required.
+	NewStore func(t *testing.T) dao.Store[Job]
+
+	// HoldLock, optional, takes from another connection the lock a
+	// competing writer would hold on the row whose id is id, and keeps it
+	// until release is called: on a backend with row locks a row lock (for
+	// PostgreSQL: SELECT … FOR UPDATE in an open transaction), on a backend
+	// whose writers serialize the database write lock (for SQLite: BEGIN
+	// IMMEDIATE). s is a store NewStore returned in the same test. The
+	// suite uses it to force the lost race on a fast-path store (one
+	// statement, no candidate stage) and on a store whose lost race is
+	// [dao.LostRaceBusy]; without it those two tests are skipped.
+	HoldLock func(t *testing.T, s dao.Store[Job], id int64) (release func())
+
+	// Rows and Workers size the concurrent no-double-claim test: Workers
+	// goroutines claim Rows rows until none is left. Zero means 5000 rows
+	// (500 with -short) and 16 workers.
+	Rows, Workers int
+}
+
+func (h Harness) rows() int {
+	switch {
+	case h.Rows > 0:
+		return h.Rows
+	case testing.Short():
+		return 500
+	}
+	return 5000
+}
+
+func (h Harness) workers() int {
+	if h.Workers > 0 {
+		return h.Workers
+	}
+	return 16
+}
+
+// Run runs the conformance suite against the backend of h, as subtests of
+// t: CRUD, criteria semantics, ordering and limits, updates, bounded
+// deletes, bad input, claim semantics, the no-double-claim check under
+// concurrency, and the documented lost-race behaviour the store's
+// [dao.Capabilities] declares, forced deterministically. Every check goes
+// through the public [dao.Store] API. A failure names the operation, the
+// input and the rows involved.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.NewStore == nil {
+		t.Fatal("conformance: Harness.NewStore is nil")
+	}
+	t.Run("Capabilities", func(t *testing.T) { testCapabilities(t, h) })
+	t.Run("CRUD", func(t *testing.T) { testCRUD(t, h) })
+	t.Run("Criteria", func(t *testing.T) { testCriteria(t, h) })
+	t.Run("TimeZones", func(t *testing.T) { testTimeZones(t, h) })
+	t.Run("Order", func(t *testing.T) { testOrder(t, h) })
+	t.Run("Update", func(t *testing.T) { testUpdate(t, h) })
+	t.Run("Delete", func(t *testing.T) { testDelete(t, h) })
+	t.Run("InvalidArgument", func(t *testing.T) { testInvalid(t, h) })
+	t.Run("Claim", func(t *testing.T) { testClaim(t, h) })
+	t.Run("NoDoubleClaim", func(t *testing.T) { testNoDoubleClaim(t, h) })
+	t.Run("LostRace", func(t *testing.T) { testLostRace(t, h) })
+}
+
+func testCapabilities(t *testing.T, h Harness) {
+	c := h.NewStore(t).Capabilities()
+	t.Logf("backend %q, fast path %v, %s round trips per claim, lost race: %v", c.Backend, c.FastPath, c.ClaimRoundTrips, c.LostRace)
+	if c.Backend == "" {
+		t.Error("Capabilities().Backend is empty")
+	}
+	switch c.LostRace {
+	case dao.LostRaceImpossible, dao.LostRaceSkip, dao.LostRaceBusy, dao.LostRaceConflict:
+	default:
+		t.Errorf("Capabilities().LostRace is %v, not one of the documented behaviours", c.LostRace)
+	}
+	if c.ClaimRoundTrips.Fixed < 1 {
+		t.Errorf("Capabilities().ClaimRoundTrips = %+v: a claim costs at least one round trip", c.ClaimRoundTrips)
+	}
+	if c.FastPath && c.ClaimRoundTrips.PerRow != 0 {
+		t.Errorf("Capabilities() = %+v: a fast path costs no round trip per row", c)
+	}
+}
