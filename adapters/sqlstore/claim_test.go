@@ -1,0 +1,295 @@
+package sqlstore_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/roundtrip"
+	"gorm.io/gorm"
+)
+
+func claimReq(owner string, limit int) dao.ClaimRequest {
+	return dao.ClaimRequest{
+		Where:   dao.Eq("status", "pending"),
+		Set:     dao.Set{"status": "processing", "owner": owner, "attempts": dao.Incr(1)},
+		Limit:   limit,
+		OrderBy: []dao.Order{dao.Desc("priority")},
+	}
+}
+
+// The claim returns the rows in their post-claim state, in order, and the
+// database holds the same state.
+func TestClaimReturnsPostClaimStateInOrder(t *testing.T) {
+	each(t, func(t *testing.T, s *sqlstore.Store[job]) {
+		ctx := context.Background()
+		items := seed(t, s, 6) // priorities 0,1,2,0,1,2
+		got, err := s.Claim(ctx, claimReq("w1", 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []int64{items[2].ID, items[5].ID, items[1].ID, items[4].ID}; !equal(ids(got), want) {
+			t.Fatalf("claimed %v, want %v", ids(got), want)
+		}
+		for _, r := range got {
+			if r.Status != "processing" || r.Owner == nil || *r.Owner != "w1" || r.Attempts != 1 {
+				t.Fatalf("returned row not in post-claim state: %+v", r)
+			}
+			stored, err := s.Get(ctx, r.ID)
+			if err != nil || stored.Status != "processing" || stored.Attempts != 1 {
+				t.Fatalf("stored row %+v, %v", stored, err)
+			}
+		}
+		rest, err := s.Claim(ctx, claimReq("w2", 10))
+		if err != nil || len(rest) != 2 {
+			t.Fatalf("second claim: %d rows, %v", len(rest), err)
+		}
+		none, err := s.Claim(ctx, claimReq("w3", 10))
+		if err != nil || len(none) != 0 {
+			t.Fatalf("third claim: %v, %v", ids(none), err)
+		}
+		if rows, err := s.Claim(ctx, claimReq("w4", 0)); rows != nil || err != nil {
+			t.Fatalf("Limit 0: %v, %v", rows, err)
+		}
+		if _, err := s.Claim(ctx, dao.ClaimRequest{Limit: 1}); !errors.Is(err, dao.ErrInvalidArgument) {
+			t.Fatalf("empty Set: %v", err)
+		}
+	})
+}
+
+// When the Set changes an ordering column, the rows still come back in
+// the order in which they were chosen (the pre-claim values).
+func TestClaimOrderWhenSetChangesOrderColumn(t *testing.T) {
+	each(t, func(t *testing.T, s *sqlstore.Store[job]) {
+		ctx := context.Background()
+		items := seed(t, s, 4) // priorities 0,1,2,0
+		got, err := s.Claim(ctx, dao.ClaimRequest{
+			Where:   dao.Eq("status", "pending"),
+			Set:     dao.Set{"status": "processing", "priority": int64(9)},
+			Limit:   3,
+			OrderBy: []dao.Order{dao.Asc("priority")},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []int64{items[0].ID, items[3].ID, items[1].ID}; !equal(ids(got), want) {
+			t.Fatalf("claimed %v, want %v", ids(got), want)
+		}
+		for _, r := range got {
+			if r.Priority != 9 {
+				t.Fatalf("row %d priority %d, want 9", r.ID, r.Priority)
+			}
+		}
+	})
+}
+
+// Claim on a store bound to a transaction is refused and changes nothing;
+// the other methods run inside the transaction.
+func TestClaimInTransaction(t *testing.T) {
+	each(t, func(t *testing.T, s *sqlstore.Store[job]) {
+		ctx := context.Background()
+		seed(t, s, 3)
+		err := s.DB().Transaction(func(tx *gorm.DB) error {
+			ts := s.WithTx(tx)
+			rows, err := ts.Claim(ctx, claimReq("w1", 10))
+			if !errors.Is(err, dao.ErrInTransaction) || rows != nil {
+				t.Errorf("Claim in WithTx = %v, %v; want ErrInTransaction", rows, err)
+			}
+			// a store built on the transaction handle detects it too
+			ns, err := sqlstore.New[job](tx, sqlstore.WithTable(s.Table()))
+			if err != nil {
+				return err
+			}
+			if _, err := ns.Claim(ctx, claimReq("w1", 10)); !errors.Is(err, dao.ErrInTransaction) {
+				t.Errorf("Claim on New(tx) = %v; want ErrInTransaction", err)
+			}
+			if err := ts.Create(ctx, &job{Name: "in-tx", Status: "pending"}); err != nil {
+				return err
+			}
+			if n, err := ts.Count(ctx, dao.Criteria{}); err != nil || n != 4 {
+				t.Errorf("Count in tx = %d, %v; want 4", n, err)
+			}
+			return errors.New("roll back")
+		})
+		if err == nil || err.Error() != "roll back" {
+			t.Fatalf("transaction: %v", err)
+		}
+		if n, err := s.Count(ctx, dao.Eq("status", "pending")); err != nil || n != 3 {
+			t.Fatalf("after rollback: %d pending, %v; want 3 (nothing claimed, insert rolled back)", n, err)
+		}
+		if _, err := s.WithTx(nil).Count(ctx, dao.Criteria{}); !errors.Is(err, dao.ErrInvalidArgument) {
+			t.Fatalf("WithTx(nil): %v", err)
+		}
+	})
+}
+
+// On the fast path, concurrent claimers take disjoint rows and together
+// take every row.
+func TestPostgresFastPathConcurrentClaimsDisjoint(t *testing.T) {
+	s := newStore(t, testdb.Postgres(t))
+	if !s.Capabilities().FastPath {
+		t.Fatal("postgres store not on the fast path")
+	}
+	ctx := context.Background()
+	const rows, workers = 200, 8
+	batch := make([]*job, rows)
+	for i := range batch {
+		batch[i] = &job{Name: "c" + strconv.Itoa(i), Status: "pending", Priority: int64(i % 5)}
+	}
+	if err := s.Create(ctx, batch...); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				got, err := s.Claim(ctx, claimReq("w", 7))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				if len(got) > 7 {
+					t.Errorf("claimed %d rows with limit 7", len(got))
+				}
+				mu.Lock()
+				for _, r := range got {
+					seen[r.ID]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != rows {
+		t.Fatalf("claimed %d distinct rows, want %d", len(seen), rows)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("row %d claimed %d times", id, n)
+		}
+	}
+}
+
+// With a server default isolation stricter than READ COMMITTED, the fast
+// path runs in an explicit READ COMMITTED transaction: three round trips,
+// and Capabilities says so.
+func TestPostgresStricterDefaultIsolation(t *testing.T) {
+	testdb.Postgres(t) // skip or fail like every Postgres test when unreachable
+	dsn := testdb.PostgresDSN()
+	if strings.Contains(dsn, "://") {
+		if strings.Contains(dsn, "?") {
+			dsn += "&default_transaction_isolation=serializable"
+		} else {
+			dsn += "?default_transaction_isolation=serializable"
+		}
+	} else {
+		dsn += " default_transaction_isolation=serializable"
+	}
+	var c roundtrip.Counter
+	db, err := roundtrip.OpenGorm(context.Background(), "postgres", dsn, &c, testdb.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	var level string
+	if err := db.Raw("SHOW transaction_isolation").Scan(&level).Error; err != nil || level != "serializable" {
+		t.Fatalf("session isolation %q, %v; the DSN parameter did not apply", level, err)
+	}
+	s := newStore(t, db)
+	if got := s.Capabilities().ClaimRoundTrips; got != (dao.RoundTrips{Fixed: 3}) {
+		t.Fatalf("ClaimRoundTrips = %+v, want {3 0}", got)
+	}
+	seed(t, s, 5)
+	c.Reset()
+	got, err := s.Claim(context.Background(), claimReq("w", 3))
+	if err != nil || len(got) != 3 {
+		t.Fatalf("claim: %d rows, %v", len(got), err)
+	}
+	if n := c.Reset(); n != 3 {
+		t.Fatalf("claim took %d round trips, want 3", n)
+	}
+}
+
+// MySQL and MariaDB report changed rows, not matched rows. A claim whose
+// Set leaves the row as it was still claims it (one extra COUNT per such
+// row), and a row lost to another claimer is still skipped.
+func TestMySQLUnchangedSetStillClaims(t *testing.T) {
+	var c roundtrip.Counter
+	db, err := roundtrip.OpenGorm(context.Background(), "mysql", testdb.MySQLDSN(), &c, testdb.Config())
+	if err != nil {
+		if testdb.Required("mysql") {
+			t.Fatal(err)
+		}
+		t.Skipf("mysql unreachable: %v", err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	s := newStore(t, db)
+	ctx := context.Background()
+	items := seed(t, s, 4)
+	noop := dao.ClaimRequest{Where: dao.Eq("status", "pending"), Set: dao.Set{"status": "pending", "attempts": dao.Incr(0)}, Limit: 3}
+	c.Reset()
+	got, err := s.Claim(ctx, noop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{items[0].ID, items[1].ID, items[2].ID}; !equal(ids(got), want) {
+		t.Fatalf("claimed %v, want %v", ids(got), want)
+	}
+	if n := c.Reset(); n != 1+2*3 {
+		t.Fatalf("%d round trips, want 7 (read, and update + count per row)", n)
+	}
+
+	// Lose items[1] between the candidate read and its guarded update.
+	other, err := sqlstore.New[job](testdb.MySQL(t), sqlstore.WithTable(s.Table()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lose := dao.WithClaimTrace(ctx, &dao.ClaimTrace{CandidatesRead: func(ctx context.Context, _ []any) {
+		if _, err := other.Update(ctx, dao.Eq("id", items[1].ID), dao.Set{"status": "taken"}); err != nil {
+			t.Error(err)
+		}
+	}})
+	got, err = s.Claim(lose, noop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the candidates were items 0, 1, 2; the portable default does not
+	// read further when it loses one
+	if want := []int64{items[0].ID, items[2].ID}; !equal(ids(got), want) {
+		t.Fatalf("claimed %v after a lost race, want %v", ids(got), want)
+	}
+
+	// With a Set that changes the row no extra query is made.
+	if _, err := s.Update(ctx, dao.Criteria{}, dao.Set{"status": "pending"}); err != nil {
+		t.Fatal(err)
+	}
+	c.Reset()
+	got, err = s.Claim(ctx, claimReq("w", 2))
+	if err != nil || len(got) != 2 {
+		t.Fatalf("claim: %v, %v", ids(got), err)
+	}
+	if n := c.Reset(); n != 3 {
+		t.Fatalf("%d round trips, want 3", n)
+	}
+}

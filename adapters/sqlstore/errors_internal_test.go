@@ -1,0 +1,58 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"testing"
+
+	"github.com/claimstore/claimstore/dao"
+	mssql "github.com/microsoft/go-mssqldb"
+	"gorm.io/gorm"
+)
+
+// No SQL Server runs in this environment, so its rules are checked on
+// error values of the driver's own type; the other drivers' rules are
+// checked against real servers in errors_test.go.
+func TestMapErrorSQLServerAndGeneric(t *testing.T) {
+	cases := []struct {
+		err  error
+		want error
+	}{
+		{mssql.Error{Number: 2627, Message: "Violation of PRIMARY KEY constraint"}, dao.ErrDuplicate},
+		{mssql.Error{Number: 2601, Message: "Cannot insert duplicate key row"}, dao.ErrDuplicate},
+		{mssql.Error{Number: 1205, Message: "chosen as the deadlock victim"}, dao.ErrConflict},
+		{&mssql.Error{Number: 1205}, dao.ErrConflict},
+		{fmt.Errorf("exec: %w", driver.ErrBadConn), dao.ErrUnavailable},
+		{sql.ErrConnDone, dao.ErrUnavailable},
+		{io.ErrUnexpectedEOF, dao.ErrUnavailable},
+		{gorm.ErrRecordNotFound, dao.ErrNotFound},
+		{sql.ErrNoRows, dao.ErrNotFound},
+	}
+	for _, c := range cases {
+		got := mapError(c.err)
+		// mssql.Error holds a slice, so errors.Is cannot compare it; the
+		// errors.As check below covers it.
+		native := !reflect.TypeOf(c.err).Comparable() || errors.Is(got, c.err)
+		if !errors.Is(got, c.want) || !native {
+			t.Errorf("mapError(%v) = %v; want %v wrapping the native error", c.err, got, c.want)
+		}
+	}
+	var me mssql.Error
+	if !errors.As(mapError(mssql.Error{Number: 2627}), &me) || me.Number != 2627 {
+		t.Error("mssql.Error not reachable with errors.As")
+	}
+	for _, err := range []error{nil, context.Canceled, fmt.Errorf("x: %w", context.DeadlineExceeded), errors.New("other")} {
+		if got := mapError(err); got != err {
+			t.Errorf("mapError(%v) = %v; want it unchanged", err, got)
+		}
+	}
+	already := fmt.Errorf("%w: %w", dao.ErrBusy, io.EOF)
+	if got := mapError(already); got != already {
+		t.Errorf("an error with a sentinel was mapped again: %v", got)
+	}
+}
