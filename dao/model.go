@@ -488,6 +488,12 @@ func (m *Model[T]) Apply(row *T, set Set) error {
 				continue // NULL + n is NULL in SQL
 			}
 		}
+		if f.FieldType.Kind() == reflect.Pointer {
+			// GORM's setters write a value through a non-nil pointer; start
+			// from nil so that a new one is allocated and a copy of row that
+			// shares the old pointer is left unchanged.
+			f.ReflectValueOf(ctx, rv).Set(reflect.Zero(f.FieldType))
+		}
 		if err := f.Set(ctx, rv, v); err != nil {
 			return fmt.Errorf("claimstore: set field %q: %w", name, err)
 		}
