@@ -20,6 +20,7 @@ type benchOptions struct {
 	batch      int
 	loadBatch  int
 	baseline   bool
+	portable   bool
 	keep       bool
 	quiet      bool
 	cpuProfile string
@@ -58,6 +59,7 @@ CLAIMSTORE_MYSQL_DSN) and memory.`,
 	f.IntVar(&o.batch, "batch", 100, "claim limit per call")
 	f.IntVar(&o.loadBatch, "load-batch", bench.DefaultLoadBatch, "rows per insert statement while loading")
 	f.BoolVar(&o.baseline, "baseline", false, "also measure the raw driver and the naive loop on fresh tables")
+	f.BoolVar(&o.portable, "portable", false, "with --baseline on postgres, also measure the library with its fast path off")
 	f.BoolVar(&o.keep, "keep", false, "keep the tables (and the default SQLite file) instead of dropping them")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
@@ -83,7 +85,7 @@ func runBench(cmd *cobra.Command, o benchOptions) error {
 	rep, err := bench.Run(cmd.Context(), bench.Config{
 		Backend: globalFlags.Backend, DSN: globalFlags.DSN,
 		Rows: o.rows, Workers: o.workers, Batch: o.batch, LoadBatch: o.loadBatch,
-		Baseline: o.baseline, Keep: o.keep, Progress: progress,
+		Baseline: o.baseline, Portable: o.portable, Keep: o.keep, Progress: progress,
 	})
 	if rep != nil {
 		if werr := rep.WriteText(cmd.OutOrStdout()); werr != nil && err == nil {

@@ -7,11 +7,12 @@ import (
 )
 
 // Job is the row the benchmark loads and claims: a queue entry reduced to
-// the columns a claim reads and writes. Its composite index (status, id)
-// serves the eligibility query "status = pending ORDER BY id".
+// the columns a claim reads and writes. The index that serves the
+// eligibility query "status = 'pending' ORDER BY id" depends on the
+// backend and is created with the table (see [EligibilityIndex]).
 type Job struct {
-	ID       int64  `gorm:"primaryKey;autoIncrement:false;index:,composite:claim,priority:2"`
-	Status   string `gorm:"size:16;not null;index:,composite:claim,priority:1"`
+	ID       int64  `gorm:"primaryKey;autoIncrement:false"`
+	Status   string `gorm:"size:16;not null"`
 	LockedBy string `gorm:"size:64;not null;default:''"`
 	Attempts int64  `gorm:"not null;default:0"`
 	Payload  string `gorm:"size:255;not null"`

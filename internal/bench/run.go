@@ -27,6 +27,10 @@ type Config struct {
 	// Baseline adds the raw-driver and naive variants, each on a fresh
 	// table of the same shape and size.
 	Baseline bool
+	// Portable adds, with Baseline on PostgreSQL, the library with its
+	// fast path switched off (sqlstore.WithoutFastPath): what the fast
+	// path buys.
+	Portable bool
 	// Keep keeps the tables (and a default SQLite file) instead of
 	// dropping them at the end.
 	Keep bool

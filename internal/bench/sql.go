@@ -2,11 +2,385 @@ package bench
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
+	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dialects"
+	"github.com/claimstore/claimstore/internal/testdb"
+	gosqlite "github.com/glebarez/go-sqlite"
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
-func runSQL(ctx context.Context, cfg Config) (*Report, error) {
-	return nil, fmt.Errorf("bench: %w: backend %s not wired yet", dao.ErrInvalidArgument, cfg.Backend)
+// Names of the variants a run can measure.
+const (
+	VariantLibrary         = "library"
+	VariantLibraryPortable = "library portable"
+	VariantRawPgx          = "raw pgx"
+	VariantRawSQL          = "raw database/sql"
+	VariantNaive           = "naive"
+)
+
+// DefaultDSN returns the DSN a run uses when none is given: for postgres
+// and mysql/mariadb the local test servers of package testdb
+// (CLAIMSTORE_POSTGRES_DSN and CLAIMSTORE_MYSQL_DSN override them), for
+// sqlite a fresh database file in a new temporary directory, which cleanup
+// removes. cleanup is never nil. An unknown backend is an error wrapping
+// [dao.ErrInvalidArgument].
+func DefaultDSN(backend string) (dsn string, cleanup func() error, err error) {
+	cleanup = func() error { return nil }
+	switch backend {
+	case "postgres":
+		return testdb.PostgresDSN(), cleanup, nil
+	case "mysql", "mariadb":
+		return testdb.MySQLDSN(), cleanup, nil
+	case "sqlite":
+		dir, err := os.MkdirTemp("", "claimstore-bench-")
+		if err != nil {
+			return "", cleanup, fmt.Errorf("bench: sqlite temp dir: %w", err)
+		}
+		return sqlstore.SQLiteDSN(filepath.Join(dir, "bench.db")), func() error { return os.RemoveAll(dir) }, nil
+	}
+	return "", cleanup, fmt.Errorf("bench: %w: no default DSN for backend %q", dao.ErrInvalidArgument, backend)
+}
+
+// sqlRun is the state every variant of one run on an SQL backend shares.
+type sqlRun struct {
+	cfg     Config
+	dsn     string
+	admin   *gorm.DB // not counted: DDL, loading, remaining-row counts
+	dialect dialects.Name
+	r       dialects.Renderer
+	model   *dao.Model[Job]
+	rep     *Report
+}
+
+func runSQL(ctx context.Context, cfg Config) (rep *Report, err error) {
+	dsn := cfg.DSN
+	if dsn == "" {
+		var cleanup func() error
+		if dsn, cleanup, err = DefaultDSN(cfg.Backend); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if cfg.Keep {
+				return
+			}
+			if cerr := cleanup(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+	}
+	admin, err := sqlstore.Open(ctx, cfg.Backend, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if sqlDB, err := admin.DB(); err == nil {
+		defer sqlDB.Close()
+	}
+	probe, err := sqlstore.New[Job](admin)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	s := &sqlRun{cfg: cfg, dsn: dsn, admin: admin, dialect: probe.Dialect(), model: probe.Model()}
+	if s.r, err = dialects.NewRenderer(s.dialect); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	s.rep = &Report{Backend: string(s.dialect), Rows: cfg.Rows, Workers: cfg.Workers, Batch: cfg.Batch}
+	s.rep.Server, err = s.serverVersion(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Keep && cfg.DSN == "" && cfg.Backend == "sqlite" {
+		s.rep.Notes = append(s.rep.Notes, "tables kept in "+dsn)
+	}
+
+	if err := s.runLibrary(ctx, VariantLibrary); err != nil {
+		return s.rep, err
+	}
+	if !cfg.Baseline {
+		return s.rep, nil
+	}
+	if s.dialect == dialects.Postgres {
+		if err := s.runRawPgx(ctx); err != nil {
+			return s.rep, err
+		}
+	}
+	if err := s.runRawSQL(ctx); err != nil {
+		return s.rep, err
+	}
+	if s.dialect == dialects.Postgres && cfg.Portable {
+		if err := s.runLibrary(ctx, VariantLibraryPortable); err != nil {
+			return s.rep, err
+		}
+	}
+	if err := s.runNaive(ctx); err != nil {
+		return s.rep, err
+	}
+	base := VariantRawSQL
+	if s.dialect == dialects.Postgres {
+		base = VariantRawPgx
+	}
+	for i := range s.rep.Variants {
+		if s.rep.Variants[i].Name != base {
+			s.rep.Variants[i].Baseline = base
+		}
+	}
+	return s.rep, nil
+}
+
+// serverVersion asks the server for its version.
+func (s *sqlRun) serverVersion(ctx context.Context) (string, error) {
+	q := map[dialects.Name]string{
+		dialects.Postgres: "SHOW server_version",
+		dialects.MySQL:    "SELECT VERSION()",
+		dialects.MariaDB:  "SELECT VERSION()",
+		dialects.SQLite:   "SELECT sqlite_version()",
+	}[s.dialect]
+	if q == "" {
+		return "", nil
+	}
+	var v string
+	if err := s.admin.WithContext(ctx).Raw(q).Scan(&v).Error; err != nil {
+		return "", fmt.Errorf("bench: server version: %w", err)
+	}
+	if s.dialect == dialects.SQLite {
+		v = "SQLite " + v
+	}
+	return v, nil
+}
+
+// table is one freshly created and loaded table.
+type table struct {
+	name  string
+	store *sqlstore.Store[Job] // on the uncounted admin handle
+}
+
+// prepare creates a fresh table prefix_<random> with the library's
+// migration (so every variant's table has the same shape and indexes),
+// loads cfg.Rows rows, and refreshes the planner statistics.
+func (s *sqlRun) prepare(ctx context.Context, prefix string) (*table, error) {
+	name, err := tableName(prefix)
+	if err != nil {
+		return nil, err
+	}
+	store, err := sqlstore.New[Job](s.admin, sqlstore.WithTable(name))
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	if err := store.Migrate(ctx); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	t := &table{name: name, store: store}
+	if err := s.admin.WithContext(ctx).Exec(EligibilityIndex(s.dialect, s.r, name)).Error; err != nil {
+		return t, fmt.Errorf("bench: index on %s: %w", name, err)
+	}
+	if err := Load(ctx, s.cfg.Rows, s.cfg.LoadBatch, StoreInserter(store)); err != nil {
+		return t, err
+	}
+	analyze := "ANALYZE ?"
+	if s.dialect == dialects.MySQL || s.dialect == dialects.MariaDB {
+		analyze = "ANALYZE TABLE ?"
+	}
+	if err := s.admin.WithContext(ctx).Exec(analyze, clause.Table{Name: name}).Error; err != nil {
+		return t, fmt.Errorf("bench: analyze %s: %w", name, err)
+	}
+	if s.cfg.Progress != nil {
+		fmt.Fprintf(s.cfg.Progress, "loaded %d rows into %s\n", s.cfg.Rows, name)
+	}
+	return t, nil
+}
+
+// EligibilityIndex returns the CREATE INDEX statement for the index that
+// serves the claim's candidate query (status = 'pending' ORDER BY id LIMIT
+// n) on a Job table called table, as the performance rules of the design
+// ask: on PostgreSQL a partial index on id over the pending rows, which
+// holds only claimable rows and which a claim changing the status leaves
+// (PostgreSQL manual, "Partial Indexes"); elsewhere a composite index on
+// (status, id). Without it, PostgreSQL with statistics taken before the
+// burn walks the primary key from the smallest id and filters out every
+// row claimed so far, so each claim costs more than the last. The table
+// name is generated by the benchmark and quoted.
+func EligibilityIndex(d dialects.Name, r dialects.Renderer, table string) string {
+	if d == dialects.Postgres {
+		return "CREATE INDEX " + r.Quote(table+"_pending") + " ON " + r.QuoteTable(table) + " (id) WHERE status = 'pending'"
+	}
+	return "CREATE INDEX " + r.Quote(table+"_claim") + " ON " + r.QuoteTable(table) + " (status, id)"
+}
+
+// drop removes t unless the run keeps its tables.
+func (s *sqlRun) drop(t *table) error {
+	if t == nil || s.cfg.Keep {
+		return nil
+	}
+	if err := s.admin.Migrator().DropTable(t.name); err != nil {
+		return fmt.Errorf("bench: drop %s: %w", t.name, err)
+	}
+	return nil
+}
+
+// runner is what a variant's setup returns: its claim function on one
+// table, how to count its round trips and how to release what it opened.
+type runner struct {
+	// Claim performs one claim.
+	Claim ClaimFunc
+	// RoundTrips returns the running round-trip total; nil when the
+	// variant cannot be counted.
+	RoundTrips func() int64
+	// Release closes the pools the setup opened; nil when none.
+	Release func()
+	// Path and Promised fill the variant's fields of the same names when
+	// not empty.
+	Path, Promised string
+}
+
+// measure prepares a table, builds the variant's runner on it with setup,
+// burns the table down and appends the variant to the report.
+func (s *sqlRun) measure(ctx context.Context, v Variant, prefix string, setup func(ctx context.Context, t *table) (runner, error)) (err error) {
+	t, err := s.prepare(ctx, prefix)
+	defer func() {
+		if derr := s.drop(t); derr != nil && err == nil {
+			err = derr
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	run, err := setup(ctx, t)
+	if err != nil {
+		return fmt.Errorf("bench: %s: %w", v.Name, err)
+	}
+	if run.Release != nil {
+		defer run.Release()
+	}
+	if run.Path != "" {
+		v.Path = run.Path
+	}
+	if run.Promised != "" {
+		v.Promised = run.Promised
+	}
+	res, err := Burn(ctx, BurnConfig{
+		Label: v.Name, Rows: s.cfg.Rows, Workers: s.cfg.Workers, Batch: s.cfg.Batch,
+		Claim:      run.Claim,
+		Remaining:  func(ctx context.Context) (int64, error) { return t.store.Count(ctx, PendingCriteria()) },
+		RoundTrips: run.RoundTrips,
+		Progress:   s.cfg.Progress, Stall: s.cfg.Stall,
+	})
+	v.Result = res
+	s.rep.Variants = append(s.rep.Variants, v)
+	return err
+}
+
+// runLibrary measures Store.Claim: on the store's default path for
+// VariantLibrary, on the portable default for VariantLibraryPortable.
+func (s *sqlRun) runLibrary(ctx context.Context, name string) error {
+	var opts []sqlstore.Option
+	prefix := "bench_lib"
+	if name == VariantLibraryPortable {
+		opts = append(opts, sqlstore.WithoutFastPath())
+		prefix = "bench_libp"
+	}
+	return s.measure(ctx, Variant{Name: name}, prefix, func(ctx context.Context, t *table) (runner, error) {
+		db, count, err := openCountedGorm(ctx, s.cfg.Backend, s.dsn)
+		if err != nil {
+			return runner{}, err
+		}
+		sqlDB, err := db.DB()
+		if err != nil {
+			return runner{}, err
+		}
+		sizePool(sqlDB, s.cfg.Workers)
+		store, err := sqlstore.New[Job](db, append(opts, sqlstore.WithTable(t.name))...)
+		if err != nil {
+			sqlDB.Close()
+			return runner{}, err
+		}
+		caps := store.Capabilities()
+		return runner{
+			Claim: StoreClaimFunc(store), RoundTrips: count, Release: func() { sqlDB.Close() },
+			Path: s.describeLibrary(caps), Promised: caps.ClaimRoundTrips.String(),
+		}, nil
+	})
+}
+
+// describeLibrary says what the library's claim does on this dialect.
+func (s *sqlRun) describeLibrary(c dao.Capabilities) string {
+	if c.FastPath {
+		return "fast path: one statement (WITH … AS MATERIALIZED (SELECT … FOR UPDATE SKIP LOCKED), … UPDATE … RETURNING) SELECT … ORDER BY), Store.Claim over GORM/database/sql"
+	}
+	return "portable default: SELECT candidates, then UPDATE … WHERE id = ? AND <criteria> per row; Store.Claim over GORM/database/sql"
+}
+
+// sizePool gives a database/sql pool as many open and idle connections as
+// there are workers, as the pgx pool of the raw baseline gets: with
+// database/sql's default of two idle connections, most claims of eight
+// workers would open a new connection.
+func sizePool(db *sql.DB, workers int) {
+	db.SetMaxOpenConns(workers)
+	db.SetMaxIdleConns(workers)
+}
+
+// checkedClaim returns the benchmark's claim request for worker w, checked
+// by the model as the library checks it, so that a statement rendered from
+// it is the one the library renders.
+func (s *sqlRun) checkedClaim(w, limit int) (dao.ClaimRequest, error) {
+	return s.model.CheckClaim(ClaimRequest(w, limit))
+}
+
+// libTable returns the dialects.Table the library renders statements for
+// when its table is name.
+func (s *sqlRun) libTable(name string) dialects.Table {
+	return dialects.Table{Name: name, PrimaryKey: s.model.PrimaryKey(), Nullable: map[string]bool{}}
+}
+
+// rawRetryable wraps err with dao.ErrBusy or dao.ErrConflict when it is a
+// lock or serialization error a retry can cure, so the burner retries raw
+// variants as it retries the library: PostgreSQL 40001, 40P01 and 55P03,
+// MySQL/MariaDB 1213 (deadlock) and 1205 (lock wait timeout), SQLite
+// SQLITE_BUSY and SQLITE_LOCKED. Other errors are returned as they are.
+func rawRetryable(err error) error {
+	var pgErr *pgconn.PgError
+	var myErr *gomysql.MySQLError
+	var liteErr *gosqlite.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01" || pgErr.Code == "55P03"),
+		errors.As(err, &myErr) && (myErr.Number == 1213 || myErr.Number == 1205):
+		return fmt.Errorf("%w: %w", dao.ErrConflict, err)
+	case errors.As(err, &liteErr) && (liteErr.Code()&0xff == 5 || liteErr.Code()&0xff == 6):
+		return fmt.Errorf("%w: %w", dao.ErrBusy, err)
+	}
+	return err
+}
+
+var errUnknownColumn = errors.New("bench: unknown column")
+
+// jobTargets returns scan destinations into j for the result columns cols.
+func jobTargets(cols []string, j *Job) ([]any, error) {
+	dest := make([]any, len(cols))
+	for i, c := range cols {
+		switch c {
+		case "id":
+			dest[i] = &j.ID
+		case "status":
+			dest[i] = &j.Status
+		case "locked_by":
+			dest[i] = &j.LockedBy
+		case "attempts":
+			dest[i] = &j.Attempts
+		case "payload":
+			dest[i] = &j.Payload
+		default:
+			return nil, fmt.Errorf("%w %q", errUnknownColumn, c)
+		}
+	}
+	return dest, nil
 }
