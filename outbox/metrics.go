@@ -27,10 +27,11 @@ const (
 	// MetricBatchSize is the number of messages in each non-empty claimed
 	// batch ({message}).
 	MetricBatchSize = "outbox.relay.batch.size"
-	// MetricOldestAge is the age of the oldest message still waiting to be
-	// published (pending or failed), in seconds; 0 when there is none. It
-	// is observed, with one query, each time the meter provider collects.
-	MetricOldestAge = "outbox.oldest_unprocessed.age"
+	// MetricOldestAge is the age of the oldest message of the relay's
+	// target broker not yet published (pending, processing or failed), in
+	// seconds; 0 when there is none. It is observed, with one query, each
+	// time the meter provider collects, while the relay runs.
+	MetricOldestAge = "outbox.oldest_unpublished.age"
 
 	// AttrTargetBroker is the target broker of the relay.
 	AttrTargetBroker = "outbox.target_broker"
@@ -82,7 +83,7 @@ func newRelayMetrics(mp metric.MeterProvider, broker string) (*relayMetrics, err
 		return nil, err
 	}
 	if m.oldest, err = m.meter.Float64ObservableGauge(MetricOldestAge, metric.WithUnit("s"),
-		metric.WithDescription("Age of the oldest message waiting to be published.")); err != nil {
+		metric.WithDescription("Age of the oldest message not yet published.")); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -94,7 +95,7 @@ func (m *relayMetrics) observeOldest(repo *Repository, broker string) (func(), e
 	reg, err := m.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		t, ok, err := repo.OldestUnprocessed(ctx, broker)
+		t, ok, err := repo.OldestUnpublished(ctx, broker)
 		if err != nil {
 			return fmt.Errorf("outbox: observe oldest message: %w", err)
 		}

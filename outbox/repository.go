@@ -729,17 +729,17 @@ func (r *Repository) Counts(ctx context.Context) (map[Status]int64, error) {
 	return out, nil
 }
 
-// OldestUnprocessed returns the creation time of the oldest message of
-// targetBroker still waiting to be published (pending or failed), and
-// false when there is none. Store errors are returned wrapped.
-func (r *Repository) OldestUnprocessed(ctx context.Context, targetBroker string) (time.Time, bool, error) {
+// OldestUnpublished returns the creation time of the oldest message of
+// targetBroker not yet published nor abandoned (pending, processing or
+// failed), and false when there is none. Store errors are returned wrapped.
+func (r *Repository) OldestUnpublished(ctx context.Context, targetBroker string) (time.Time, bool, error) {
 	rows, err := r.store.Find(ctx, dao.Query{
-		Where:   dao.And(dao.Eq(colTargetBroker, targetBroker), statusIn(StatusPending, StatusFailed)),
+		Where:   dao.And(dao.Eq(colTargetBroker, targetBroker), statusIn(StatusPending, StatusProcessing, StatusFailed)),
 		OrderBy: []dao.Order{dao.Asc(colCreatedAt)},
 		Limit:   1,
 	})
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("outbox: oldest unprocessed: %w", err)
+		return time.Time{}, false, fmt.Errorf("outbox: oldest unpublished: %w", err)
 	}
 	if len(rows) == 0 {
 		return time.Time{}, false, nil

@@ -568,7 +568,7 @@ func TestInspectionRequeuePurge(t *testing.T) {
 		if err := r.Add(ctx, nil, msgs("i", "t", n)...); err != nil {
 			t.Fatal(err)
 		}
-		if oldest, ok, err := r.OldestUnprocessed(ctx, ""); err != nil || !ok || !sameTime(oldest, clk.Now()) {
+		if oldest, ok, err := r.OldestUnpublished(ctx, ""); err != nil || !ok || !sameTime(oldest, clk.Now()) {
 			t.Fatalf("oldest: %v %v %v", oldest, ok, err)
 		}
 		got, err := r.ClaimBatch(ctx, "w", 34, "")
