@@ -19,6 +19,7 @@ type benchOptions struct {
 	workers    int
 	batch      int
 	loadBatch  int
+	repeat     int
 	baseline   bool
 	portable   bool
 	keep       bool
@@ -57,6 +58,7 @@ CLAIMSTORE_MYSQL_DSN) and memory.`,
 	f.Int64Var(&o.rows, "rows", 100000, "rows to load and claim")
 	f.IntVar(&o.workers, "workers", 8, "concurrent claimers")
 	f.IntVar(&o.batch, "batch", 100, "claim limit per call")
+	f.IntVar(&o.repeat, "repeat", 1, "measure every variant this many times, rotating their order; report the median run")
 	f.IntVar(&o.loadBatch, "load-batch", bench.DefaultLoadBatch, "rows per insert statement while loading")
 	f.BoolVar(&o.baseline, "baseline", false, "also measure the raw driver and the naive loop on fresh tables")
 	f.BoolVar(&o.portable, "portable", false, "with --baseline on postgres, also measure the library with its fast path off")
@@ -84,7 +86,7 @@ func runBench(cmd *cobra.Command, o benchOptions) error {
 	}
 	rep, err := bench.Run(cmd.Context(), bench.Config{
 		Backend: globalFlags.Backend, DSN: globalFlags.DSN,
-		Rows: o.rows, Workers: o.workers, Batch: o.batch, LoadBatch: o.loadBatch,
+		Rows: o.rows, Workers: o.workers, Batch: o.batch, LoadBatch: o.loadBatch, Repeat: o.repeat,
 		Baseline: o.baseline, Portable: o.portable, Keep: o.keep, Progress: progress,
 	})
 	if rep != nil {

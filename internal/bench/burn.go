@@ -70,8 +70,21 @@ type BurnResult struct {
 	// burn; Counted is false when the variant has no hook.
 	RoundTrips int64
 	Counted    bool
+	// CPU is the CPU time (user + system) the whole process used during
+	// the burn, GC included: the client's cost, since the database server
+	// runs in another process (SQLite runs in this one). Zero when the
+	// system cannot tell.
+	CPU time.Duration
 	// Tally is the id accounting.
 	Tally TallyResult
+}
+
+// CPUPerCall returns the process CPU time per claim call.
+func (r BurnResult) CPUPerCall() time.Duration {
+	if r.Calls == 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.Calls)
 }
 
 // CallsPerSec returns claim calls per second of wall time.
@@ -151,6 +164,7 @@ func Burn(ctx context.Context, cfg BurnConfig) (BurnResult, error) {
 	if cfg.RoundTrips != nil {
 		rt0 = cfg.RoundTrips()
 	}
+	cpu0, cpuOK := processCPU()
 	start := time.Now()
 	lastProgress.Store(start.UnixNano())
 
@@ -235,6 +249,9 @@ func Burn(ctx context.Context, cfg BurnConfig) (BurnResult, error) {
 	}
 	wg.Wait()
 	res.Wall = time.Since(start)
+	if cpu1, ok := processCPU(); ok && cpuOK {
+		res.CPU = cpu1 - cpu0
+	}
 	close(done)
 	progressDone.Wait()
 

@@ -84,16 +84,16 @@ func PgxClaim(pool *pgxpool.Pool, stmts []dialects.Statement) ClaimFunc {
 	}
 }
 
-// runRawPgx measures pgx (pgxpool, no database/sql, no GORM) executing the
+// rawPgx measures pgx (pgxpool, no database/sql, no GORM) executing the
 // claim statement text that dialects renders for PostgreSQL, the text the
 // library sends.
-func (s *sqlRun) runRawPgx(ctx context.Context) error {
+func (s *sqlRun) rawPgx() spec {
 	v := Variant{
 		Name:     VariantRawPgx,
 		Path:     "pgxpool.Query of the same statement text (dialects.Renderer.Claim), rows.Scan into Job",
 		Promised: "1",
 	}
-	return s.measure(ctx, v, "bench_pgx", func(ctx context.Context, t *table) (runner, error) {
+	return s.sqlSpec(v, "bench_pgx", func(ctx context.Context, t *table) (runner, error) {
 		stmts, err := s.claimStatements(t.name)
 		if err != nil {
 			return runner{}, err

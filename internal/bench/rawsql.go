@@ -166,10 +166,10 @@ func (s *sqlRun) sqlRunner(ctx context.Context, build func(db *sql.DB) (ClaimFun
 	return runner{Claim: claim, RoundTrips: count, Release: func() { db.Close() }}, nil
 }
 
-// runRawSQL measures database/sql with no library running the statements
+// rawSQL measures database/sql with no library running the statements
 // the library runs on this dialect: the fast-path statement on PostgreSQL,
 // the portable default's SELECT and guarded UPDATEs elsewhere.
-func (s *sqlRun) runRawSQL(ctx context.Context) error {
+func (s *sqlRun) rawSQL() spec {
 	v := Variant{Name: VariantRawSQL}
 	if s.dialect == dialects.Postgres {
 		v.Path = "database/sql (pgx stdlib) QueryContext of the same statement text (dialects.Renderer.Claim), Scan into Job"
@@ -178,7 +178,7 @@ func (s *sqlRun) runRawSQL(ctx context.Context) error {
 		v.Path = "database/sql, the library's statement texts (dialects.Renderer.Select, GuardedUpdate): SELECT, then UPDATE per row"
 		v.Promised = "1 + N"
 	}
-	return s.measure(ctx, v, "bench_sql", func(ctx context.Context, t *table) (runner, error) {
+	return s.sqlSpec(v, "bench_sql", func(ctx context.Context, t *table) (runner, error) {
 		return s.sqlRunner(ctx, func(db *sql.DB) (ClaimFunc, error) {
 			if s.dialect == dialects.Postgres {
 				stmts, err := s.claimStatements(t.name)
@@ -196,15 +196,15 @@ func (s *sqlRun) runRawSQL(ctx context.Context) error {
 	})
 }
 
-// runNaive measures the hand-written SELECT, then guarded UPDATE per row,
+// naiveSpec measures the hand-written SELECT, then guarded UPDATE per row,
 // with database/sql.
-func (s *sqlRun) runNaive(ctx context.Context) error {
+func (s *sqlRun) naiveSpec() spec {
 	v := Variant{
 		Name:     VariantNaive,
 		Path:     "database/sql, hand-written: SELECT … WHERE status = 'pending' ORDER BY id LIMIT n, then UPDATE … WHERE id = ? AND status = 'pending' per row",
 		Promised: "1 + N",
 	}
-	return s.measure(ctx, v, "bench_naive", func(ctx context.Context, t *table) (runner, error) {
+	return s.sqlSpec(v, "bench_naive", func(ctx context.Context, t *table) (runner, error) {
 		return s.sqlRunner(ctx, func(db *sql.DB) (ClaimFunc, error) { return s.naive(t.name).Claim(db), nil })
 	})
 }

@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -22,8 +24,56 @@ type Variant struct {
 	// Baseline names the variant whose rows per second this one is
 	// compared to; empty for none.
 	Baseline string
-	// Result is the measurement.
+	// Result is the measurement: with several runs, the median run by
+	// rows per second.
 	Result BurnResult
+	// Runs holds every run of the variant, in the order they ran.
+	Runs []BurnResult
+}
+
+// withRuns returns v with Runs set to runs and Result to their median run
+// by rows per second (the lower of the two middle runs for an even count).
+func (v Variant) withRuns(runs []BurnResult) Variant {
+	v.Runs = runs
+	sorted := slices.Clone(runs)
+	slices.SortStableFunc(sorted, func(a, b BurnResult) int { return cmp.Compare(a.RowsPerSec(), b.RowsPerSec()) })
+	v.Result = sorted[(len(sorted)-1)/2]
+	return v
+}
+
+// RowsPerSecRange returns the smallest and largest rows per second over
+// the variant's runs (Result's when Runs is empty).
+func (v Variant) RowsPerSecRange() (lo, hi float64) {
+	lo, hi = v.Result.RowsPerSec(), v.Result.RowsPerSec()
+	for _, r := range v.Runs {
+		lo, hi = min(lo, r.RowsPerSec()), max(hi, r.RowsPerSec())
+	}
+	return lo, hi
+}
+
+// Err returns the first accounting error of any run of v.
+func (v Variant) Err() error {
+	if err := v.Result.Err(); err != nil {
+		return err
+	}
+	for _, r := range v.Runs {
+		if err := r.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Totals returns duplicates and lost ids summed over every run.
+func (v Variant) Totals() (duplicates, lost int64) {
+	if len(v.Runs) == 0 {
+		return v.Result.Tally.Duplicates, v.Result.Tally.Lost
+	}
+	for _, r := range v.Runs {
+		duplicates += r.Tally.Duplicates
+		lost += r.Tally.Lost
+	}
+	return duplicates, lost
 }
 
 // Report is the outcome of one benchmark run: every variant measured on
@@ -42,14 +92,25 @@ type Report struct {
 	Notes []string
 }
 
-// Err returns the first variant's accounting error, if any.
+// Err returns the first accounting error of any run of any variant:
+// duplicates, lost or unknown ids, or rows not in their post-claim state.
 func (r *Report) Err() error {
 	for _, v := range r.Variants {
-		if err := v.Result.Err(); err != nil {
+		if err := v.Err(); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// repeated reports whether some variant ran more than once.
+func (r *Report) repeated() bool {
+	for _, v := range r.Variants {
+		if len(v.Runs) > 1 {
+			return true
+		}
+	}
+	return false
 }
 
 // Variant returns the variant called name, or nil.
@@ -93,19 +154,27 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(ew, "rows:            %d\n", r.Rows)
 		fmt.Fprintf(ew, "workers:         %d\n", r.Workers)
 		fmt.Fprintf(ew, "batch:           %d\n", r.Batch)
+		if len(v.Runs) > 1 {
+			lo, hi := v.RowsPerSecRange()
+			fmt.Fprintf(ew, "runs:            %d, figures of the median run by rows/s (rows/s range %.0f-%.0f)\n", len(v.Runs), lo, hi)
+		}
 		fmt.Fprintf(ew, "wall time:       %s\n", res.Wall.Round(time.Millisecond))
 		fmt.Fprintf(ew, "claim calls:     %d (%d empty, %d retried)\n", res.Calls, res.EmptyCalls, res.Retries)
 		fmt.Fprintf(ew, "claims/s:        %.0f\n", res.CallsPerSec())
 		fmt.Fprintf(ew, "rows/s:          %.0f\n", res.RowsPerSec())
 		fmt.Fprintf(ew, "latency p50/p99: %s / %s (max %s)\n", fmtDur(res.Latency.P50), fmtDur(res.Latency.P99), fmtDur(res.Latency.Max))
+		if res.CPU > 0 {
+			fmt.Fprintf(ew, "client CPU:      %s per claim (%s in all)\n", fmtDur(res.CPUPerCall()), res.CPU.Round(time.Millisecond))
+		}
 		if res.Counted {
 			fmt.Fprintf(ew, "round trips:     %d = %.3f per claim, %.3f per claimed row (promised: %s)\n",
 				res.RoundTrips, res.RoundTripsPerCall(), res.RoundTripsPerRow(), orDash(v.Promised))
 		} else {
 			fmt.Fprintf(ew, "round trips:     not counted (promised: %s)\n", orDash(v.Promised))
 		}
-		fmt.Fprintf(ew, "duplicates:      %d\n", res.Tally.Duplicates)
-		fmt.Fprintf(ew, "lost:            %d\n", res.Tally.Lost)
+		dup, lost := v.Totals()
+		fmt.Fprintf(ew, "duplicates:      %d\n", dup)
+		fmt.Fprintf(ew, "lost:            %d\n", lost)
 		if res.Tally.Unknown != 0 || res.WrongState != 0 {
 			fmt.Fprintf(ew, "unknown ids:     %d\nwrong state:     %d\n", res.Tally.Unknown, res.WrongState)
 		}
@@ -113,9 +182,19 @@ func (r *Report) WriteText(w io.Writer) error {
 	if len(r.Variants) > 1 {
 		fmt.Fprintln(ew)
 		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "variant\trows/s\tclaims/s\tp50\tp99\trt/claim\trt/row\tdup\tlost\tratio\t")
+		rangeHead := ""
+		if r.repeated() {
+			rangeHead = "rows/s range\t"
+		}
+		fmt.Fprintln(tw, "variant\trows/s\t"+rangeHead+"claims/s\tp50\tp99\tcpu/claim\trt/claim\trt/row\tdup\tlost\tratio\t")
 		for _, v := range r.Variants {
 			res := v.Result
+			rangeCol := ""
+			if r.repeated() {
+				lo, hi := v.RowsPerSecRange()
+				rangeCol = fmt.Sprintf("%.0f-%.0f\t", lo, hi)
+			}
+			dup, lost := v.Totals()
 			rt, rtRow := "-", "-"
 			if res.Counted {
 				rt, rtRow = fmt.Sprintf("%.3f", res.RoundTripsPerCall()), fmt.Sprintf("%.3f", res.RoundTripsPerRow())
@@ -124,8 +203,8 @@ func (r *Report) WriteText(w io.Writer) error {
 			if q, ok := r.Ratio(v.Name); ok {
 				ratioText = fmt.Sprintf("%.3fx %s", q, v.Baseline)
 			}
-			fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t\n", v.Name, res.RowsPerSec(), res.CallsPerSec(),
-				fmtDur(res.Latency.P50), fmtDur(res.Latency.P99), rt, rtRow, res.Tally.Duplicates, res.Tally.Lost, ratioText)
+			fmt.Fprintf(tw, "%s\t%.0f\t%s%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t\n", v.Name, res.RowsPerSec(), rangeCol, res.CallsPerSec(),
+				fmtDur(res.Latency.P50), fmtDur(res.Latency.P99), fmtDur(res.CPUPerCall()), rt, rtRow, dup, lost, ratioText)
 		}
 		tw.Flush()
 		fmt.Fprintln(ew)

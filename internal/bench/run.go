@@ -40,6 +40,9 @@ type Config struct {
 	// Progress receives a progress line about every second of each burn,
 	// and a line per loaded table; nil disables them.
 	Progress io.Writer
+	// Repeat is the number of times each variant is measured (default 1);
+	// see [Run].
+	Repeat int
 	// Stall is passed to [BurnConfig.Stall].
 	Stall time.Duration
 }
@@ -56,13 +59,15 @@ func (c Config) check() error {
 	return nil
 }
 
-// Run loads and burns down one table per variant, one variant after the
+// Run loads and burns down one table per variant and run, one after the
 // other, and returns the report: the library's Store.Claim first, then,
 // with cfg.Baseline, the raw-driver and naive variants of cfg.Backend. It
 // returns an error wrapping [dao.ErrInvalidArgument] for a bad
 // configuration and the first load, burn or clean-up error otherwise;
 // accounting failures (duplicates, lost rows) are in the report, see
-// [Report.Err].
+// [Report.Err]. With cfg.Repeat > 1 every variant is measured that many
+// times, round by round, the order of the variants rotated by one each
+// round; the report gives each variant's median run and the range.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
@@ -79,29 +84,80 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // runMemory measures the in-memory store. It has no driver, so neither a
 // raw baseline nor a round-trip count.
 func runMemory(ctx context.Context, cfg Config) (*Report, error) {
-	store, err := memstore.New[Job]()
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
 	rep := &Report{Backend: "memory", Rows: cfg.Rows, Workers: cfg.Workers, Batch: cfg.Batch}
-	if err := Load(ctx, cfg.Rows, cfg.LoadBatch, StoreInserter(store)); err != nil {
-		return nil, err
-	}
-	caps := store.Capabilities()
-	res, err := Burn(ctx, BurnConfig{
-		Label: "library", Rows: cfg.Rows, Workers: cfg.Workers, Batch: cfg.Batch,
-		Claim:     StoreClaimFunc(store),
-		Remaining: func(ctx context.Context) (int64, error) { return store.Count(ctx, PendingCriteria()) },
-		Progress:  cfg.Progress, Stall: cfg.Stall,
-	})
-	rep.Variants = append(rep.Variants, Variant{
-		Name: "library", Path: pathOf(caps) + " under one mutex",
-		Promised: caps.ClaimRoundTrips.String() + " (in-process calls, not counted)", Result: res,
-	})
 	if cfg.Baseline {
 		rep.Notes = append(rep.Notes, "memory has no driver: no raw baseline and no round-trip count")
 	}
-	return rep, err
+	lib := spec{v: Variant{Name: VariantLibrary}, run: func(ctx context.Context, progress io.Writer) (Variant, BurnResult, error) {
+		v := Variant{Name: VariantLibrary}
+		store, err := memstore.New[Job]()
+		if err != nil {
+			return v, BurnResult{}, fmt.Errorf("bench: %w", err)
+		}
+		if err := Load(ctx, cfg.Rows, cfg.LoadBatch, StoreInserter(store)); err != nil {
+			return v, BurnResult{}, err
+		}
+		caps := store.Capabilities()
+		v.Path = pathOf(caps) + " under one mutex"
+		v.Promised = caps.ClaimRoundTrips.String() + " (in-process calls, not counted)"
+		res, err := Burn(ctx, BurnConfig{
+			Label: VariantLibrary, Rows: cfg.Rows, Workers: cfg.Workers, Batch: cfg.Batch,
+			Claim:     StoreClaimFunc(store),
+			Remaining: func(ctx context.Context) (int64, error) { return store.Count(ctx, PendingCriteria()) },
+			Progress:  progress, Stall: cfg.Stall,
+		})
+		return v, res, err
+	}}
+	return rep, runSpecs(ctx, cfg, rep, []spec{lib})
+}
+
+// spec is one variant a run measures: its description and a function that
+// measures it once, on a fresh table, reporting progress to progress.
+type spec struct {
+	v   Variant
+	run func(ctx context.Context, progress io.Writer) (Variant, BurnResult, error)
+}
+
+// runSpecs measures every spec cfg.Repeat times (at least once) and
+// appends the variants to rep in spec order. Round r runs the specs in
+// order rotated by r, so that over the rounds each variant runs early and
+// late alike. Each variant's Result is its median run by rows per second;
+// Runs keeps all of them. The first error ends the run; the variants
+// measured so far are in rep.
+func runSpecs(ctx context.Context, cfg Config, rep *Report, specs []spec) error {
+	repeat := max(cfg.Repeat, 1)
+	runs := make([][]BurnResult, len(specs))
+	vs := make([]Variant, len(specs))
+	for i := range specs {
+		vs[i] = specs[i].v
+	}
+	var err error
+rounds:
+	for r := range repeat {
+		for k := range specs {
+			i := (k + r) % len(specs)
+			if repeat > 1 && cfg.Progress != nil {
+				fmt.Fprintf(cfg.Progress, "round %d/%d: %s\n", r+1, repeat, specs[i].v.Name)
+			}
+			var res BurnResult
+			var v Variant
+			v, res, err = specs[i].run(ctx, cfg.Progress)
+			v.Baseline = specs[i].v.Baseline
+			vs[i] = v
+			if res.Calls > 0 || err == nil {
+				runs[i] = append(runs[i], res)
+			}
+			if err != nil {
+				break rounds
+			}
+		}
+	}
+	for i := range vs {
+		if len(runs[i]) > 0 {
+			rep.Variants = append(rep.Variants, vs[i].withRuns(runs[i]))
+		}
+	}
+	return err
 }
 
 // pathOf describes the claim path a store's capabilities announce.

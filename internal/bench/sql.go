@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -78,62 +79,71 @@ func runSQL(ctx context.Context, cfg Config) (rep *Report, err error) {
 			}
 		}()
 	}
-	admin, err := sqlstore.Open(ctx, cfg.Backend, dsn)
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	if sqlDB, err := admin.DB(); err == nil {
-		defer sqlDB.Close()
-	}
-	probe, err := sqlstore.New[Job](admin)
-	if err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	s := &sqlRun{cfg: cfg, dsn: dsn, admin: admin, dialect: probe.Dialect(), model: probe.Model()}
-	if s.r, err = dialects.NewRenderer(s.dialect); err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
-	}
-	s.rep = &Report{Backend: string(s.dialect), Rows: cfg.Rows, Workers: cfg.Workers, Batch: cfg.Batch}
-	s.rep.Server, err = s.serverVersion(ctx)
+	s, err := openSQLRun(ctx, cfg, dsn)
 	if err != nil {
 		return nil, err
 	}
+	defer s.close()
 	if cfg.Keep && cfg.DSN == "" && cfg.Backend == "sqlite" {
 		s.rep.Notes = append(s.rep.Notes, "tables kept in "+dsn)
 	}
 
-	if err := s.runLibrary(ctx, VariantLibrary); err != nil {
-		return s.rep, err
-	}
-	if !cfg.Baseline {
-		return s.rep, nil
-	}
-	if s.dialect == dialects.Postgres {
-		if err := s.runRawPgx(ctx); err != nil {
-			return s.rep, err
+	specs := []spec{s.library(VariantLibrary)}
+	if cfg.Baseline {
+		if s.dialect == dialects.Postgres {
+			specs = append(specs, s.rawPgx())
+		}
+		specs = append(specs, s.rawSQL())
+		if s.dialect == dialects.Postgres && cfg.Portable {
+			specs = append(specs, s.library(VariantLibraryPortable))
+		}
+		specs = append(specs, s.naiveSpec())
+		base := VariantRawSQL
+		if s.dialect == dialects.Postgres {
+			base = VariantRawPgx
+		}
+		for i := range specs {
+			if specs[i].v.Name != base {
+				specs[i].v.Baseline = base
+			}
 		}
 	}
-	if err := s.runRawSQL(ctx); err != nil {
-		return s.rep, err
+	err = runSpecs(ctx, cfg, s.rep, specs)
+	return s.rep, err
+}
+
+// openSQLRun opens the uncounted handle of a run on dsn, detects the
+// dialect and reads the server version into a new report. close releases
+// the handle.
+func openSQLRun(ctx context.Context, cfg Config, dsn string) (*sqlRun, error) {
+	admin, err := sqlstore.Open(ctx, cfg.Backend, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
 	}
-	if s.dialect == dialects.Postgres && cfg.Portable {
-		if err := s.runLibrary(ctx, VariantLibraryPortable); err != nil {
-			return s.rep, err
-		}
+	s := &sqlRun{cfg: cfg, dsn: dsn, admin: admin}
+	probe, err := sqlstore.New[Job](admin)
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("bench: %w", err)
 	}
-	if err := s.runNaive(ctx); err != nil {
-		return s.rep, err
+	s.dialect, s.model = probe.Dialect(), probe.Model()
+	if s.r, err = dialects.NewRenderer(s.dialect); err != nil {
+		s.close()
+		return nil, fmt.Errorf("bench: %w", err)
 	}
-	base := VariantRawSQL
-	if s.dialect == dialects.Postgres {
-		base = VariantRawPgx
+	s.rep = &Report{Backend: string(s.dialect), Rows: cfg.Rows, Workers: cfg.Workers, Batch: cfg.Batch}
+	if s.rep.Server, err = s.serverVersion(ctx); err != nil {
+		s.close()
+		return nil, err
 	}
-	for i := range s.rep.Variants {
-		if s.rep.Variants[i].Name != base {
-			s.rep.Variants[i].Baseline = base
-		}
+	return s, nil
+}
+
+// close closes the run's uncounted handle.
+func (s *sqlRun) close() {
+	if sqlDB, err := s.admin.DB(); err == nil {
+		sqlDB.Close()
 	}
-	return s.rep, nil
 }
 
 // serverVersion asks the server for its version.
@@ -241,53 +251,54 @@ type runner struct {
 	Path, Promised string
 }
 
-// measure prepares a table, builds the variant's runner on it with setup,
-// burns the table down and appends the variant to the report.
-func (s *sqlRun) measure(ctx context.Context, v Variant, prefix string, setup func(ctx context.Context, t *table) (runner, error)) (err error) {
-	t, err := s.prepare(ctx, prefix)
-	defer func() {
-		if derr := s.drop(t); derr != nil && err == nil {
-			err = derr
+// sqlSpec returns the spec of a variant that runs on a fresh table
+// prefix_<random>: each run prepares the table, builds the variant's
+// runner on it with setup and burns the table down.
+func (s *sqlRun) sqlSpec(v Variant, prefix string, setup func(ctx context.Context, t *table) (runner, error)) spec {
+	return spec{v: v, run: func(ctx context.Context, progress io.Writer) (_ Variant, _ BurnResult, err error) {
+		t, err := s.prepare(ctx, prefix)
+		defer func() {
+			if derr := s.drop(t); derr != nil && err == nil {
+				err = derr
+			}
+		}()
+		if err != nil {
+			return v, BurnResult{}, err
 		}
-	}()
-	if err != nil {
-		return err
-	}
-	run, err := setup(ctx, t)
-	if err != nil {
-		return fmt.Errorf("bench: %s: %w", v.Name, err)
-	}
-	if run.Release != nil {
-		defer run.Release()
-	}
-	if run.Path != "" {
-		v.Path = run.Path
-	}
-	if run.Promised != "" {
-		v.Promised = run.Promised
-	}
-	res, err := Burn(ctx, BurnConfig{
-		Label: v.Name, Rows: s.cfg.Rows, Workers: s.cfg.Workers, Batch: s.cfg.Batch,
-		Claim:      run.Claim,
-		Remaining:  func(ctx context.Context) (int64, error) { return t.store.Count(ctx, PendingCriteria()) },
-		RoundTrips: run.RoundTrips,
-		Progress:   s.cfg.Progress, Stall: s.cfg.Stall,
-	})
-	v.Result = res
-	s.rep.Variants = append(s.rep.Variants, v)
-	return err
+		run, err := setup(ctx, t)
+		if err != nil {
+			return v, BurnResult{}, fmt.Errorf("bench: %s: %w", v.Name, err)
+		}
+		if run.Release != nil {
+			defer run.Release()
+		}
+		if run.Path != "" {
+			v.Path = run.Path
+		}
+		if run.Promised != "" {
+			v.Promised = run.Promised
+		}
+		res, err := Burn(ctx, BurnConfig{
+			Label: v.Name, Rows: s.cfg.Rows, Workers: s.cfg.Workers, Batch: s.cfg.Batch,
+			Claim:      run.Claim,
+			Remaining:  func(ctx context.Context) (int64, error) { return t.store.Count(ctx, PendingCriteria()) },
+			RoundTrips: run.RoundTrips,
+			Progress:   progress, Stall: s.cfg.Stall,
+		})
+		return v, res, err
+	}}
 }
 
-// runLibrary measures Store.Claim: on the store's default path for
+// library measures Store.Claim: on the store's default path for
 // VariantLibrary, on the portable default for VariantLibraryPortable.
-func (s *sqlRun) runLibrary(ctx context.Context, name string) error {
+func (s *sqlRun) library(name string) spec {
 	var opts []sqlstore.Option
 	prefix := "bench_lib"
 	if name == VariantLibraryPortable {
 		opts = append(opts, sqlstore.WithoutFastPath())
 		prefix = "bench_libp"
 	}
-	return s.measure(ctx, Variant{Name: name}, prefix, func(ctx context.Context, t *table) (runner, error) {
+	return s.sqlSpec(Variant{Name: name}, prefix, func(ctx context.Context, t *table) (runner, error) {
 		db, count, err := openCountedGorm(ctx, s.cfg.Backend, s.dsn)
 		if err != nil {
 			return runner{}, err

@@ -1,0 +1,154 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/testdb"
+)
+
+// checkReport asserts what every run must show: each expected variant
+// present, every id of every run claimed exactly once, rows in their
+// post-claim state, and a report that renders.
+func checkReport(t *testing.T, rep *Report, cfg Config, want ...string) {
+	t.Helper()
+	if err := rep.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Variants) != len(want) {
+		t.Fatalf("variants %d, want %v", len(rep.Variants), want)
+	}
+	for i, name := range want {
+		v := rep.Variants[i]
+		if v.Name != name {
+			t.Fatalf("variant %d is %q, want %q", i, v.Name, name)
+		}
+		if len(v.Runs) != max(cfg.Repeat, 1) {
+			t.Fatalf("%s: %d runs, want %d", name, len(v.Runs), max(cfg.Repeat, 1))
+		}
+		for _, r := range v.Runs {
+			tl := r.Tally
+			if tl.Duplicates != 0 || tl.Lost != 0 || tl.Unknown != 0 || tl.Claimed != cfg.Rows || r.RowsClaimed != cfg.Rows || r.WrongState != 0 {
+				t.Fatalf("%s: accounting %+v, rows claimed %d, wrong state %d", name, tl, r.RowsClaimed, r.WrongState)
+			}
+			if r.Calls < (cfg.Rows+int64(cfg.Batch)-1)/int64(cfg.Batch) || r.Latency.N != int(r.Calls) {
+				t.Fatalf("%s: %d calls for %d rows in batches of %d, %d latency samples", name, r.Calls, cfg.Rows, cfg.Batch, r.Latency.N)
+			}
+		}
+	}
+	var out bytes.Buffer
+	if err := rep.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"duplicates:      0", "lost:            0", "rows:            "} {
+		if !strings.Contains(out.String(), s) {
+			t.Fatalf("report lacks %q:\n%s", s, out.String())
+		}
+	}
+	t.Logf("\n%s", out.String())
+}
+
+// checkPortableRoundTrips asserts the round trips of a portable-default
+// variant: one SELECT per call plus one guarded UPDATE per candidate, so at
+// least one per claimed row and at most 1 + batch per call.
+func checkPortableRoundTrips(t *testing.T, v *Variant, batch int) {
+	t.Helper()
+	r := v.Result
+	if !r.Counted {
+		t.Fatalf("%s: round trips not counted", v.Name)
+	}
+	if r.RoundTrips < r.Calls+r.RowsClaimed || r.RoundTrips > r.Calls*int64(1+batch) {
+		t.Fatalf("%s: %d round trips for %d calls claiming %d rows", v.Name, r.RoundTrips, r.Calls, r.RowsClaimed)
+	}
+}
+
+func TestRunMemory(t *testing.T) {
+	cfg := Config{Backend: "memory", Rows: 1500, Workers: 4, Batch: 40, Repeat: 2, Baseline: true}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, rep, cfg, VariantLibrary)
+	if rep.Variants[0].Result.Counted || len(rep.Notes) == 0 {
+		t.Fatal("memory claims round trips or lacks the baseline note")
+	}
+}
+
+func TestRunSQLite(t *testing.T) {
+	cfg := Config{Backend: "sqlite", Rows: 1200, Workers: 4, Batch: 50, Baseline: true}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, rep, cfg, VariantLibrary, VariantRawSQL, VariantNaive)
+	if rep.Backend != "sqlite" || !strings.HasPrefix(rep.Server, "SQLite 3.") {
+		t.Fatalf("backend %q server %q", rep.Backend, rep.Server)
+	}
+	for i := range rep.Variants {
+		checkPortableRoundTrips(t, &rep.Variants[i], cfg.Batch)
+	}
+}
+
+func TestRunPostgres(t *testing.T) {
+	testdb.Postgres(t) // skips unless the server is reachable or required
+	cfg := Config{Backend: "postgres", DSN: testdb.PostgresDSN(), Rows: 3000, Workers: 4, Batch: 50, Baseline: true, Portable: true}
+	var progress bytes.Buffer
+	cfg.Progress = &progress
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, rep, cfg, VariantLibrary, VariantRawPgx, VariantRawSQL, VariantLibraryPortable, VariantNaive)
+	// The fast path, the raw pgx statement and the same statement through
+	// database/sql are exactly one round trip per claim call.
+	for _, name := range []string{VariantLibrary, VariantRawPgx, VariantRawSQL} {
+		r := rep.Variant(name).Result
+		if !r.Counted || r.RoundTrips != r.Calls {
+			t.Fatalf("%s: %d round trips for %d claim calls, want exactly one per call", name, r.RoundTrips, r.Calls)
+		}
+	}
+	if v := rep.Variant(VariantLibrary); !strings.HasPrefix(v.Path, "fast path") || v.Promised != "1" {
+		t.Fatalf("library path %q promised %q", v.Path, v.Promised)
+	}
+	checkPortableRoundTrips(t, rep.Variant(VariantLibraryPortable), cfg.Batch)
+	checkPortableRoundTrips(t, rep.Variant(VariantNaive), cfg.Batch)
+	if q, ok := rep.Ratio(VariantLibrary); !ok || q <= 0 {
+		t.Fatalf("no library/raw ratio: %v %v", q, ok)
+	}
+	if !strings.Contains(progress.String(), "loaded 3000 rows into bench_lib_") {
+		t.Fatalf("progress lacks the load lines: %q", progress.String())
+	}
+}
+
+func TestRunMySQL(t *testing.T) {
+	testdb.MySQL(t)
+	cfg := Config{Backend: "mysql", DSN: testdb.MySQLDSN(), Rows: 1500, Workers: 4, Batch: 50, Baseline: true}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, rep, cfg, VariantLibrary, VariantRawSQL, VariantNaive)
+	if rep.Backend != "mysql" && rep.Backend != "mariadb" {
+		t.Fatalf("backend %q", rep.Backend)
+	}
+	for i := range rep.Variants {
+		checkPortableRoundTrips(t, &rep.Variants[i], cfg.Batch)
+	}
+}
+
+func TestRunRejectsBadConfig(t *testing.T) {
+	for _, cfg := range []Config{
+		{Backend: "sqlite", Rows: 0, Workers: 1, Batch: 1},
+		{Backend: "sqlite", Rows: 1, Workers: 0, Batch: 1},
+		{Backend: "sqlite", Rows: 1, Workers: 1, Batch: 0},
+		{Backend: "oracle", Rows: 1, Workers: 1, Batch: 1},
+	} {
+		if _, err := Run(context.Background(), cfg); !errors.Is(err, dao.ErrInvalidArgument) {
+			t.Errorf("%+v: got %v, want ErrInvalidArgument", cfg, err)
+		}
+	}
+}
