@@ -93,18 +93,21 @@ func (s *sqlRun) rawPgx() spec {
 		Path:     "pgxpool.Query of the same statement text (dialects.Renderer.Claim), rows.Scan into Job",
 		Promised: "1",
 	}
-	return s.sqlSpec(v, "bench_pgx", func(ctx context.Context, t *table) (runner, error) {
-		stmts, err := s.claimStatements(t.name)
-		if err != nil {
-			return runner{}, err
-		}
-		var counter QueryCounter
-		pool, err := NewPgxPool(ctx, s.dsn, s.cfg.Workers, &counter)
-		if err != nil {
-			return runner{}, err
-		}
-		return runner{Claim: PgxClaim(pool, stmts), RoundTrips: counter.Load, Release: pool.Close}, nil
-	})
+	return s.sqlSpec(v, "bench_pgx", s.pgxRunner)
+}
+
+// pgxRunner opens a counted pgx pool and returns the raw pgx claim of t.
+func (s *sqlRun) pgxRunner(ctx context.Context, t *table) (runner, error) {
+	stmts, err := s.claimStatements(t.name)
+	if err != nil {
+		return runner{}, err
+	}
+	var counter QueryCounter
+	pool, err := NewPgxPool(ctx, s.dsn, s.cfg.Workers, &counter)
+	if err != nil {
+		return runner{}, err
+	}
+	return runner{Claim: PgxClaim(pool, stmts), RoundTrips: counter.Load, Release: pool.Close}, nil
 }
 
 // claimStatements renders the fast-path claim of every worker for table.

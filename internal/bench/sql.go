@@ -292,33 +292,41 @@ func (s *sqlRun) sqlSpec(v Variant, prefix string, setup func(ctx context.Contex
 // library measures Store.Claim: on the store's default path for
 // VariantLibrary, on the portable default for VariantLibraryPortable.
 func (s *sqlRun) library(name string) spec {
-	var opts []sqlstore.Option
 	prefix := "bench_lib"
 	if name == VariantLibraryPortable {
-		opts = append(opts, sqlstore.WithoutFastPath())
 		prefix = "bench_libp"
 	}
 	return s.sqlSpec(Variant{Name: name}, prefix, func(ctx context.Context, t *table) (runner, error) {
-		db, count, err := openCountedGorm(ctx, s.cfg.Backend, s.dsn)
-		if err != nil {
-			return runner{}, err
-		}
-		sqlDB, err := db.DB()
-		if err != nil {
-			return runner{}, err
-		}
-		sizePool(sqlDB, s.cfg.Workers)
-		store, err := sqlstore.New[Job](db, append(opts, sqlstore.WithTable(t.name))...)
-		if err != nil {
-			sqlDB.Close()
-			return runner{}, err
-		}
-		caps := store.Capabilities()
-		return runner{
-			Claim: StoreClaimFunc(store), RoundTrips: count, Release: func() { sqlDB.Close() },
-			Path: s.describeLibrary(caps), Promised: caps.ClaimRoundTrips.String(),
-		}, nil
+		return s.libraryRunner(ctx, t, name == VariantLibraryPortable)
 	})
+}
+
+// libraryRunner opens a counted GORM handle and a store on t over it; with
+// portable, the store's fast path is switched off.
+func (s *sqlRun) libraryRunner(ctx context.Context, t *table, portable bool) (runner, error) {
+	opts := []sqlstore.Option{sqlstore.WithTable(t.name)}
+	if portable {
+		opts = append(opts, sqlstore.WithoutFastPath())
+	}
+	db, count, err := openCountedGorm(ctx, s.cfg.Backend, s.dsn)
+	if err != nil {
+		return runner{}, err
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return runner{}, err
+	}
+	sizePool(sqlDB, s.cfg.Workers)
+	store, err := sqlstore.New[Job](db, opts...)
+	if err != nil {
+		sqlDB.Close()
+		return runner{}, err
+	}
+	caps := store.Capabilities()
+	return runner{
+		Claim: StoreClaimFunc(store), RoundTrips: count, Release: func() { sqlDB.Close() },
+		Path: s.describeLibrary(caps), Promised: caps.ClaimRoundTrips.String(),
+	}, nil
 }
 
 // describeLibrary says what the library's claim does on this dialect.
