@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/claimstore/claimstore/dao"
 )
@@ -134,8 +135,15 @@ func (b *builder) col(name string) { b.sb.WriteString(b.r.Quote(name)) }
 
 func (b *builder) table() { b.sb.WriteString(b.r.QuoteTable(b.t.Name)) }
 
-// param binds v and writes its placeholder.
+// param binds v and writes its placeholder. On SQLite a time.Time is bound
+// in UTC: SQLite has no time type, the driver writes times as text with
+// their zone offset, and comparisons of that text follow time order only
+// when every value carries the same offset (SQLite manual, "Date And Time
+// Functions": time values are strings).
 func (b *builder) param(v any) {
+	if t, ok := v.(time.Time); ok && b.r.dialect == SQLite {
+		v = t.UTC()
+	}
 	b.args = append(b.args, v)
 	b.sb.WriteString(b.r.Placeholder(len(b.args)))
 }
@@ -365,6 +373,48 @@ func (r Renderer) Count(t Table, where dao.Criteria) (Statement, error) {
 	b.table()
 	if err := b.where(where); err != nil {
 		return Statement{}, err
+	}
+	return b.stmt(), nil
+}
+
+// LockingCount renders a count of the rows matching where that also locks
+// them for the rest of the caller's transaction, so that an UPDATE with the
+// same where in that transaction matches exactly the counted rows:
+// SELECT COUNT(*) ... FOR UPDATE on PostgreSQL, MySQL and MariaDB ("Locking
+// Reads"; under REPEATABLE READ InnoDB's next-key locks also keep new
+// matching rows out), WITH (UPDLOCK, HOLDLOCK) on SQL Server ("Table
+// Hints"), and a plain count on SQLite, whose write transaction (BEGIN
+// IMMEDIATE) already excludes every other writer. PostgreSQL refuses FOR
+// UPDATE with an aggregate, so it counts a locking subquery.
+func (r Renderer) LockingCount(t Table, where dao.Criteria) (Statement, error) {
+	b, err := r.builder(t)
+	if err != nil {
+		return Statement{}, err
+	}
+	switch r.dialect {
+	case Postgres:
+		b.w("SELECT COUNT(*) FROM (SELECT 1 FROM ")
+		b.table()
+		if err := b.where(where); err != nil {
+			return Statement{}, err
+		}
+		b.w(" FOR UPDATE) AS locked")
+	case SQLServer:
+		b.w("SELECT COUNT(*) FROM ")
+		b.table()
+		b.w(" WITH (UPDLOCK, HOLDLOCK)")
+		if err := b.where(where); err != nil {
+			return Statement{}, err
+		}
+	default:
+		b.w("SELECT COUNT(*) FROM ")
+		b.table()
+		if err := b.where(where); err != nil {
+			return Statement{}, err
+		}
+		if r.dialect != SQLite {
+			b.w(" FOR UPDATE")
+		}
 	}
 	return b.stmt(), nil
 }

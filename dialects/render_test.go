@@ -157,6 +157,42 @@ func TestCountUpdate(t *testing.T) {
 	})
 }
 
+func TestLockingCount(t *testing.T) {
+	check(t, []golden{{
+		name: "locking-count",
+		got:  func(r Renderer) (Statement, error) { return r.LockingCount(jobs, dao.Eq("status", "x")) },
+		want: map[Name]Statement{
+			Postgres:  {`SELECT COUNT(*) FROM (SELECT 1 FROM "jobs" WHERE "status" = $1 FOR UPDATE) AS locked`, []any{"x"}},
+			MySQL:     {"SELECT COUNT(*) FROM `jobs` WHERE `status` = ? FOR UPDATE", []any{"x"}},
+			MariaDB:   {"SELECT COUNT(*) FROM `jobs` WHERE `status` = ? FOR UPDATE", []any{"x"}},
+			SQLite:    {`SELECT COUNT(*) FROM "jobs" WHERE "status" = ?`, []any{"x"}},
+			SQLServer: {"SELECT COUNT(*) FROM [jobs] WITH (UPDLOCK, HOLDLOCK) WHERE [status] = @p1", []any{"x"}},
+		},
+	}})
+}
+
+// SQLite compares times as text, so every bound time is in UTC there; the
+// other dialects bind times as given.
+func TestSQLiteBindsTimesInUTC(t *testing.T) {
+	zone := time.FixedZone("UTC-7", -7*3600)
+	local := time.Date(2025, 1, 2, 3, 4, 5, 6, zone)
+	for _, n := range All() {
+		st, err := mustRenderer(t, n).Update(jobs, dao.Lt("locked_until", local), dao.Set{"locked_until": local})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, a := range st.Args {
+			got := a.(time.Time)
+			if !got.Equal(local) {
+				t.Fatalf("%s: arg %d = %v, not the same instant as %v", n, i, got, local)
+			}
+			if wantUTC := n == SQLite; (got.Location() == time.UTC) != wantUTC {
+				t.Errorf("%s: arg %d bound in %v", n, i, got.Location())
+			}
+		}
+	}
+}
+
 func TestDelete(t *testing.T) {
 	check(t, []golden{{
 		name: "bounded",

@@ -199,6 +199,13 @@ func Open(backend, dsn string, c *Counter) (*sql.DB, error) {
 // SELECT VERSION(), which the counter sees. Closing the returned handle's
 // pool closes sqlDB.
 func Gorm(backend string, sqlDB *sql.DB, cfg *gorm.Config) (*gorm.DB, error) {
+	return gormOver(backend, sqlDB, nil, cfg)
+}
+
+// gormOver is Gorm with, for MySQL and MariaDB, the parsed DSN handed to
+// the dialector (nil when unknown), so code that reads the dialector's
+// DSN settings (such as clientFoundRows) sees them.
+func gormOver(backend string, sqlDB *sql.DB, mycfg *gomysql.Config, cfg *gorm.Config) (*gorm.DB, error) {
 	if cfg == nil {
 		cfg = &gorm.Config{}
 	}
@@ -207,7 +214,7 @@ func Gorm(backend string, sqlDB *sql.DB, cfg *gorm.Config) (*gorm.DB, error) {
 	case "postgres":
 		d = postgres.New(postgres.Config{Conn: sqlDB})
 	case "mysql", "mariadb":
-		d = mysql.New(mysql.Config{Conn: sqlDB})
+		d = mysql.New(mysql.Config{Conn: sqlDB, DSNConfig: mycfg})
 	case "sqlite":
 		d = sqlite.Dialector{Conn: sqlDB}
 	case "sqlserver":
@@ -223,8 +230,9 @@ func Gorm(backend string, sqlDB *sql.DB, cfg *gorm.Config) (*gorm.DB, error) {
 }
 
 // OpenGorm opens a counting *sql.DB with [Open], puts GORM over it with
-// [Gorm], and pings the server with ctx (the ping is not counted). On
-// error the pool is closed.
+// [Gorm] (for MySQL and MariaDB with the parsed DSN in the dialector's
+// DSNConfig, as gorm.io/driver/mysql.Open would set it), and pings the
+// server with ctx (the ping is not counted). On error the pool is closed.
 func OpenGorm(ctx context.Context, backend, dsn string, c *Counter, cfg *gorm.Config) (*gorm.DB, error) {
 	sqlDB, err := Open(backend, dsn, c)
 	if err != nil {
@@ -234,7 +242,11 @@ func OpenGorm(ctx context.Context, backend, dsn string, c *Counter, cfg *gorm.Co
 		sqlDB.Close()
 		return nil, fmt.Errorf("roundtrip: ping %s: %w", backend, err)
 	}
-	db, err := Gorm(backend, sqlDB, cfg)
+	var mycfg *gomysql.Config
+	if b := strings.ToLower(backend); b == "mysql" || b == "mariadb" {
+		mycfg, _ = gomysql.ParseDSN(dsn) // Open has parsed it once already
+	}
+	db, err := gormOver(backend, sqlDB, mycfg, cfg)
 	if err != nil {
 		sqlDB.Close()
 		return nil, err

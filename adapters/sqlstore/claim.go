@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/dialects"
 	"gorm.io/gorm"
 )
 
@@ -92,9 +91,9 @@ func (o portableOps[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]T, e
 // the row (one affected row).
 //
 // MySQL and MariaDB report, unless the connection sets the
-// CLIENT_FOUND_ROWS flag (DSN clientFoundRows=true), the number of rows
-// the UPDATE changed, not the number it matched (MySQL manual,
-// "mysql_affected_rows()"). A claim Set normally changes the row (it writes
+// CLIENT_FOUND_ROWS flag (DSN clientFoundRows=true, which [Open] adds), the
+// number of rows the UPDATE changed, not the number it matched (MySQL
+// manual, "mysql_affected_rows()"). A claim Set normally changes the row (it writes
 // a new owner, lease or status), so one changed row means the guard
 // matched. When the Set cannot be shown to change the row as it was read
 // (every value equal to the current one, an Increment of zero or of a NULL
@@ -117,7 +116,7 @@ func (o portableOps[T]) ClaimRow(ctx context.Context, row *T, where dao.Criteria
 	if n > 0 {
 		return true, nil
 	}
-	if (s.dialect != dialects.MySQL && s.dialect != dialects.MariaDB) || certainlyChanges(s.model, row, set) {
+	if s.foundRows || certainlyChanges(s.model, row, set) {
 		return false, nil
 	}
 	cst, err := s.r.Count(s.table, dao.And(dao.Eq(s.table.PrimaryKey, id), where))

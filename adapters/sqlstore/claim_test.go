@@ -293,3 +293,79 @@ func TestMySQLUnchangedSetStillClaims(t *testing.T) {
 		t.Fatalf("%d round trips, want 3", n)
 	}
 }
+
+// With clientFoundRows=true (as Open sets it) MySQL reports matched rows:
+// Update is one statement and a claim whose Set leaves rows unchanged is
+// 1 + N round trips with no extra query.
+func TestMySQLClientFoundRows(t *testing.T) {
+	testdb.MySQL(t) // skip or fail like every MySQL test when unreachable
+	dsn, err := sqlstore.MySQLDSN(testdb.MySQLDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c roundtrip.Counter
+	db, err := roundtrip.OpenGorm(context.Background(), "mysql", dsn, &c, testdb.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	s := newStore(t, db)
+	ctx := context.Background()
+	seed(t, s, 4)
+	c.Reset()
+	if n, err := s.Update(ctx, dao.Criteria{}, dao.Set{"status": "pending"}); err != nil || n != 4 {
+		t.Fatalf("Update = %d, %v; want 4", n, err)
+	}
+	if n := c.Reset(); n != 1 {
+		t.Fatalf("Update took %d round trips, want 1", n)
+	}
+	got, err := s.Claim(ctx, dao.ClaimRequest{Where: dao.Eq("status", "pending"), Set: dao.Set{"status": "pending"}, Limit: 3})
+	if err != nil || len(got) != 3 {
+		t.Fatalf("claim: %v, %v", ids(got), err)
+	}
+	if n := c.Reset(); n != 4 {
+		t.Fatalf("claim took %d round trips, want 4", n)
+	}
+}
+
+// Without clientFoundRows, Update still returns the matched count, at the
+// documented price of a locking count in a transaction.
+func TestMySQLUpdateWithoutClientFoundRows(t *testing.T) {
+	var c roundtrip.Counter
+	db, err := roundtrip.OpenGorm(context.Background(), "mysql", testdb.MySQLDSN(), &c, testdb.Config())
+	if err != nil {
+		if testdb.Required("mysql") {
+			t.Fatal(err)
+		}
+		t.Skipf("mysql unreachable: %v", err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	s := newStore(t, db)
+	ctx := context.Background()
+	seed(t, s, 4)
+	c.Reset()
+	if n, err := s.Update(ctx, dao.Ne("name", "job-a"), dao.Set{"status": "pending"}); err != nil || n != 3 {
+		t.Fatalf("Update = %d, %v; want 3", n, err)
+	}
+	if n := c.Reset(); n != 4 {
+		t.Fatalf("Update took %d round trips, want 4 (BEGIN, locking count, UPDATE, COMMIT)", n)
+	}
+	err = s.DB().Transaction(func(tx *gorm.DB) error {
+		n, err := s.WithTx(tx).Update(ctx, dao.Criteria{}, dao.Set{"status": "pending"})
+		if err == nil && n != 4 {
+			t.Errorf("Update in a transaction = %d, want 4", n)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

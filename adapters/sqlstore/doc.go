@@ -40,13 +40,20 @@
 //
 // The portable default (dao.PortableClaim) reads up to Limit candidates
 // and writes each with a guarded UPDATE ... WHERE pk = ? AND <where>,
-// keeping the rows whose update affected one row. On MySQL and MariaDB
-// without clientFoundRows the affected count is the number of rows
-// changed; a claim Set that leaves a row exactly as it was (no new owner,
-// lease or status) is disambiguated with one extra SELECT COUNT(*) for
-// that row only, so it still counts as claimed when the guard matched.
-// [Open] leaves clientFoundRows as the DSN says; the store is correct
-// either way.
+// keeping the rows whose update affected one row.
+//
+// # Affected rows on MySQL and MariaDB
+//
+// MySQL and MariaDB report the rows an UPDATE changed, not the rows it
+// matched, unless the client sets CLIENT_FOUND_ROWS (go-sql-driver DSN
+// parameter clientFoundRows=true). [Open] adds the parameter; [New] reads
+// it from the GORM MySQL dialector's parsed DSN. Without it the store stays
+// correct at a cost only where the two counts can differ: a guarded claim
+// update whose Set would leave the row exactly as it was (no new owner,
+// lease or status) is followed by one SELECT COUNT(*) for that row, so the
+// row still counts as claimed when the guard matched; and [Store.Update]
+// counts the matched rows with a locking read in a transaction before it
+// updates them (four round trips instead of one).
 //
 // # Transactions
 //

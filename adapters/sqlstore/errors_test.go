@@ -282,10 +282,10 @@ func TestOpen(t *testing.T) {
 
 func TestMySQLDSN(t *testing.T) {
 	for in, want := range map[string]string{
-		"root@tcp(h:3306)/db":                    "root@tcp(h:3306)/db?parseTime=true&interpolateParams=true",
-		"root@tcp(h:3306)/db?loc=UTC":            "root@tcp(h:3306)/db?loc=UTC&parseTime=true&interpolateParams=true",
-		"u:p?w@tcp(h)/db?parseTime=false":        "u:p?w@tcp(h)/db?parseTime=false&interpolateParams=true",
-		"root@tcp(h)/db?interpolateParams=false": "root@tcp(h)/db?interpolateParams=false&parseTime=true",
+		"root@tcp(h:3306)/db":                                          "root@tcp(h:3306)/db?parseTime=true&interpolateParams=true&clientFoundRows=true",
+		"root@tcp(h:3306)/db?loc=UTC":                                  "root@tcp(h:3306)/db?loc=UTC&parseTime=true&interpolateParams=true&clientFoundRows=true",
+		"u:p?w@tcp(h)/db?parseTime=false":                              "u:p?w@tcp(h)/db?parseTime=false&interpolateParams=true&clientFoundRows=true",
+		"root@tcp(h)/db?interpolateParams=false&clientFoundRows=false": "root@tcp(h)/db?interpolateParams=false&clientFoundRows=false&parseTime=true",
 	} {
 		got, err := sqlstore.MySQLDSN(in)
 		if err != nil || got != want {

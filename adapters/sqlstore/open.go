@@ -45,8 +45,12 @@ func Config() *gorm.Config {
 //     (prepare, execute, close) of the binary protocol. Interpolation is
 //     unsafe with the multibyte character sets big5, gbk, sjis and cp932
 //     (go-sql-driver documentation, "interpolateParams"); keep the default
-//     utf8mb4. clientFoundRows is left as given; the store works with either
-//     setting (see the package documentation).
+//     utf8mb4. clientFoundRows=true is added when absent, so an UPDATE
+//     reports the rows it matched, not only those it changed: Update then
+//     returns the matched count in one statement, and a guarded claim
+//     update of a row whose values it leaves unchanged still counts (the
+//     store is correct without the flag too, at the cost of extra queries
+//     in those cases; see [Store.Update]).
 //   - sqlite: github.com/glebarez/sqlite, a pure-Go driver (modernc.org
 //     SQLite), so nothing but Go is needed; build dsn with [SQLiteDSN]. An
 //     in-memory database (":memory:" or mode=memory) is limited to one
@@ -77,7 +81,12 @@ func Open(ctx context.Context, backend string, dsn string) (*gorm.DB, error) {
 	case dialects.SQLServer:
 		d = sqlserver.Open(dsn)
 	}
-	db, err := gorm.Open(d, Config())
+	cfg := Config()
+	if name == dialects.SQLite {
+		// SQLite stores times as text: keep GORM's timestamps in UTC.
+		cfg.NowFunc = func() time.Time { return time.Now().UTC() }
+	}
+	db, err := gorm.Open(d, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: open %s: %w", name, mapError(err))
 	}
@@ -95,9 +104,10 @@ func Open(ctx context.Context, backend string, dsn string) (*gorm.DB, error) {
 	return db, nil
 }
 
-// MySQLDSN returns dsn (a go-sql-driver/mysql DSN) with parseTime=true and
-// interpolateParams=true added unless dsn sets them; see [Open] for why. A
-// DSN the driver cannot parse is [dao.ErrInvalidArgument].
+// MySQLDSN returns dsn (a go-sql-driver/mysql DSN) with parseTime=true,
+// interpolateParams=true and clientFoundRows=true added unless dsn sets
+// them; see [Open] for why. A DSN the driver cannot parse is
+// [dao.ErrInvalidArgument].
 func MySQLDSN(dsn string) (string, error) {
 	if _, err := gomysql.ParseDSN(dsn); err != nil {
 		return "", fmt.Errorf("%w: mysql dsn: %w", dao.ErrInvalidArgument, err)
@@ -113,7 +123,7 @@ func MySQLDSN(dsn string) (string, error) {
 		return "", fmt.Errorf("%w: mysql dsn parameters: %w", dao.ErrInvalidArgument, err)
 	}
 	out := dsn
-	for _, p := range []string{"parseTime", "interpolateParams"} {
+	for _, p := range []string{"parseTime", "interpolateParams", "clientFoundRows"} {
 		if _, ok := params[p]; ok {
 			continue
 		}

@@ -6,9 +6,11 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
+	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
 )
@@ -26,7 +28,10 @@ type Store[T any] struct {
 	fast    bool // claim on the fast path
 	claimTx bool // wrap the fast path in a READ COMMITTED transaction
 	inTx    bool // bound to a caller's transaction: Claim is refused
-	err     error
+	// foundRows: MySQL and MariaDB report matched rather than changed rows
+	// (CLIENT_FOUND_ROWS, DSN clientFoundRows=true). Always true elsewhere.
+	foundRows bool
+	err       error
 }
 
 var _ dao.Store[struct{ ID int64 }] = (*Store[struct{ ID int64 }])(nil)
@@ -122,6 +127,7 @@ func New[T any](db *gorm.DB, opts ...Option) (*Store[T], error) {
 		fast:    !o.noFastPath && dialects.FastPathAllowed(name, allow),
 	}
 	s.inTx = inTransaction(s.pool)
+	s.foundRows = reportsMatchedRows(db, name)
 	if s.fast && name == dialects.Postgres && !s.inTx {
 		var level string
 		row := s.pool.QueryRowContext(ctx, "SELECT current_setting('transaction_isolation')")
@@ -131,6 +137,26 @@ func New[T any](db *gorm.DB, opts ...Option) (*Store[T], error) {
 		s.claimTx = !strings.EqualFold(level, "read committed")
 	}
 	return s, nil
+}
+
+// reportsMatchedRows reports whether an UPDATE's affected-row count on db
+// is the number of rows it matched. MySQL and MariaDB count changed rows
+// unless the client sets CLIENT_FOUND_ROWS (go-sql-driver DSN parameter
+// clientFoundRows=true, which [Open] adds); the setting is read from the
+// GORM MySQL dialector's parsed DSN, and taken as off when the dialector
+// has none (a handle built over an existing connection pool).
+func reportsMatchedRows(db *gorm.DB, name dialects.Name) bool {
+	if name != dialects.MySQL && name != dialects.MariaDB {
+		return true
+	}
+	var cfg *mysql.Config
+	switch d := db.Dialector.(type) {
+	case *mysql.Dialector:
+		cfg = d.Config
+	case mysql.Dialector:
+		cfg = d.Config
+	}
+	return cfg != nil && cfg.DSNConfig != nil && cfg.DSNConfig.ClientFoundRows
 }
 
 // connPool returns the pool statements of db run on.
@@ -249,7 +275,10 @@ func (s *Store[T]) Migrate(ctx context.Context) error {
 
 // Create inserts items with GORM in one multi-row INSERT (several when the
 // GORM config sets CreateBatchSize) and fills generated primary keys back
-// into them. When T has no associations and the insert is one statement,
+// into them. On SQLite, which stores times as text and compares that text,
+// the items' time fields are first set to the same instants in UTC, and
+// GORM's automatic timestamps are taken in UTC, so that every stored time
+// has the same offset and text order is time order. When T has no associations and the insert is one statement,
 // GORM's default wrapping transaction is skipped: one statement is atomic
 // on its own, and BEGIN/COMMIT would cost two more round trips. No items
 // is a no-op; a nil item is [dao.ErrInvalidArgument]; a unique violation
@@ -269,8 +298,35 @@ func (s *Store[T]) Create(ctx context.Context, items ...*T) error {
 	if len(s.model.Schema().Relationships.Relations) == 0 && (batch <= 0 || len(items) <= batch) {
 		tx = tx.Session(&gorm.Session{SkipDefaultTransaction: true})
 	}
+	if s.dialect == dialects.SQLite {
+		if err := s.timesToUTC(items); err != nil {
+			return fmt.Errorf("sqlstore: create: %w", err)
+		}
+		now := s.db.NowFunc
+		tx = tx.Session(&gorm.Session{NowFunc: func() time.Time { return now().UTC() }})
+	}
 	if err := tx.Table(s.table.Name).Create(items).Error; err != nil {
 		return fmt.Errorf("sqlstore: create: %w", mapError(err))
+	}
+	return nil
+}
+
+// timesToUTC sets every time field of items to the same instant in UTC.
+func (s *Store[T]) timesToUTC(items []*T) error {
+	for _, f := range s.model.Schema().Fields {
+		if f.DBName == "" || f.DataType != schema.Time {
+			continue
+		}
+		for _, it := range items {
+			v, _ := s.model.Value(it, f.DBName)
+			t, ok := v.(time.Time)
+			if !ok || t.Location() == time.UTC {
+				continue
+			}
+			if err := s.model.Apply(it, dao.Set{f.DBName: t.UTC()}); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -351,9 +407,13 @@ func (s *Store[T]) Count(ctx context.Context, where dao.Criteria) (int64, error)
 }
 
 // Update applies set to every row matching where in one UPDATE and returns
-// the driver's affected-row count. PostgreSQL, SQLite and SQL Server count
-// every matched row; MySQL and MariaDB count only rows whose values
-// changed, unless the DSN sets clientFoundRows=true. An empty set is
+// the number of rows it matched, also those that already held the values
+// (a fenced update such as "set status = published where locked_by = me"
+// relies on it). PostgreSQL, SQLite and SQL Server report matched rows.
+// MySQL and MariaDB report them when the connection sets clientFoundRows
+// ([Open] does); otherwise they report changed rows only, and Update then
+// runs BEGIN, a locking SELECT COUNT(*), the UPDATE and COMMIT (four round
+// trips instead of one) to return the matched count. An empty set is
 // [dao.ErrInvalidArgument]; a unique violation is [dao.ErrDuplicate].
 func (s *Store[T]) Update(ctx context.Context, where dao.Criteria, set dao.Set) (int64, error) {
 	if s.err != nil {
@@ -370,11 +430,45 @@ func (s *Store[T]) Update(ctx context.Context, where dao.Criteria, set dao.Set) 
 	if err != nil {
 		return 0, fmt.Errorf("sqlstore: update: %w", err)
 	}
-	n, err := s.exec(ctx, s.pool, st)
+	var n int64
+	if s.foundRows {
+		n, err = s.exec(ctx, s.pool, st)
+	} else {
+		n, err = s.updateMatched(ctx, where, st)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("sqlstore: update: %w", err)
 	}
 	return n, nil
+}
+
+// updateMatched runs the UPDATE st on a MySQL or MariaDB connection that
+// reports changed rows, and returns the number of rows it matched: in one
+// transaction (the caller's, when the store is bound to one) it counts the
+// matching rows with a locking read (dialects.Renderer.LockingCount), so
+// none of them can change or, under REPEATABLE READ, be joined by new
+// matching rows before the UPDATE runs.
+func (s *Store[T]) updateMatched(ctx context.Context, where dao.Criteria, st dialects.Statement) (int64, error) {
+	cst, err := s.r.LockingCount(s.table, where)
+	if err != nil {
+		return 0, err
+	}
+	var matched int64
+	run := func(pool gorm.ConnPool) error {
+		if err := pool.QueryRowContext(ctx, cst.SQL, cst.Args...).Scan(&matched); err != nil {
+			return mapError(err)
+		}
+		if matched == 0 {
+			return nil
+		}
+		_, err := s.exec(ctx, pool, st)
+		return err
+	}
+	if s.inTx {
+		return matched, run(s.pool)
+	}
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return run(connPool(tx)) })
+	return matched, mapError(err)
 }
 
 // Delete removes at most limit rows matching where, smallest primary keys

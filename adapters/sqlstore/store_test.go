@@ -229,3 +229,62 @@ func TestNewRejects(t *testing.T) {
 		t.Errorf("New(no primary key) = %v", err)
 	}
 }
+
+// Update returns the rows it matched, also those that already held the
+// values.
+func TestUpdateCountsMatchedRows(t *testing.T) {
+	each(t, func(t *testing.T, s *sqlstore.Store[job]) {
+		ctx := context.Background()
+		seed(t, s, 3)
+		n, err := s.Update(ctx, dao.Criteria{}, dao.Set{"status": "pending"})
+		if err != nil || n != 3 {
+			t.Fatalf("Update to the values held = %d, %v; want 3", n, err)
+		}
+		n, err = s.Update(ctx, dao.Eq("status", "none"), dao.Set{"status": "x"})
+		if err != nil || n != 0 {
+			t.Fatalf("Update matching nothing = %d, %v; want 0", n, err)
+		}
+	})
+}
+
+// Times written and compared in different zones compare as instants on
+// every dialect (SQLite stores them as text: the store writes and binds
+// them in UTC).
+func TestTimesAcrossZones(t *testing.T) {
+	each(t, func(t *testing.T, s *sqlstore.Store[job]) {
+		ctx := context.Background()
+		west := time.FixedZone("UTC-7", -7*3600)
+		east := time.FixedZone("UTC+9", 9*3600)
+		base := time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
+		at := func(d time.Duration, z *time.Location) *time.Time { v := base.Add(d).In(z); return &v }
+		items := []*job{
+			{Name: "a", Status: "pending", LockedUntil: at(-2*time.Hour, west)},
+			{Name: "b", Status: "pending", LockedUntil: at(-time.Minute, east)},
+			{Name: "c", Status: "pending", LockedUntil: at(time.Minute, west)},
+			{Name: "d", Status: "pending", LockedUntil: at(2*time.Hour, east)},
+		}
+		if err := s.Create(ctx, items...); err != nil {
+			t.Fatal(err)
+		}
+		for _, probe := range []time.Time{base, base.In(west), base.In(east)} {
+			rows, err := s.Find(ctx, dao.Query{Where: dao.Lt("locked_until", probe), OrderBy: []dao.Order{dao.Asc("locked_until")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []int64{items[0].ID, items[1].ID}; !equal(ids(rows), want) {
+				t.Errorf("locked_until < %v: %v, want %v", probe, ids(rows), want)
+			}
+			if n, err := s.Count(ctx, dao.Eq("locked_until", *at(time.Minute, east))); err != nil || n != 1 {
+				t.Errorf("Eq in another zone: %d, %v; want 1", n, err)
+			}
+		}
+		// a Set in another zone is stored as the same instant
+		if _, err := s.Update(ctx, dao.Eq("id", items[3].ID), dao.Set{"locked_until": base.Add(-3 * time.Hour).In(east)}); err != nil {
+			t.Fatal(err)
+		}
+		first, err := s.Find(ctx, dao.Query{OrderBy: []dao.Order{dao.Asc("locked_until")}, Limit: 1})
+		if err != nil || len(first) != 1 || first[0].ID != items[3].ID {
+			t.Fatalf("earliest after Update: %v, %v; want %d", ids(first), err, items[3].ID)
+		}
+	})
+}
