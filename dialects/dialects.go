@@ -84,9 +84,11 @@ func Detect(ctx context.Context, db *gorm.DB) (Name, error) {
 // shows that its fast path is worth opting into. The slice is a fresh copy.
 func DefaultFastPath() []Name { return []Name{Postgres} }
 
-// HasFastPath reports whether this package can render a fast-path claim
-// statement for n ([Renderer.Claim]).
-func HasFastPath(n Name) bool { return n == Postgres }
+// HasFastPath reports whether a fast-path claim exists for n: the one
+// statement of [Renderer.Claim] on PostgreSQL, the locking read of
+// [Renderer.LockCandidates] plus [Renderer.UpdateByIDs] in one transaction
+// on MySQL and MariaDB.
+func HasFastPath(n Name) bool { return n == Postgres || n == MySQL || n == MariaDB }
 
 // FastPathAllowed is the explicit allow-list check: it reports whether a
 // claim on dialect n takes the fast path given the allow-list allow (for

@@ -32,12 +32,16 @@
 // eligibility criteria, so a row another claimer took meanwhile is not
 // claimed twice.
 //
-// MySQL 8.0.1+ and MariaDB 10.6+ support SELECT ... FOR UPDATE SKIP LOCKED
-// (MySQL manual "Locking Reads": "Locking Read Concurrency with NOWAIT and
-// SKIP LOCKED"; MariaDB "SELECT ... SKIP LOCKED"), SQLite 3.35+ supports
-// UPDATE ... RETURNING (SQLite manual "RETURNING"), and SQL Server can claim
-// with UPDATE ... OUTPUT over a SELECT TOP (n) ... WITH (ROWLOCK, UPDLOCK,
-// READPAST). Those fast paths are not on the default allow-list: the
-// portable default is their correctness floor until a benchmark shows what
-// a fast path buys.
+// MySQL 8.0.1+ and MariaDB 10.6+ have an opt-in fast path: in one READ
+// COMMITTED transaction, a locking read with SELECT ... FOR UPDATE SKIP
+// LOCKED ([Renderer.LockCandidates]; MySQL manual "Locking Reads": "Locking
+// Read Concurrency with NOWAIT and SKIP LOCKED"; MariaDB "SELECT ... SKIP
+// LOCKED") and one UPDATE ... WHERE pk IN (...) ([Renderer.UpdateByIDs]).
+// It is not on the default allow-list: the portable default is the
+// correctness floor until a benchmark shows what the fast path buys.
+// SQLite 3.35+ supports UPDATE ... RETURNING (SQLite manual "RETURNING"),
+// and SQL Server can claim with UPDATE ... OUTPUT over a SELECT TOP (n) ...
+// WITH (ROWLOCK, UPDLOCK, READPAST) ("Table Hints (Transact-SQL)"); this
+// package renders no fast path for them, so they always use the portable
+// default.
 package dialects

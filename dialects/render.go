@@ -532,9 +532,48 @@ func (r Renderer) Delete(t Table, where dao.Criteria, limit int) (Statement, err
 	return b.stmt(), nil
 }
 
-// Claim renders the one-statement fast-path claim for dialects where
-// [HasFastPath] holds (PostgreSQL); for the others it returns an error
-// wrapping [dao.ErrInvalidArgument]. req must have been checked by
+// LockCandidates renders the locking candidate read of the MySQL and
+// MariaDB fast path: SELECT * ... WHERE <where> ORDER BY <order> LIMIT n
+// FOR UPDATE SKIP LOCKED (MySQL manual, "Locking Reads": "Locking Read
+// Concurrency with NOWAIT and SKIP LOCKED", MySQL 8.0.1 and later; MariaDB
+// "SELECT ... SKIP LOCKED", 10.6 and later). Run in a READ COMMITTED
+// transaction, it locks up to n eligible rows that no other transaction
+// holds, reading their latest committed versions, and passes over locked
+// rows without waiting, so concurrent claimers take disjoint rows; the
+// rows stay locked until the transaction ends, so the [Renderer.UpdateByIDs]
+// that follows in it needs no guard. The other dialects have no such
+// statement here (PostgreSQL claims with [Renderer.Claim]); they and
+// q.Limit <= 0 are errors wrapping [dao.ErrInvalidArgument].
+func (r Renderer) LockCandidates(t Table, q dao.Query) (Statement, error) {
+	if r.dialect != MySQL && r.dialect != MariaDB {
+		return Statement{}, fmt.Errorf("dialects: %w: no locking candidate read for %s", dao.ErrInvalidArgument, r.dialect)
+	}
+	if q.Limit <= 0 {
+		return Statement{}, limitErr("claim", q.Limit)
+	}
+	st, err := r.Select(t, q)
+	if err != nil {
+		return Statement{}, err
+	}
+	st.SQL += " FOR UPDATE SKIP LOCKED"
+	return st, nil
+}
+
+// UpdateByIDs renders UPDATE ... SET <set> WHERE pk IN (<ids>), the write
+// of the MySQL and MariaDB fast path over rows its locking read holds. No
+// ids, an empty set, or a set writing the primary key is an error wrapping
+// [dao.ErrInvalidArgument].
+func (r Renderer) UpdateByIDs(t Table, ids []any, set dao.Set) (Statement, error) {
+	if len(ids) == 0 {
+		return Statement{}, fmt.Errorf("dialects: %w: update by ids with no ids", dao.ErrInvalidArgument)
+	}
+	return r.Update(t, dao.In(t.PrimaryKey, ids...), set)
+}
+
+// Claim renders the one-statement fast-path claim of PostgreSQL; for the
+// other dialects it returns an error wrapping [dao.ErrInvalidArgument]
+// (MySQL and MariaDB claim with [Renderer.LockCandidates] and
+// [Renderer.UpdateByIDs]). req must have been checked by
 // dao.Model.CheckClaim and req.Limit must be > 0.
 //
 // The PostgreSQL statement is
@@ -577,7 +616,7 @@ func (r Renderer) Delete(t Table, where dao.Criteria, limit int) (Statement, err
 // Arguments bind in text order: the WHERE values, the limit, the SET
 // values.
 func (r Renderer) Claim(t Table, req dao.ClaimRequest) (Statement, error) {
-	if !HasFastPath(r.dialect) {
+	if r.dialect != Postgres {
 		return Statement{}, fmt.Errorf("dialects: %w: no fast-path claim for %s", dao.ErrInvalidArgument, r.dialect)
 	}
 	b, err := r.builder(t)

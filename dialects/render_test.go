@@ -236,6 +236,42 @@ func TestClaimPostgres(t *testing.T) {
 	})
 }
 
+func TestMySQLFastPathStatements(t *testing.T) {
+	check(t, []golden{
+		{
+			name: "lock-candidates",
+			got: func(r Renderer) (Statement, error) {
+				return r.LockCandidates(jobs, dao.Query{Where: dao.Eq("status", "pending"), OrderBy: []dao.Order{dao.Desc("priority"), dao.Asc("locked_until")}, Limit: 5})
+			},
+			want: map[Name]Statement{
+				MySQL:   {"SELECT * FROM `jobs` WHERE `status` = ? ORDER BY `priority` DESC, `locked_until` IS NULL, `locked_until`, `id` LIMIT ? FOR UPDATE SKIP LOCKED", []any{"pending", int64(5)}},
+				MariaDB: {"SELECT * FROM `jobs` WHERE `status` = ? ORDER BY `priority` DESC, `locked_until` IS NULL, `locked_until`, `id` LIMIT ? FOR UPDATE SKIP LOCKED", []any{"pending", int64(5)}},
+			},
+		},
+		{
+			name: "update-by-ids",
+			got: func(r Renderer) (Statement, error) {
+				return r.UpdateByIDs(jobs, []any{int64(3), int64(1)}, claimSet)
+			},
+			want: map[Name]Statement{
+				MySQL:   {"UPDATE `jobs` SET `attempts` = `attempts` + ?, `locked_by` = ?, `status` = ? WHERE `id` IN (?, ?)", []any{int64(1), "w1", "processing", int64(3), int64(1)}},
+				MariaDB: {"UPDATE `jobs` SET `attempts` = `attempts` + ?, `locked_by` = ?, `status` = ? WHERE `id` IN (?, ?)", []any{int64(1), "w1", "processing", int64(3), int64(1)}},
+			},
+		},
+	})
+	for _, n := range []Name{Postgres, SQLite, SQLServer} {
+		if _, err := mustRenderer(t, n).LockCandidates(jobs, dao.Query{Limit: 1}); !errors.Is(err, dao.ErrInvalidArgument) {
+			t.Errorf("%s: LockCandidates error = %v", n, err)
+		}
+	}
+	if _, err := mustRenderer(t, MySQL).LockCandidates(jobs, dao.Query{}); !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Errorf("LockCandidates without a limit: %v", err)
+	}
+	if _, err := mustRenderer(t, MySQL).UpdateByIDs(jobs, nil, claimSet); !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Errorf("UpdateByIDs without ids: %v", err)
+	}
+}
+
 func TestClaimWithoutFastPath(t *testing.T) {
 	for _, n := range []Name{MySQL, MariaDB, SQLite, SQLServer} {
 		_, err := mustRenderer(t, n).Claim(jobs, dao.ClaimRequest{Set: claimSet, Limit: 1})
@@ -336,6 +372,12 @@ func TestFastPathAllowList(t *testing.T) {
 		if FastPathAllowed(n, DefaultFastPath()) {
 			t.Errorf("%s allowed by default", n)
 		}
+	}
+	if !FastPathAllowed(MariaDB, append(DefaultFastPath(), MariaDB)) {
+		t.Error("MariaDB not allowed when opted in")
+	}
+	if FastPathAllowed(SQLite, append(DefaultFastPath(), SQLite)) {
+		t.Error("SQLite allowed although it has no fast path")
 	}
 	if FastPathAllowed(Postgres, nil) {
 		t.Error("Postgres allowed by an empty list")

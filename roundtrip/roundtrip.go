@@ -156,7 +156,8 @@ func registered(name string) (driver.Driver, error) {
 // It does not connect; the first call does. Errors: an unknown backend or
 // a DSN the driver cannot parse.
 func Open(backend, dsn string, c *Counter) (*sql.DB, error) {
-	switch strings.ToLower(backend) {
+	backend = strings.ToLower(backend)
+	switch backend {
 	case "postgres":
 		cfg, err := pgx.ParseConfig(dsn)
 		if err != nil {

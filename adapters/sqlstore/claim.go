@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dialects"
 	"gorm.io/gorm"
 )
 
@@ -17,16 +18,21 @@ import (
 // req.Set to them and returns them in their post-claim state, in
 // req.OrderBy order (primary key last).
 //
-// On a dialect on the fast-path allow-list (PostgreSQL by default) it runs
-// the one statement of dialects.Renderer.Claim in autocommit: one round
-// trip, in READ COMMITTED, PostgreSQL's default isolation. When New found
+// On PostgreSQL, on the fast-path allow-list by default, it runs the one
+// statement of dialects.Renderer.Claim in autocommit: one round trip, in
+// READ COMMITTED, PostgreSQL's default isolation. When New found
 // that the server's default isolation is stricter, the statement runs in a
 // READ COMMITTED transaction instead (BEGIN, statement, COMMIT: three
 // round trips), because under REPEATABLE READ or SERIALIZABLE a row
 // updated by a concurrent claimer raises a serialization failure (PostgreSQL
 // manual, "Transaction Isolation") rather than being skipped.
 //
-// Every other dialect runs dao.PortableClaim: one candidate SELECT, then
+// On MySQL and MariaDB opted in with [WithFastPath] it runs claimLocked: a
+// READ COMMITTED transaction with a FOR UPDATE SKIP LOCKED read and one
+// UPDATE, four round trips whatever the number of rows (go-sql-driver
+// sends the isolation level as one more exchange inside BeginTx).
+//
+// Every other store runs dao.PortableClaim: one candidate SELECT, then
 // one guarded UPDATE ... WHERE pk = ? AND <where> per candidate, 1 + N
 // round trips; a row is claimed when its guarded update affected one row.
 //
@@ -55,14 +61,23 @@ func (s *Store[T]) Claim(ctx context.Context, req dao.ClaimRequest) ([]T, error)
 	if req.Limit <= 0 {
 		return nil, nil
 	}
+	if s.dialect != dialects.Postgres {
+		rows, err := s.claimLocked(ctx, req)
+		if err != nil {
+			return nil, fmt.Errorf("sqlstore: claim: %w", err)
+		}
+		return rows, nil
+	}
 	st, err := s.r.Claim(s.table, req)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: claim: %w", err)
 	}
 	if !s.claimTx {
+		// The statement commits on its own; rows scanned before an error
+		// are claimed and are returned with it.
 		rows, err := s.query(ctx, s.pool, st)
 		if err != nil {
-			return nil, fmt.Errorf("sqlstore: claim: %w", err)
+			return rows, fmt.Errorf("sqlstore: claim: %w", err)
 		}
 		return rows, nil
 	}
@@ -74,6 +89,48 @@ func (s *Store[T]) Claim(ctx context.Context, req dao.ClaimRequest) ([]T, error)
 	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: claim: %w", mapError(err))
+	}
+	return rows, nil
+}
+
+// claimLocked is the opt-in fast path of MySQL and MariaDB: in one READ
+// COMMITTED transaction, a locking read of up to req.Limit eligible rows
+// with FOR UPDATE SKIP LOCKED, one UPDATE ... WHERE pk IN (...) of the rows
+// it locked, and COMMIT. The rows stay locked from the read to the commit,
+// so the update needs no guard and their post-claim state is computed from
+// the locked read (Increment included) without a second read. Rows are
+// returned in the read's order. Nothing is claimed unless the commit
+// succeeds.
+func (s *Store[T]) claimLocked(ctx context.Context, req dao.ClaimRequest) ([]T, error) {
+	lock, err := s.r.LockCandidates(s.table, dao.Query{Where: req.Where, OrderBy: req.OrderBy, Limit: req.Limit})
+	if err != nil {
+		return nil, err
+	}
+	var rows []T
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		pool := connPool(tx)
+		var err error
+		if rows, err = s.query(ctx, pool, lock); err != nil || len(rows) == 0 {
+			return err
+		}
+		ids := make([]any, len(rows))
+		for i := range rows {
+			ids[i] = s.model.ID(&rows[i])
+		}
+		up, err := s.r.UpdateByIDs(s.table, ids, req.Set)
+		if err != nil {
+			return err
+		}
+		_, err = s.exec(ctx, pool, up)
+		return err
+	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return nil, mapError(err)
+	}
+	for i := range rows {
+		if err := s.model.Apply(&rows[i], req.Set); err != nil {
+			return rows, err
+		}
 	}
 	return rows, nil
 }

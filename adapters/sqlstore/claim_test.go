@@ -7,12 +7,15 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/internal/testdb"
 	"github.com/claimstore/claimstore/roundtrip"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 func claimReq(owner string, limit int) dao.ClaimRequest {
@@ -129,57 +132,133 @@ func TestClaimInTransaction(t *testing.T) {
 	})
 }
 
+// fastStores returns, per server, a store on the fast path: PostgreSQL by
+// default, MySQL or MariaDB opted in.
+func fastStores(t *testing.T) map[string]*sqlstore.Store[job] {
+	return map[string]*sqlstore.Store[job]{
+		"postgres": newStore(t, testdb.Postgres(t)),
+		"mysql":    newStore(t, testdb.MySQL(t), sqlstore.WithFastPath(dialects.MySQL, dialects.MariaDB)),
+	}
+}
+
 // On the fast path, concurrent claimers take disjoint rows and together
 // take every row.
-func TestPostgresFastPathConcurrentClaimsDisjoint(t *testing.T) {
-	s := newStore(t, testdb.Postgres(t))
-	if !s.Capabilities().FastPath {
-		t.Fatal("postgres store not on the fast path")
-	}
-	ctx := context.Background()
-	const rows, workers = 200, 8
-	batch := make([]*job, rows)
-	for i := range batch {
-		batch[i] = &job{Name: "c" + strconv.Itoa(i), Status: "pending", Priority: int64(i % 5)}
-	}
-	if err := s.Create(ctx, batch...); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	seen := map[int64]int{}
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				got, err := s.Claim(ctx, claimReq("w", 7))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if len(got) == 0 {
-					return
-				}
-				if len(got) > 7 {
-					t.Errorf("claimed %d rows with limit 7", len(got))
-				}
-				mu.Lock()
-				for _, r := range got {
-					seen[r.ID]++
-				}
-				mu.Unlock()
+func TestFastPathConcurrentClaimsDisjoint(t *testing.T) {
+	for name, s := range fastStores(t) {
+		t.Run(name, func(t *testing.T) {
+			if !s.Capabilities().FastPath {
+				t.Fatal("store not on the fast path")
 			}
-		}()
+			ctx := context.Background()
+			const rows, workers = 200, 8
+			batch := make([]*job, rows)
+			for i := range batch {
+				batch[i] = &job{Name: "c" + strconv.Itoa(i), Status: "pending", Priority: int64(i % 5)}
+			}
+			if err := s.Create(ctx, batch...); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			seen := map[int64]int{}
+			var wg sync.WaitGroup
+			for w := 0; w < workers; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						got, err := s.Claim(ctx, claimReq("w", 7))
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if len(got) > 7 {
+							t.Errorf("claimed %d rows with limit 7", len(got))
+						}
+						if len(got) == 0 {
+							// SKIP LOCKED may come back empty while other
+							// claimers hold the last rows; stop when none
+							// is left.
+							if n, err := s.Count(ctx, dao.Eq("status", "pending")); err != nil || n == 0 {
+								return
+							}
+							continue
+						}
+						mu.Lock()
+						for _, r := range got {
+							seen[r.ID]++
+							if r.Status != "processing" || r.Attempts != 1 {
+								t.Errorf("row %d returned in state %+v", r.ID, r)
+							}
+						}
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			if len(seen) != rows {
+				t.Fatalf("claimed %d distinct rows, want %d", len(seen), rows)
+			}
+			for id, n := range seen {
+				if n != 1 {
+					t.Fatalf("row %d claimed %d times", id, n)
+				}
+			}
+		})
 	}
-	wg.Wait()
-	if len(seen) != rows {
-		t.Fatalf("claimed %d distinct rows, want %d", len(seen), rows)
-	}
-	for id, n := range seen {
-		if n != 1 {
-			t.Fatalf("row %d claimed %d times", id, n)
-		}
+}
+
+// A row another transaction holds locked is skipped without waiting, and
+// the fast path costs the round trips Capabilities states.
+func TestFastPathSkipsLockedRowsAndCountsRoundTrips(t *testing.T) {
+	for name, opts := range map[string][]sqlstore.Option{
+		"postgres": nil,
+		"mysql":    {sqlstore.WithFastPath(dialects.MySQL, dialects.MariaDB)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			dsn := testdb.PostgresDSN()
+			if name == "mysql" {
+				testdb.MySQL(t)
+				dsn = testdb.MySQLDSN()
+			} else {
+				testdb.Postgres(t)
+			}
+			var c roundtrip.Counter
+			db, err := roundtrip.OpenGorm(ctx, name, dsn, &c, testdb.Config())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if sqlDB, err := db.DB(); err == nil {
+					sqlDB.Close()
+				}
+			})
+			s := newStore(t, db, opts...)
+			items := seed(t, s, 5) // priorities 0,1,2,0,1
+			held := db.Begin()
+			if held.Error != nil {
+				t.Fatal(held.Error)
+			}
+			defer held.Rollback()
+			var locked []int64
+			if err := held.Table(s.Table()).Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).
+				Where("id = ?", items[2].ID).Pluck("id", &locked).Error; err != nil || len(locked) != 1 {
+				t.Fatalf("lock row: %v %v", locked, err)
+			}
+			c.Reset()
+			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			got, err := s.Claim(lctx, claimReq("w", 3))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []int64{items[1].ID, items[4].ID, items[0].ID}; !equal(ids(got), want) {
+				t.Fatalf("claimed %v with row %d locked, want %v", ids(got), items[2].ID, want)
+			}
+			if n, want := c.Reset(), int64(s.Capabilities().ClaimRoundTrips.For(3)); n != want {
+				t.Fatalf("claim took %d round trips, Capabilities says %d", n, want)
+			}
+		})
 	}
 }
 

@@ -27,6 +27,12 @@
 //	sqlite       portable default                   1 + N         writers serialize; a write that cannot get
 //	                                                              the lock within busy_timeout is ErrBusy
 //
+// MySQL and MariaDB can be opted in with WithFastPath(dialects.MySQL) or
+// WithFastPath(dialects.MariaDB): a READ COMMITTED transaction with a
+// SELECT ... FOR UPDATE SKIP LOCKED and one UPDATE ... WHERE pk IN (...),
+// four round trips whatever the number of rows, and concurrent claimers
+// skip each other's rows instead of racing for the same candidates.
+//
 // The PostgreSQL claim runs in autocommit: one statement, one round trip,
 // in the server's default isolation, which is READ COMMITTED unless an
 // administrator changed default_transaction_isolation. READ COMMITTED is

@@ -52,9 +52,10 @@ type options struct {
 func WithTable(name string) Option { return func(o *options) { o.table = name } }
 
 // WithFastPath adds dialects to the fast-path allow-list beyond
-// dialects.DefaultFastPath() (PostgreSQL). [New] fails with
-// [dao.ErrInvalidArgument] when a named dialect has no fast-path statement
-// (dialects.HasFastPath).
+// dialects.DefaultFastPath() (PostgreSQL): dialects.MySQL and
+// dialects.MariaDB (MySQL 8.0.1+, MariaDB 10.6+, which have SKIP LOCKED)
+// can be opted in. [New] fails with [dao.ErrInvalidArgument] when a named
+// dialect has no fast path (dialects.HasFastPath).
 func WithFastPath(names ...dialects.Name) Option {
 	return func(o *options) { o.fastPath = append(o.fastPath, names...) }
 }
@@ -234,10 +235,11 @@ func (s *Store[T]) Table() string { return s.table.Name }
 // Capabilities reports the claim path, its round trips and the documented
 // lost-race behaviour for the store's dialect; it does no I/O.
 //
-//	postgres (fast path)           1 round trip (3 when the server default isolation is not READ COMMITTED), lost race skipped
-//	postgres (WithoutFastPath)     1 + N, lost race skipped
-//	mysql, mariadb, sqlserver      1 + N, lost race skipped
-//	sqlite                         1 + N, lost race ErrBusy
+//	postgres (fast path)             1 round trip (3 when the server default isolation is not READ COMMITTED), lost race skipped
+//	postgres (WithoutFastPath)       1 + N, lost race skipped
+//	mysql, mariadb, sqlserver        1 + N, lost race skipped
+//	mysql, mariadb (WithFastPath)    4, lost race skipped (SKIP LOCKED)
+//	sqlite                           1 + N, lost race ErrBusy
 func (s *Store[T]) Capabilities() dao.Capabilities {
 	c := dao.Capabilities{
 		Backend:         string(s.dialect),
@@ -246,9 +248,13 @@ func (s *Store[T]) Capabilities() dao.Capabilities {
 	}
 	if s.fast {
 		c.FastPath = true
-		c.ClaimRoundTrips = dao.RoundTrips{Fixed: 1}
-		if s.claimTx {
-			c.ClaimRoundTrips.Fixed = 3 // BEGIN, the claim, COMMIT
+		switch {
+		case s.dialect != dialects.Postgres:
+			c.ClaimRoundTrips = dao.RoundTrips{Fixed: 4} // BEGIN, locking read, UPDATE, COMMIT
+		case s.claimTx:
+			c.ClaimRoundTrips = dao.RoundTrips{Fixed: 3} // BEGIN, the claim, COMMIT
+		default:
+			c.ClaimRoundTrips = dao.RoundTrips{Fixed: 1}
 		}
 	}
 	if s.dialect == dialects.SQLite {
