@@ -1,0 +1,382 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+	"gorm.io/gorm"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/outbox"
+	"github.com/claimstore/claimstore/outbox/natspub"
+)
+
+// The bench command is created in bench.go, whose init runs before this
+// file's (the go tool compiles a package's files in name order).
+func init() {
+	for _, c := range rootCmd.Commands() {
+		if c.Name() == "bench" {
+			c.AddCommand(newBenchOutboxCmd())
+			return
+		}
+	}
+	panic("claimstore: bench command not registered before bench outbox")
+}
+
+// benchOutboxOptions are the flags of `claimstore bench outbox`.
+type benchOutboxOptions struct {
+	messages   int
+	relays     int
+	workers    int
+	batch      int
+	writers    int
+	writeBatch int
+	payload    int
+	lease      time.Duration
+	natsURL    string
+	variants   string
+	timeout    time.Duration
+	quiet      bool
+	cpuProfile string
+}
+
+// Variants of `claimstore bench outbox`.
+const (
+	variantBatched    = "batched"
+	variantPerMessage = "per-message"
+)
+
+func newBenchOutboxCmd() *cobra.Command {
+	var o benchOutboxOptions
+	cmd := &cobra.Command{
+		Use:   "outbox",
+		Short: "Measure the outbox end to end: write, claim, publish to JetStream with ack, mark",
+		Long: `bench outbox measures the transactional outbox end to end on the database of
+--backend/--dsn and NATS JetStream (an embedded server unless --nats-url):
+--writers writers add --messages messages in transactions of --write-batch
+while --relays relays, each with --workers batches of --batch in flight,
+claim, publish with ack and mark them. The clock runs from the first write
+to the last mark; the rate is messages per second through the whole path.
+
+Two variants run in the same process, each on a fresh table and stream:
+  batched      the relay as shipped: one UPDATE ... WHERE id IN (...) per batch
+  per-message  the same relay over a store that sends one UPDATE per message
+               for every mark, i.e. one round trip per message marked
+and the report gives their ratio. After each variant the stream is read
+back: every message must be in it exactly once, else the command fails.`,
+		Example: `  claimstore bench outbox --backend postgres
+  claimstore bench outbox --backend postgres --messages 200000 --relays 2 --workers 4 --batch 500`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchOutbox(cmd, o) },
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.messages, "messages", 100000, "messages per variant")
+	f.IntVar(&o.relays, "relays", 2, "relays, each with its own NATS connection")
+	f.IntVar(&o.workers, "workers", 4, "batches in flight per relay")
+	f.IntVar(&o.batch, "batch", 500, "messages claimed per batch")
+	f.IntVar(&o.writers, "writers", 2, "concurrent writers")
+	f.IntVar(&o.writeBatch, "write-batch", 1000, "messages per write transaction")
+	f.IntVar(&o.payload, "payload", 128, "payload bytes per message")
+	f.DurationVar(&o.lease, "lease", 30*time.Second, "lease of a claimed batch")
+	f.StringVar(&o.natsURL, "nats-url", "", "external NATS server URL (default: an embedded server)")
+	f.StringVar(&o.variants, "variants", variantBatched+","+variantPerMessage, "comma-separated variants to run")
+	f.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up on a variant after this long")
+	f.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
+	return cmd
+}
+
+// outboxResult is the measurement of one variant.
+type outboxResult struct {
+	variant    string
+	messages   int
+	writeTime  time.Duration
+	total      time.Duration
+	updates    int64
+	inStream   uint64
+	distinct   int
+	duplicates int
+}
+
+func (r outboxResult) rate() float64 { return float64(r.messages) / r.total.Seconds() }
+
+func runBenchOutbox(cmd *cobra.Command, o benchOutboxOptions) error {
+	if o.messages <= 0 || o.relays <= 0 || o.workers <= 0 || o.batch <= 0 || o.writers <= 0 || o.writeBatch <= 0 || o.payload < 0 {
+		return fmt.Errorf("%w: sizes and counts must be > 0", dao.ErrInvalidArgument)
+	}
+	variants := strings.Split(o.variants, ",")
+	for _, v := range variants {
+		if v != variantBatched && v != variantPerMessage {
+			return fmt.Errorf("--variants: %w: unknown variant %q", dao.ErrInvalidArgument, v)
+		}
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var progress io.Writer = cmd.ErrOrStderr()
+	if o.quiet {
+		progress = io.Discard
+	}
+	broker, err := startDemoBroker(o.natsURL)
+	if err != nil {
+		return err
+	}
+	defer broker.Close()
+	var results []outboxResult
+	for _, v := range variants {
+		fmt.Fprintf(progress, "bench outbox: variant %s\n", v)
+		res, err := benchOutboxVariant(cmd.Context(), progress, broker, o, v)
+		if err != nil {
+			return fmt.Errorf("variant %s: %w", v, err)
+		}
+		results = append(results, res)
+	}
+	return writeOutboxReport(cmd.OutOrStdout(), o, broker, results)
+}
+
+// perMessageMarks is a store whose Update, when its criteria name rows by
+// id (id IN (...) as the first operand of an And, as every mark of the
+// repository does), sends one UPDATE per id: the per-message-mark variant.
+type perMessageMarks struct {
+	dao.Store[outbox.Message]
+	updates *atomic.Int64
+}
+
+func (s perMessageMarks) Update(ctx context.Context, where dao.Criteria, set dao.Set) (int64, error) {
+	ch := where.Children()
+	if where.Op() != dao.OpAnd || len(ch) == 0 || ch[0].Op() != dao.OpIn || ch[0].Field() != "id" {
+		s.updates.Add(1)
+		return s.Store.Update(ctx, where, set)
+	}
+	var total int64
+	for _, id := range ch[0].Values() {
+		s.updates.Add(1)
+		n, err := s.Store.Update(ctx, dao.And(append([]dao.Criteria{dao.Eq("id", id)}, ch[1:]...)...), set)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// countingUpdates counts the UPDATE statements of the batched variant.
+type countingUpdates struct {
+	dao.Store[outbox.Message]
+	updates *atomic.Int64
+}
+
+func (s countingUpdates) Update(ctx context.Context, where dao.Criteria, set dao.Set) (int64, error) {
+	s.updates.Add(1)
+	return s.Store.Update(ctx, where, set)
+}
+
+func benchOutboxVariant(ctx context.Context, progress io.Writer, broker *demoBroker, o benchOutboxOptions, variant string) (outboxResult, error) {
+	res := outboxResult{variant: variant, messages: o.messages}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	tag := randomHex(4)
+	table := "outbox_bench_" + tag
+	var updates atomic.Int64
+	env, err := openOutbox(ctx, table, true, true, o.relays*o.workers+o.writers+2)
+	if err != nil {
+		return res, err
+	}
+	defer env.Close()
+	if env.db != nil {
+		defer func() { _ = env.db.Migrator().DropTable(table) }()
+	}
+	wrap := func(s dao.Store[outbox.Message]) dao.Store[outbox.Message] {
+		if variant == variantPerMessage {
+			return perMessageMarks{s, &updates}
+		}
+		return countingUpdates{s, &updates}
+	}
+	opts := []outbox.Option{outbox.WithLease(o.lease)}
+	if s, ok := env.repo.Store().(*sqlstore.Store[outbox.Message]); ok {
+		opts = append(opts, outbox.WithTxStore(func(tx *gorm.DB) dao.Store[outbox.Message] { return wrap(s.WithTx(tx)) }))
+	}
+	repo, err := outbox.New(wrap(env.repo.Store()), opts...)
+	if err != nil {
+		return res, err
+	}
+
+	stream := "CLAIMSTORE_BENCH_" + tag
+	subject := "claimstore.bench." + tag
+	admin, err := connectNATS(broker.url, "claimstore bench outbox")
+	if err != nil {
+		return res, err
+	}
+	defer admin.Close()
+	js, err := jetstream.New(admin)
+	if err != nil {
+		return res, err
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: stream, Subjects: []string{subject}, Duplicates: 2 * time.Minute, Storage: jetstream.FileStorage,
+	}); err != nil {
+		return res, fmt.Errorf("create stream: %w", err)
+	}
+	defer func() {
+		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer dcancel()
+		_ = js.DeleteStream(dctx, stream)
+	}()
+
+	relayCtx, stopRelays := context.WithCancel(ctx)
+	var relayWG sync.WaitGroup
+	defer func() { stopRelays(); relayWG.Wait() }()
+	relays := make([]*outbox.Relay, o.relays)
+	for i := range relays {
+		nc, err := connectNATS(broker.url, fmt.Sprintf("claimstore bench relay %d", i))
+		if err != nil {
+			return res, err
+		}
+		defer nc.Close()
+		pub, err := natspub.New(nc, natspub.Config{MaxPending: max(8192, 2*o.batch*o.workers)})
+		if err != nil {
+			return res, err
+		}
+		relays[i], err = outbox.NewRelay(repo, pub, outbox.RelayConfig{
+			WorkerID: fmt.Sprintf("bench-%s-%d", tag, i), BatchSize: o.batch, Concurrency: o.workers, Lease: o.lease,
+			PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, Logger: demoLogger(),
+		})
+		if err != nil {
+			return res, err
+		}
+		relayWG.Go(func() { _ = relays[i].Run(relayCtx) })
+	}
+	published := func() (n int64) {
+		for _, r := range relays {
+			n += r.Stats().Published
+		}
+		return n
+	}
+
+	payload := strings.Repeat("x", o.payload)
+	start := time.Now()
+	var written atomic.Int64
+	var writeWG sync.WaitGroup
+	writeErr := make(chan error, o.writers)
+	for w := range o.writers {
+		writeWG.Go(func() {
+			for first := w * o.writeBatch; first < o.messages; first += o.writers * o.writeBatch {
+				n := min(o.writeBatch, o.messages-first)
+				ms := make([]*outbox.Message, n)
+				for i := range ms {
+					ms[i] = &outbox.Message{MessageID: fmt.Sprintf("m-%d", first+i), Topic: subject, Type: "bench", Payload: []byte(payload)}
+				}
+				var err error
+				if env.db != nil {
+					err = env.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return repo.Add(ctx, tx, ms...) })
+				} else {
+					err = repo.Add(ctx, nil, ms...)
+				}
+				if err != nil {
+					writeErr <- err
+					return
+				}
+				written.Add(int64(n))
+			}
+		})
+	}
+	writersDone := make(chan struct{})
+	go func() { writeWG.Wait(); close(writersDone) }()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	lastReport := start
+	for {
+		select {
+		case err := <-writeErr:
+			return res, fmt.Errorf("write: %w", err)
+		case <-ctx.Done():
+			n := published()
+			return res, fmt.Errorf("%d of %d published: %w", n, o.messages, ctx.Err())
+		case <-writersDone:
+			writersDone = nil
+			res.writeTime = time.Since(start)
+		case <-tick.C:
+		}
+		n := published()
+		if time.Since(lastReport) >= time.Second {
+			lastReport = time.Now()
+			el := time.Since(start).Seconds()
+			fmt.Fprintf(progress, "  %5.1fs  written %d  published %d  (%.0f msg/s)\n", el, written.Load(), n, float64(n)/el)
+		}
+		if n >= int64(o.messages) {
+			break
+		}
+	}
+	res.total = time.Since(start)
+	stopRelays()
+	relayWG.Wait()
+	res.updates = updates.Load()
+	c, err := repo.Counts(ctx)
+	if err != nil {
+		return res, err
+	}
+	if c[outbox.StatusPublished] != int64(o.messages) {
+		return res, fmt.Errorf("table counts %v, want %d published", c, o.messages)
+	}
+	audit, err := natspub.Audit(ctx, js, stream)
+	if err != nil {
+		return res, err
+	}
+	res.inStream, res.distinct, res.duplicates = audit.Messages, audit.Distinct(), audit.Duplicates()
+	if audit.Messages != uint64(o.messages) || audit.Distinct() != o.messages || audit.Duplicates() != 0 {
+		return res, errors.New("the stream does not hold every message exactly once")
+	}
+	return res, nil
+}
+
+func writeOutboxReport(out io.Writer, o benchOutboxOptions, broker *demoBroker, results []outboxResult) error {
+	where := broker.url
+	if broker.embedded != nil {
+		where += " (embedded, file storage)"
+	}
+	fmt.Fprintf(out, "bench outbox: backend %s, NATS %s\n", globalFlags.Backend, where)
+	fmt.Fprintf(out, "%d messages of %d bytes per variant; %d writers x %d per transaction; %d relays x %d batches of %d in flight\n\n",
+		o.messages, o.payload, o.writers, o.writeBatch, o.relays, o.workers, o.batch)
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "variant\tmessages\twrites done\tall marked\tmsg/s end to end\tUPDATEs\tin stream\tdistinct\tduplicates\t")
+	for _, r := range results {
+		fmt.Fprintf(w, "%s\t%d\t%v\t%v\t%.0f\t%d\t%d\t%d\t%d\t\n", r.variant, r.messages, r.writeTime.Round(time.Millisecond),
+			r.total.Round(time.Millisecond), r.rate(), r.updates, r.inStream, r.distinct, r.duplicates)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	var batched, single *outboxResult
+	for i := range results {
+		switch results[i].variant {
+		case variantBatched:
+			batched = &results[i]
+		case variantPerMessage:
+			single = &results[i]
+		}
+	}
+	if batched != nil && single != nil {
+		fmt.Fprintf(out, "\nratio batched / per-message marks: %.2fx\n", batched.rate()/single.rate())
+	}
+	return nil
+}

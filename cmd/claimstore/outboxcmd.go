@@ -1,0 +1,295 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+	"gorm.io/gorm"
+
+	"github.com/claimstore/claimstore/adapters/memstore"
+	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/bench"
+	"github.com/claimstore/claimstore/outbox"
+)
+
+// envNATSURL names the environment variable with the default NATS URL.
+const envNATSURL = "CLAIMSTORE_NATS_URL"
+
+// defaultNATSURL returns $CLAIMSTORE_NATS_URL or the local server.
+func defaultNATSURL() string {
+	if u := os.Getenv(envNATSURL); u != "" {
+		return u
+	}
+	return nats.DefaultURL
+}
+
+// outboxEnv is an open message table.
+type outboxEnv struct {
+	repo    *outbox.Repository
+	db      *gorm.DB // nil for the memory backend
+	backend string
+	table   string
+	cleanup []func()
+}
+
+// Close releases the database and removes a temporary SQLite file.
+func (e *outboxEnv) Close() {
+	for i := len(e.cleanup) - 1; i >= 0; i-- {
+		e.cleanup[i]()
+	}
+}
+
+// openOutbox opens the message table for the global --backend and --dsn.
+// Without --dsn the servers default to the local test servers and SQLite to
+// a temporary file (removed by Close) when tempSQLite, else it is an error.
+// migrate creates the table and its indexes when missing. pool is the most
+// open connections the command needs.
+func openOutbox(ctx context.Context, table string, migrate, tempSQLite bool, pool int, opts ...outbox.Option) (*outboxEnv, error) {
+	backend, dsn := strings.ToLower(globalFlags.Backend), globalFlags.DSN
+	env := &outboxEnv{backend: backend, table: table}
+	if backend == "memory" {
+		s, err := memstore.New[outbox.Message]()
+		if err != nil {
+			return nil, err
+		}
+		if env.repo, err = outbox.New(s, opts...); err != nil {
+			return nil, err
+		}
+		return env, nil
+	}
+	if err := outbox.CheckTable(table); err != nil {
+		return nil, fmt.Errorf("--table: %w", err)
+	}
+	if dsn == "" {
+		if backend == "sqlite" && !tempSQLite {
+			return nil, fmt.Errorf("--dsn is required for sqlite: the path of the database file, e.g. --dsn %q", sqlstore.SQLiteDSN("claimstore.db"))
+		}
+		d, cleanup, err := bench.DefaultDSN(backend)
+		if err != nil {
+			return nil, err
+		}
+		dsn = d
+		env.cleanup = append(env.cleanup, func() { _ = cleanup() })
+	} else if backend == "sqlite" && !strings.Contains(dsn, "?") && !strings.HasPrefix(dsn, "file:") {
+		dsn = sqlstore.SQLiteDSN(dsn) // a bare path gets the recommended settings
+	}
+	db, err := sqlstore.Open(ctx, backend, dsn)
+	if err != nil {
+		env.Close()
+		return nil, err
+	}
+	env.db = db
+	if sqlDB, err := db.DB(); err == nil {
+		sqlDB.SetMaxOpenConns(pool)
+		sqlDB.SetMaxIdleConns(pool)
+		env.cleanup = append(env.cleanup, func() { _ = sqlDB.Close() })
+	}
+	if migrate {
+		if err := outbox.Migrate(ctx, db, table); err != nil {
+			env.Close()
+			return nil, err
+		}
+	}
+	store, err := sqlstore.New[outbox.Message](db.WithContext(ctx), sqlstore.WithTable(table))
+	if err != nil {
+		env.Close()
+		return nil, err
+	}
+	if env.repo, err = outbox.New(store, opts...); err != nil {
+		env.Close()
+		return nil, err
+	}
+	return env, nil
+}
+
+func init() { rootCmd.AddCommand(newOutboxCmd()) }
+
+func newOutboxCmd() *cobra.Command {
+	var table string
+	cmd := &cobra.Command{
+		Use:   "outbox",
+		Short: "Inspect and maintain an outbox message table: status, requeue, purge",
+		Long: `outbox inspects and maintains the message table of the transactional outbox
+on the database given by --backend and --dsn (postgres, mysql, mariadb, or
+sqlite with --dsn naming the file).`,
+		Args: cobra.NoArgs,
+	}
+	cmd.PersistentFlags().StringVar(&table, "table", outbox.DefaultTable, "message table name")
+	cmd.AddCommand(newOutboxStatusCmd(&table), newOutboxRequeueCmd(&table), newOutboxPurgeCmd(&table))
+	return cmd
+}
+
+// openExisting opens the table of an outbox subcommand.
+func openExisting(cmd *cobra.Command, table string) (*outboxEnv, error) {
+	if strings.EqualFold(globalFlags.Backend, "memory") {
+		return nil, fmt.Errorf("%w: the memory backend lives only inside one process; use --backend postgres, mysql, mariadb or sqlite", dao.ErrInvalidArgument)
+	}
+	return openOutbox(cmd.Context(), table, false, false, 4)
+}
+
+func newOutboxStatusCmd(table *string) *cobra.Command {
+	var list string
+	var limit int
+	var broker string
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Count messages by status and show the age of the oldest unpublished one",
+		Example: `  claimstore outbox status --backend postgres
+  claimstore outbox status --backend sqlite --dsn app.db --list abandoned --limit 20`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, err := openExisting(cmd, *table)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			ctx := cmd.Context()
+			counts, err := env.repo.Counts(ctx)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			var total int64
+			for _, s := range outbox.Statuses {
+				fmt.Fprintf(w, "%s\t%d\n", s, counts[s])
+				total += counts[s]
+			}
+			fmt.Fprintf(w, "total\t%d\n", total)
+			oldest, ok, err := env.repo.OldestUnpublished(ctx, broker)
+			if err != nil {
+				return err
+			}
+			if ok {
+				fmt.Fprintf(w, "oldest unpublished (broker %q)\t%s ago (%s)\n", broker, time.Since(oldest).Round(time.Millisecond), oldest.Format(time.RFC3339))
+			} else {
+				fmt.Fprintf(w, "oldest unpublished (broker %q)\tnone\n", broker)
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			if list == "" {
+				return nil
+			}
+			st := outbox.Status(list)
+			if !st.Valid() {
+				return fmt.Errorf("--list: %w: unknown status %q", dao.ErrInvalidArgument, list)
+			}
+			rows, err := env.repo.List(ctx, outbox.Filter{Statuses: []outbox.Status{st}, Limit: limit})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(out)
+			w = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tMESSAGE ID\tTOPIC\tBROKER\tRETRIES\tCREATED\tLOCKED BY\tLAST ERROR")
+			for _, m := range rows {
+				fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", m.ID, m.MessageID, m.Topic, m.TargetBroker,
+					m.RetryCount, m.MaxRetries, m.CreatedAt.Format(time.RFC3339), m.LockedBy, oneLine(m.LastError, 80))
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().StringVar(&list, "list", "", "also list messages in this status (pending, processing, published, failed, abandoned)")
+	cmd.Flags().IntVar(&limit, "limit", 50, "most messages to list")
+	cmd.Flags().StringVar(&broker, "broker", "", "target broker of the oldest-message age")
+	return cmd
+}
+
+// oneLine shortens s to one line of at most n bytes.
+func oneLine(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > n {
+		return s[:n-3] + "..."
+	}
+	return s
+}
+
+func newOutboxRequeueCmd(table *string) *cobra.Command {
+	var status string
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "requeue [ID...]",
+		Short: "Send failed or abandoned messages again: back to pending with the retry count reset",
+		Example: `  claimstore outbox requeue --backend postgres 17 18
+  claimstore outbox requeue --backend postgres --all --status abandoned`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 && !all {
+				return fmt.Errorf("%w: give message ids, or --all", dao.ErrInvalidArgument)
+			}
+			if len(args) > 0 && all {
+				return fmt.Errorf("%w: give message ids or --all, not both", dao.ErrInvalidArgument)
+			}
+			ids := make([]int64, len(args))
+			for i, a := range args {
+				id, err := strconv.ParseInt(a, 10, 64)
+				if err != nil || id <= 0 {
+					return fmt.Errorf("%w: message id %q is not a positive integer", dao.ErrInvalidArgument, a)
+				}
+				ids[i] = id
+			}
+			var statuses []outbox.Status
+			switch status {
+			case "", "any":
+			case string(outbox.StatusFailed), string(outbox.StatusAbandoned):
+				statuses = []outbox.Status{outbox.Status(status)}
+			default:
+				return fmt.Errorf("--status: %w: %q (want failed, abandoned or any)", dao.ErrInvalidArgument, status)
+			}
+			env, err := openExisting(cmd, *table)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			n, err := env.repo.Requeue(cmd.Context(), statuses, ids...)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "requeued %d message(s)\n", n)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&status, "status", "any", "requeue only messages in this status: failed, abandoned or any")
+	cmd.Flags().BoolVar(&all, "all", false, "requeue every message in --status")
+	return cmd
+}
+
+func newOutboxPurgeCmd(table *string) *cobra.Command {
+	var status string
+	var olderThan time.Duration
+	var batch, maxBatches int
+	cmd := &cobra.Command{
+		Use:   "purge",
+		Short: "Delete old published (or abandoned) messages in bounded batches",
+		Long: `purge deletes published (or, with --status abandoned, abandoned) messages older
+than --older-than, at most --batch rows per DELETE, until none is left. Any
+number of servers may purge at the same time; each row is deleted once.`,
+		Example: `  claimstore outbox purge --backend postgres --older-than 168h`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			env, err := openExisting(cmd, *table)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			start := time.Now()
+			n, err := env.repo.Purge(cmd.Context(), outbox.PurgeRequest{
+				Status: outbox.Status(status), OlderThan: olderThan, BatchSize: batch, MaxBatches: maxBatches,
+			})
+			fmt.Fprintf(cmd.OutOrStdout(), "deleted %d %s message(s) older than %v in %v\n", n, status, olderThan, time.Since(start).Round(time.Millisecond))
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&status, "status", string(outbox.StatusPublished), "published or abandoned")
+	cmd.Flags().DurationVar(&olderThan, "older-than", 7*24*time.Hour, "delete messages older than this (published: since published; abandoned: since last processed)")
+	cmd.Flags().IntVar(&batch, "batch", 1000, "most rows per DELETE")
+	cmd.Flags().IntVar(&maxBatches, "max-batches", 0, "stop after this many batches (0: until done)")
+	return cmd
+}

@@ -1,0 +1,159 @@
+package natspub_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/outbox"
+	"github.com/claimstore/claimstore/outbox/natsembed"
+	"github.com/claimstore/claimstore/outbox/natspub"
+)
+
+// setup starts an embedded JetStream server with stream S on "s.>" and a
+// duplicate window of one minute.
+func setup(t *testing.T) (*nats.Conn, jetstream.JetStream, *natsembed.Server) {
+	t.Helper()
+	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, Duplicates: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	return nc, js, srv
+}
+
+func TestPublishHeadersAndDeduplication(t *testing.T) {
+	nc, js, _ := setup(t)
+	p, err := natspub.New(nc, natspub.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	msgs := []outbox.Message{
+		{ID: 1, MessageID: "a", Topic: "s.one", Type: "t.created", Payload: []byte("A"), Headers: outbox.Headers{"X-Tenant": "7"},
+			CorrelationID: "corr", CausationID: "cause", PartitionKey: "pk"},
+		{ID: 2, MessageID: "b", Topic: "s.two", Payload: []byte("B")},
+	}
+	for round := range 3 { // the same messages three times: stored once
+		for i, err := range p.Publish(ctx, msgs) {
+			if err != nil {
+				t.Fatalf("round %d, message %d: %v", round, i, err)
+			}
+		}
+	}
+	a, err := natspub.Audit(ctx, js, "S")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Messages != 2 || a.Distinct() != 2 || a.Duplicates() != 0 || a.IDs["a"] != 1 || a.IDs["b"] != 1 {
+		t.Fatalf("audit %+v", a)
+	}
+	s, _ := js.Stream(ctx, "S")
+	raw, err := s.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		jetstream.MsgIDHeader: "a", "X-Tenant": "7", natspub.HeaderType: "t.created",
+		natspub.HeaderCorrelationID: "corr", natspub.HeaderCausationID: "cause", natspub.HeaderPartitionKey: "pk",
+	}
+	for k, v := range want {
+		if got := raw.Header.Get(k); got != v {
+			t.Errorf("header %s = %q, want %q", k, got, v)
+		}
+	}
+	if raw.Subject != "s.one" || !bytes.Equal(raw.Data, []byte("A")) {
+		t.Fatalf("stored %s %q", raw.Subject, raw.Data)
+	}
+	second, err := s.GetMsg(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Header.Get(natspub.HeaderType) != "" || second.Header.Get(jetstream.MsgIDHeader) != "b" {
+		t.Fatalf("second message headers %v", second.Header)
+	}
+}
+
+func TestPublishErrors(t *testing.T) {
+	nc, _, _ := setup(t)
+	p, err := natspub.New(nc, natspub.Config{
+		AckTimeout: time.Second,
+		Subject:    func(m *outbox.Message) string { return "s." + m.Topic },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	huge := make([]byte, nc.MaxPayload()+1)
+	errs := p.Publish(ctx, []outbox.Message{
+		{MessageID: "ok", Topic: "fine"},
+		{MessageID: "big", Topic: "fine", Payload: huge},
+		{MessageID: "bad", Topic: "bad subject"},
+	})
+	if errs[0] != nil {
+		t.Fatalf("good message: %v", errs[0])
+	}
+	for _, i := range []int{1, 2} {
+		if !errors.Is(errs[i], outbox.ErrPermanent) {
+			t.Errorf("message %d: %v, want a permanent error", i, errs[i])
+		}
+	}
+	if !errors.Is(errs[1], nats.ErrMaxPayload) {
+		t.Errorf("oversized message: %v, want nats.ErrMaxPayload reachable", errs[1])
+	}
+	// No stream on the subject: not permanent (the stream may be created).
+	noStream, err := natspub.New(nc, natspub.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := noStream.Publish(ctx, []outbox.Message{{MessageID: "x", Topic: "elsewhere"}}); errs[0] == nil || errors.Is(errs[0], outbox.ErrPermanent) {
+		t.Fatalf("no stream: %v, want a transient error", errs[0])
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if errs := p.Publish(cancelled, []outbox.Message{{MessageID: "c", Topic: "fine"}}); !errors.Is(errs[0], context.Canceled) {
+		t.Fatalf("cancelled context: %v", errs[0])
+	}
+	if _, err := natspub.New(nil, natspub.Config{}); !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Fatalf("nil connection: %v", err)
+	}
+}
+
+func TestPublishWhileServerDownTimesOut(t *testing.T) {
+	nc, _, srv := setup(t)
+	p, err := natspub.New(nc, natspub.Config{AckTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Shutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	errs := p.Publish(ctx, []outbox.Message{{MessageID: "x", Topic: "s.x"}, {MessageID: "y", Topic: "s.y"}})
+	for i, err := range errs {
+		if err == nil {
+			t.Fatalf("message %d acknowledged by a stopped server", i)
+		}
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("publish against a stopped server took %v, want about the ack timeout", took)
+	}
+}
