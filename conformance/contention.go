@@ -14,8 +14,9 @@ import (
 )
 
 // contentionOrder is the order of the claims of the concurrency tests: it
-// makes every claimer go for the same rows first.
-var contentionOrder = []dao.Order{dao.Desc("priority")}
+// makes every claimer go for the same rows first, and the (status,
+// priority) index of Job serves it.
+var contentionOrder = []dao.Order{dao.Asc("priority")}
 
 // workerResult is what one claimer of a concurrency test received.
 type workerResult struct {

@@ -19,11 +19,13 @@ import (
 // Column names, as the criteria use them: id, status, priority, payload,
 // locked_by, locked_until, attempts, max_attempts, created_at, note.
 // LockedBy, LockedUntil and Note are nullable; Note exists for the NULL
-// tests and is never written by a claim.
+// tests and is never written by a claim. The index on (status, priority)
+// serves the claims of the concurrency tests; GORM names it after the
+// table (idx_<table>_claim).
 type Job struct {
 	ID          int64   `gorm:"primaryKey"`
-	Status      string  `gorm:"size:32;not null;index"`
-	Priority    int     `gorm:"not null"`
+	Status      string  `gorm:"size:32;not null;index:,composite:claim,priority:1"`
+	Priority    int     `gorm:"not null;index:,composite:claim,priority:2"`
 	Payload     string  `gorm:"size:255;not null"`
 	LockedBy    *string `gorm:"size:64"`
 	LockedUntil *time.Time

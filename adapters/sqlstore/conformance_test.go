@@ -1,0 +1,248 @@
+package sqlstore_test
+
+import (
+	"context"
+	"net/url"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/conformance"
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dialects"
+	"github.com/claimstore/claimstore/internal/testdb"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+type confJob = conformance.Job
+
+// confStore returns a store of the suite's model over a fresh migrated
+// table of db, dropped when t ends.
+func confStore(t testing.TB, db *gorm.DB, table string, opts ...sqlstore.Option) *sqlstore.Store[confJob] {
+	t.Helper()
+	s, err := sqlstore.New[confJob](db, append(opts, sqlstore.WithTable(table))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// confHarness builds a harness whose stores live in fresh tables of the
+// database open(t) returns.
+func confHarness(open func(testing.TB) *gorm.DB, opts ...sqlstore.Option) conformance.Harness {
+	return conformance.Harness{
+		NewStore: func(t *testing.T) dao.Store[confJob] {
+			db := open(t)
+			return confStore(t, db, testdb.Table(t, db, "conf"), opts...)
+		},
+		HoldLock: confHoldLock,
+	}
+}
+
+// confHoldLock holds, from a connection the store does not use, the lock a
+// competing writer holds: SQLite's database write lock (BEGIN IMMEDIATE),
+// elsewhere a row lock on row id (SELECT … FOR UPDATE in an open
+// transaction).
+func confHoldLock(t *testing.T, ds dao.Store[confJob], id int64) func() {
+	t.Helper()
+	s := ds.(*sqlstore.Store[confJob])
+	ctx := context.Background()
+	if s.Dialect() == dialects.SQLite {
+		sqlDB, err := s.DB().DB()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := sqlDB.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+			conn.Close()
+			t.Fatalf("BEGIN IMMEDIATE: %v", err)
+		}
+		return func() {
+			if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+				t.Errorf("ROLLBACK: %v", err)
+			}
+			conn.Close()
+		}
+	}
+	tx := s.DB().WithContext(ctx).Begin()
+	if tx.Error != nil {
+		t.Fatal(tx.Error)
+	}
+	var locked []int64
+	err := tx.Table(s.Table()).Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).
+		Where("id = ?", id).Pluck("id", &locked).Error
+	if err != nil || len(locked) != 1 {
+		tx.Rollback()
+		t.Fatalf("lock row %d: %v (got %v)", id, err, locked)
+	}
+	return func() {
+		if err := tx.Rollback().Error; err != nil {
+			t.Errorf("rollback: %v", err)
+		}
+	}
+}
+
+// nestedLoopPostgres opens the PostgreSQL test database with sessions whose
+// planner may use neither hash joins nor merge joins, so every join is a
+// nested loop: the plan under which a locking subquery that the planner
+// re-runs per outer row would claim more than the limit.
+func nestedLoopPostgres(t testing.TB) *gorm.DB {
+	t.Helper()
+	testdb.Postgres(t) // skips, or fails when required, if the server is down
+	const opts = "-c enable_hashjoin=off -c enable_mergejoin=off"
+	dsn := testdb.PostgresDSN()
+	if u, err := url.Parse(dsn); err == nil && strings.Contains(dsn, "://") {
+		q := u.Query()
+		q.Set("options", opts)
+		u.RawQuery = q.Encode()
+		dsn = u.String()
+	} else {
+		dsn += " options='" + opts + "'"
+	}
+	db, err := sqlstore.Open(context.Background(), "postgres", dsn)
+	if err != nil {
+		t.Fatalf("open PostgreSQL with %s: %v", opts, err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	for _, setting := range []string{"enable_hashjoin", "enable_mergejoin"} {
+		var v string
+		if err := db.Raw("SELECT current_setting(?)", setting).Scan(&v).Error; err != nil || v != "off" {
+			t.Fatalf("%s = %q (%v), want off", setting, v, err)
+		}
+	}
+	return db
+}
+
+// sqliteFile opens a fresh SQLite database file in t.TempDir(), with the
+// settings sqlstore.SQLiteDSN recommends.
+func sqliteFile(t testing.TB) *gorm.DB {
+	t.Helper()
+	db, err := sqlstore.Open(context.Background(), "sqlite", sqlstore.SQLiteDSN(filepath.Join(t.TempDir(), "conformance.db")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	return db
+}
+
+// onePool opens the database once for the calling test and hands the same
+// handle to every store of it.
+func onePool(t *testing.T, open func(testing.TB) *gorm.DB) func(testing.TB) *gorm.DB {
+	db := open(t)
+	return func(testing.TB) *gorm.DB { return db }
+}
+
+// raceEnabled reports whether the test binary was built with -race.
+func raceEnabled() bool {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "-race" {
+				return s.Value == "true"
+			}
+		}
+	}
+	return false
+}
+
+func TestConformance(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		// A database file per test, in the test's temporary directory.
+		h := confHarness(sqliteFile)
+		if raceEnabled() {
+			// The pure-Go SQLite is C translated to Go: under the race
+			// detector every statement is some thirty times slower, so
+			// the concurrency test claims fewer rows (still with 16
+			// workers); without -race it claims the full 5,000.
+			h.Rows = 1000
+		}
+		conformance.Run(t, h)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		conformance.Run(t, confHarness(onePool(t, testdb.Postgres)))
+	})
+	t.Run("postgres_nested_loop", func(t *testing.T) {
+		conformance.Run(t, confHarness(onePool(t, nestedLoopPostgres)))
+	})
+	t.Run("postgres_portable", func(t *testing.T) {
+		conformance.Run(t, confHarness(onePool(t, testdb.Postgres), sqlstore.WithoutFastPath()))
+	})
+	t.Run("mysql", func(t *testing.T) {
+		conformance.Run(t, confHarness(onePool(t, testdb.MySQL)))
+	})
+}
+
+// confStress builds the stress harness of a database server: the table is
+// created in the parent, and every process opens the server again.
+func confStress(open func(testing.TB) *gorm.DB) conformance.StressHarness {
+	return conformance.StressHarness{
+		Setup: func(t *testing.T) string {
+			db := open(t)
+			table := testdb.Table(t, db, "stress")
+			confStore(t, db, table)
+			return table
+		},
+		Open: func(t *testing.T, table string) dao.Store[confJob] {
+			s, err := sqlstore.New[confJob](open(t), sqlstore.WithTable(table))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		},
+	}
+}
+
+func TestConformanceStress(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		// The target is "table@path": a database file shared by the
+		// processes.
+		openFile := func(t testing.TB, path string) *gorm.DB {
+			db, err := sqlstore.Open(context.Background(), "sqlite", sqlstore.SQLiteDSN(path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if sqlDB, err := db.DB(); err == nil {
+					sqlDB.Close()
+				}
+			})
+			return db
+		}
+		conformance.RunStress(t, conformance.StressHarness{
+			Setup: func(t *testing.T) string {
+				path := filepath.Join(t.TempDir(), "stress.db")
+				db := openFile(t, path)
+				table := testdb.Table(t, db, "stress")
+				confStore(t, db, table)
+				return table + "@" + path
+			},
+			Open: func(t *testing.T, target string) dao.Store[confJob] {
+				table, path, _ := strings.Cut(target, "@")
+				s, err := sqlstore.New[confJob](openFile(t, path), sqlstore.WithTable(table))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			},
+		})
+	})
+	t.Run("postgres", func(t *testing.T) { conformance.RunStress(t, confStress(testdb.Postgres)) })
+	t.Run("postgres_nested_loop", func(t *testing.T) { conformance.RunStress(t, confStress(nestedLoopPostgres)) })
+	t.Run("mysql", func(t *testing.T) { conformance.RunStress(t, confStress(testdb.MySQL)) })
+}
