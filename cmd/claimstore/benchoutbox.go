@@ -286,12 +286,15 @@ func benchOutboxVariant(ctx context.Context, progress io.Writer, broker *demoBro
 				for i := range ms {
 					ms[i] = &outbox.Message{MessageID: fmt.Sprintf("m-%d", first+i), Topic: subject, Type: "bench", Payload: []byte(payload)}
 				}
-				var err error
-				if env.db != nil {
-					err = env.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return repo.Add(ctx, tx, ms...) })
-				} else {
-					err = repo.Add(ctx, nil, ms...)
-				}
+				err := retryBusy(ctx, func() error {
+					for _, m := range ms { // a failed attempt may have filled ids in
+						m.ID = 0
+					}
+					if env.db != nil {
+						return env.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return repo.Add(ctx, tx, ms...) })
+					}
+					return repo.Add(ctx, nil, ms...)
+				})
 				if err != nil {
 					writeErr <- err
 					return

@@ -250,7 +250,7 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 		writeWG.Go(func() {
 			for first := w * o.perTx; first < o.messages; first += o.writers * o.perTx {
 				n := min(o.perTx, o.messages-first)
-				if err := writeOrders(ctx, env, orders, tag, subject, first, n); err != nil {
+				if err := retryBusy(ctx, func() error { return writeOrders(ctx, env, orders, tag, subject, first, n) }); err != nil {
 					writeErr <- err
 					return
 				}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -110,6 +111,26 @@ func openOutbox(ctx context.Context, table string, migrate, tempSQLite bool, poo
 	return env, nil
 }
 
+// retryBusy runs write until it succeeds, fails with an error no retry can
+// cure, or has failed 20 times; between attempts it waits 10 ms more each
+// time. Retryable are the dao's retryable errors and SQLite's BUSY and
+// LOCKED, which a BEGIN IMMEDIATE reports before any store maps it.
+func retryBusy(ctx context.Context, write func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := write()
+		var coded interface{ Code() int }
+		busy := errors.As(err, &coded) && (coded.Code()&0xff == 5 || coded.Code()&0xff == 6)
+		if err == nil || attempt == 20 || !(busy || dao.IsRetryable(err)) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(attempt) * 10 * time.Millisecond):
+		}
+	}
+}
+
 func init() { rootCmd.AddCommand(newOutboxCmd()) }
 
 func newOutboxCmd() *cobra.Command {
@@ -164,17 +185,17 @@ func newOutboxStatusCmd(table *string) *cobra.Command {
 				total += counts[s]
 			}
 			fmt.Fprintf(w, "total\t%d\n", total)
+			if err := w.Flush(); err != nil {
+				return err
+			}
 			oldest, ok, err := env.repo.OldestUnpublished(ctx, broker)
 			if err != nil {
 				return err
 			}
 			if ok {
-				fmt.Fprintf(w, "oldest unpublished (broker %q)\t%s ago (%s)\n", broker, time.Since(oldest).Round(time.Millisecond), oldest.Format(time.RFC3339))
+				fmt.Fprintf(out, "oldest unpublished message (broker %q): %s old, created %s\n", broker, time.Since(oldest).Round(time.Millisecond), oldest.Format(time.RFC3339))
 			} else {
-				fmt.Fprintf(w, "oldest unpublished (broker %q)\tnone\n", broker)
-			}
-			if err := w.Flush(); err != nil {
-				return err
+				fmt.Fprintf(out, "oldest unpublished message (broker %q): none\n", broker)
 			}
 			if list == "" {
 				return nil
