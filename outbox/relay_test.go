@@ -323,3 +323,80 @@ func TestRelayShutdownReleasesUnfinished(t *testing.T) {
 		}
 	})
 }
+
+// A relay publishes only the messages of its target broker.
+func TestRelayTargetBroker(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s, db := b.open(t)
+		nb := startBroker(t)
+		repo := newRepo(t, s)
+		mine := msgs("mine", testSubject, 30)
+		theirs := msgs("theirs", testSubject, 20)
+		for _, m := range mine {
+			m.TargetBroker = "nats-east"
+		}
+		for _, m := range theirs {
+			m.TargetBroker = "kafka"
+		}
+		want := write(t, repo, db, mine)
+		write(t, repo, db, theirs)
+		r := startRelay(t, repo, nb.publisher(t, 5*time.Second), outbox.RelayConfig{TargetBroker: "nats-east", BatchSize: 7, PollInterval: 10 * time.Millisecond})
+		waitFor(t, 30*time.Second, "the broker's messages published", func() bool { return r.relay.Stats().Published == 30 })
+		time.Sleep(100 * time.Millisecond) // a few more polls
+		r.stop(t)
+		broker := "kafka"
+		left, err := repo.List(context.Background(), outbox.Filter{TargetBroker: &broker})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range left {
+			if m.Status != outbox.StatusPending {
+				t.Fatalf("another broker's message was touched: %+v", m)
+			}
+		}
+		if len(left) != 20 {
+			t.Fatalf("%d messages of the other broker, want 20", len(left))
+		}
+		nb.checkExactlyOnce(t, want)
+	})
+}
+
+// An idle relay polls less and less often: the wait doubles from
+// PollInterval up to MaxPollInterval. The claim count comes from the claim
+// latency histogram, which records every claim.
+func TestRelayIdleBackoff(t *testing.T) {
+	s, _ := backends()[0].open(t)
+	repo := newRepo(t, s)
+	pub := outbox.PublisherFunc(func(_ context.Context, ms []outbox.Message) []error { return make([]error, len(ms)) })
+	claims := func(poll, maxPoll time.Duration) uint64 {
+		reader, mp := newMeter()
+		r := startRelay(t, repo, pub, outbox.RelayConfig{PollInterval: poll, MaxPollInterval: maxPoll, MeterProvider: mp})
+		time.Sleep(time.Second)
+		r.stop(t)
+		n, _ := collect(t, reader).histogram(outbox.MetricClaimDuration)
+		return n
+	}
+	// Fixed 10 ms polling claims about 100 times a second (a little more:
+	// each wait is shortened by up to 20 % at random).
+	if fixed := claims(10*time.Millisecond, 10*time.Millisecond); fixed < 50 {
+		t.Fatalf("fixed 10ms polling claimed %d times in 1s, want about 100", fixed)
+	}
+	// Doubling from 10 ms to 320 ms: about 10+20+40+80+160+320+320 ms, so 7
+	// or 8 claims in a second.
+	if adaptive := claims(10*time.Millisecond, 320*time.Millisecond); adaptive < 4 || adaptive > 12 {
+		t.Fatalf("adaptive polling claimed %d times in 1s, want 4..12", adaptive)
+	}
+	// Work resets the backoff: a message added to an idle relay is
+	// published within about one maximum interval.
+	r := startRelay(t, repo, pub, outbox.RelayConfig{PollInterval: 10 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond})
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	if err := repo.Add(context.Background(), nil, msgs("wake", "t", 1)...); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the message published", func() bool { return r.relay.Stats().Published == 1 })
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("an idle relay took %v to pick up a new message, want <= about 200ms", took)
+	}
+	r.stop(t)
+}
