@@ -90,6 +90,61 @@ func testCRUD(t *testing.T, h Harness) {
 		assertUnchanged(t, s, before, "after a batch Create with a duplicate")
 	})
 
+	// A batch or an In list larger than a driver's bind-parameter limit
+	// (SQLite 32,766; PostgreSQL 65,535) either works or is refused as
+	// ErrInvalidArgument with nothing written; a raw driver error is not
+	// the contract.
+	t.Run("LargeBatchAndInList", func(t *testing.T) {
+		s := h.NewStore(t)
+		const n = 8000 // 8,000 rows x 9 columns = 72,000 values
+		base := baseTime()
+		items := make([]*Job, n)
+		for i := range items {
+			items[i] = &Job{Status: statusReady, Priority: i % 5, Payload: "bulk", MaxAttempts: 1, CreatedAt: base}
+		}
+		err := s.Create(ctx, items...)
+		count, cerr := s.Count(ctx, dao.Criteria{})
+		if cerr != nil {
+			t.Fatal(cerr)
+		}
+		switch {
+		case err == nil:
+			if count != n {
+				t.Errorf("Create(%d rows) succeeded but Count = %d", n, count)
+			}
+		case errors.Is(err, dao.ErrInvalidArgument):
+			if count != 0 {
+				t.Errorf("Create(%d rows) = %v but wrote %d rows", n, err, count)
+			}
+			t.Logf("Create(%d rows) refused: %v", n, err)
+			return
+		default:
+			t.Errorf("Create(%d rows) = %v (%d rows written); want success or ErrInvalidArgument", n, err, count)
+			return
+		}
+		vals := make([]any, 70000)
+		for i := range vals {
+			vals[i] = int64(i + 1)
+		}
+		want := int64(0)
+		for _, it := range items {
+			if it.ID >= 1 && it.ID <= int64(len(vals)) {
+				want++
+			}
+		}
+		got, err := s.Count(ctx, dao.In("id", vals...))
+		switch {
+		case err == nil:
+			if got != want {
+				t.Errorf("Count(id in 70,000 values) = %d, want %d", got, want)
+			}
+		case errors.Is(err, dao.ErrInvalidArgument):
+			t.Logf("Count(id in 70,000 values) refused: %v", err)
+		default:
+			t.Errorf("Count(id in 70,000 values) = %v; want a count or ErrInvalidArgument", err)
+		}
+	})
+
 	t.Run("FindAndCountEmpty", func(t *testing.T) {
 		e := h.NewStore(t)
 		rows, err := e.Find(ctx, dao.Query{})

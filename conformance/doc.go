@@ -9,7 +9,9 @@
 //
 //   - CRUD: Create fills generated ids, Get reads rows back and reports
 //     [dao.ErrNotFound], a duplicate primary key is [dao.ErrDuplicate] and
-//     changes nothing.
+//     changes nothing, and a batch of 8,000 rows or an In list of 70,000
+//     values (beyond SQLite's and PostgreSQL's bind-parameter limits) works
+//     or is refused as [dao.ErrInvalidArgument], never a raw driver error.
 //   - Criteria: every operator (Eq, Ne, Lt, Le, Gt, Ge, In, IsNull, NotNull,
 //     the field-to-field comparisons, And and Or nested three deep) on
 //     strings, integers, times and nullable columns, under SQL's
@@ -54,7 +56,9 @@
 //     [dao.LostRaceBusy] HoldLock holds the database write lock, and the
 //     claim must fail with ErrBusy. In every case no row goes to two
 //     claims, and every row not returned is untouched, so nothing is lost:
-//     afterwards every such row is claimable exactly once.
+//     afterwards every such row is claimable exactly once. A portable claim
+//     whose context is canceled between its read and its writes returns
+//     context.Canceled and likewise leaves nothing stranded.
 //
 // [RunStress] repeats the no-double-claim check across operating-system
 // processes (three processes of eight workers over 100,000 rows by

@@ -17,6 +17,33 @@ import (
 func testLostRace(t *testing.T, h Harness) {
 	t.Run("CandidateStage", func(t *testing.T) { testLostRaceTrace(t, h) })
 	t.Run("HeldLock", func(t *testing.T) { testLostRaceHeldLock(t, h) })
+	t.Run("CanceledBetweenReadAndWrite", func(t *testing.T) { testCanceledClaim(t, h) })
+}
+
+// testCanceledClaim cancels a portable-default claim's context after its
+// candidate read: the claim must stop with the context's error, and every
+// row it did not return must be untouched (nothing is stranded).
+func testCanceledClaim(t *testing.T, h Harness) {
+	s := h.NewStore(t)
+	if caps := s.Capabilities(); caps.FastPath {
+		t.Skipf("%s claims on the fast path, which has no candidate stage", caps.Backend)
+	}
+	rows := seed(t, s, 5, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	traced := false
+	trace := &dao.ClaimTrace{CandidatesRead: func(context.Context, []any) { traced = true; cancel() }}
+	got, err := s.Claim(dao.WithClaimTrace(ctx, trace), dao.ClaimRequest{Where: eligible, Set: claimSet("first", baseTime().Add(time.Hour)), Limit: 5})
+	if !traced {
+		t.Fatal("the claim never called ClaimTrace.CandidatesRead")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("claim whose context was canceled after the candidate read = %v, %v; want context.Canceled", ids(got), err)
+	}
+	if dao.IsRetryable(err) {
+		t.Errorf("IsRetryable(%v) = true for a canceled context", err)
+	}
+	claimRest(t, s, checkOutcome(t, s, rows, got, nil))
 }
 
 // thief is a competing claim started from inside another claim.

@@ -186,11 +186,15 @@ func TestConformance(t *testing.T) {
 	t.Run("mysql", func(t *testing.T) {
 		conformance.Run(t, confHarness(onePool(t, testdb.MySQL)))
 	})
+	t.Run("mysql_fast_path", func(t *testing.T) {
+		conformance.Run(t, confHarness(onePool(t, testdb.MySQL), sqlstore.WithFastPath(dialects.MySQL, dialects.MariaDB)))
+	})
 }
 
 // confStress builds the stress harness of a database server: the table is
-// created in the parent, and every process opens the server again.
-func confStress(open func(testing.TB) *gorm.DB) conformance.StressHarness {
+// created in the parent, and every process opens the server again with
+// opts.
+func confStress(open func(testing.TB) *gorm.DB, opts ...sqlstore.Option) conformance.StressHarness {
 	return conformance.StressHarness{
 		Setup: func(t *testing.T) string {
 			db := open(t)
@@ -199,7 +203,7 @@ func confStress(open func(testing.TB) *gorm.DB) conformance.StressHarness {
 			return table
 		},
 		Open: func(t *testing.T, table string) dao.Store[confJob] {
-			s, err := sqlstore.New[confJob](open(t), sqlstore.WithTable(table))
+			s, err := sqlstore.New[confJob](open(t), append(opts, sqlstore.WithTable(table))...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -245,4 +249,7 @@ func TestConformanceStress(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) { conformance.RunStress(t, confStress(testdb.Postgres)) })
 	t.Run("postgres_nested_loop", func(t *testing.T) { conformance.RunStress(t, confStress(nestedLoopPostgres)) })
 	t.Run("mysql", func(t *testing.T) { conformance.RunStress(t, confStress(testdb.MySQL)) })
+	t.Run("mysql_fast_path", func(t *testing.T) {
+		conformance.RunStress(t, confStress(testdb.MySQL, sqlstore.WithFastPath(dialects.MySQL, dialects.MariaDB)))
+	})
 }
