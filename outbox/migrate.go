@@ -59,7 +59,11 @@ func Migrate(ctx context.Context, db *gorm.DB, table string) error {
 	}
 	db = db.WithContext(ctx)
 	if err := db.Table(table).AutoMigrate(&Message{}); err != nil {
-		return fmt.Errorf("outbox: migrate: create table %s: %w", table, err)
+		// Another server may have created the table or an index between
+		// GORM's check and its CREATE: a second pass sees them.
+		if err2 := db.Table(table).AutoMigrate(&Message{}); err2 != nil {
+			return fmt.Errorf("outbox: migrate: create table %s: %w", table, err)
+		}
 	}
 	claim, _ := IndexNames(db, table)
 	cols := func(names ...string) []clause.Column {
@@ -73,7 +77,7 @@ func Migrate(ctx context.Context, db *gorm.DB, table string) error {
 		c := cols(colTargetBroker, colPriority, colCreatedAt, colID, colStatus)
 		err := db.Exec("CREATE INDEX IF NOT EXISTS ? ON ? (?, ? DESC, ?, ?) WHERE ? IN ('pending', 'processing', 'failed')",
 			clause.Column{Name: claim}, clause.Table{Name: table}, c[0], c[1], c[2], c[3], c[4]).Error
-		if err != nil {
+		if err != nil && !db.Migrator().HasIndex(table, claim) {
 			return fmt.Errorf("outbox: migrate: create index %s: %w", claim, err)
 		}
 		return nil

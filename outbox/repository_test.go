@@ -663,3 +663,36 @@ func TestInspectionRequeuePurge(t *testing.T) {
 		}
 	})
 }
+
+func TestMigrateConcurrentAndIdempotent(t *testing.T) {
+	for _, b := range backends()[1:] {
+		t.Run(b.name, func(t *testing.T) {
+			_, db := b.open(t) // one table migrated already
+			table := testdb.Table(t, db, "outbox_mig")
+			var wg sync.WaitGroup
+			errs := make(chan error, 4)
+			for range 4 {
+				wg.Go(func() { errs <- outbox.Migrate(context.Background(), db, table) })
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatalf("concurrent migrate: %v", err)
+				}
+			}
+			if err := outbox.Migrate(context.Background(), db, table); err != nil {
+				t.Fatalf("migrate again: %v", err)
+			}
+			claim, unique := outbox.IndexNames(db, table)
+			for _, idx := range []string{claim, unique} {
+				if !db.Migrator().HasIndex(table, idx) {
+					t.Fatalf("index %s missing on %s", idx, table)
+				}
+			}
+			if err := outbox.Migrate(context.Background(), db, "bad-name"); !errors.Is(err, dao.ErrInvalidArgument) {
+				t.Fatalf("bad table name: %v", err)
+			}
+		})
+	}
+}
