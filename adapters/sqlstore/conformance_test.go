@@ -181,7 +181,13 @@ func TestConformance(t *testing.T) {
 		conformance.Run(t, confHarness(onePool(t, nestedLoopPostgres)))
 	})
 	t.Run("postgres_portable", func(t *testing.T) {
-		conformance.Run(t, confHarness(onePool(t, testdb.Postgres), sqlstore.WithoutFastPath()))
+		// The portable default on PostgreSQL, where the lost race can be
+		// forced at the candidate stage. Its 1 + N round trips under 16
+		// claimers racing for the same rows are slow, and mysql already
+		// runs the portable default over the full 5,000 rows.
+		h := confHarness(onePool(t, testdb.Postgres), sqlstore.WithoutFastPath())
+		h.Rows = 1000
+		conformance.Run(t, h)
 	})
 	t.Run("mysql", func(t *testing.T) {
 		conformance.Run(t, confHarness(onePool(t, testdb.MySQL)))
