@@ -148,7 +148,34 @@ func (b *builder) param(v any) {
 	b.sb.WriteString(b.r.Placeholder(len(b.args)))
 }
 
-func (b *builder) stmt() Statement { return Statement{SQL: b.sb.String(), Args: b.args} }
+// stmt returns the statement, or an error wrapping dao.ErrInvalidArgument
+// when it binds more values than the dialect accepts.
+func (b *builder) stmt() (Statement, error) {
+	if max := b.r.MaxParams(); len(b.args) > max {
+		return Statement{}, fmt.Errorf("dialects: %w: statement binds %d values, more than the %d %s accepts", dao.ErrInvalidArgument, len(b.args), max, b.r.dialect)
+	}
+	return Statement{SQL: b.sb.String(), Args: b.args}, nil
+}
+
+// MaxParams returns the largest number of bound values one statement may
+// carry on the renderer's dialect: 65535 on PostgreSQL (the Bind message
+// counts parameters in an Int16, "Frontend/Backend Protocol: Message
+// Formats"), 65535 on MySQL and MariaDB (the prepared-statement limit,
+// error ER_PS_MANY_PARAM), 32766 on SQLite (SQLITE_MAX_VARIABLE_NUMBER's
+// default since 3.32.0, "Limits In SQLite"), 2100 on SQL Server ("Maximum
+// capacity specifications for SQL Server": parameters per user-defined
+// function or procedure, which is how the driver sends a statement). A
+// statement that would bind more is refused with an error wrapping
+// [dao.ErrInvalidArgument] instead of failing in the driver.
+func (r Renderer) MaxParams() int {
+	switch r.dialect {
+	case SQLite:
+		return 32766
+	case SQLServer:
+		return 2100
+	}
+	return 65535
+}
 
 var cmpOps = map[dao.Op]string{
 	dao.OpEq: "=", dao.OpNe: "<>", dao.OpLt: "<", dao.OpLe: "<=", dao.OpGt: ">", dao.OpGe: ">=",
@@ -360,7 +387,7 @@ func (r Renderer) Select(t Table, q dao.Query) (Statement, error) {
 		b.w(" LIMIT ")
 		b.param(int64(q.Limit))
 	}
-	return b.stmt(), nil
+	return b.stmt()
 }
 
 // Count renders SELECT COUNT(*) over the rows matching where.
@@ -374,7 +401,7 @@ func (r Renderer) Count(t Table, where dao.Criteria) (Statement, error) {
 	if err := b.where(where); err != nil {
 		return Statement{}, err
 	}
-	return b.stmt(), nil
+	return b.stmt()
 }
 
 // LockingCount renders a count of the rows matching where that also locks
@@ -416,7 +443,7 @@ func (r Renderer) LockingCount(t Table, where dao.Criteria) (Statement, error) {
 			b.w(" FOR UPDATE")
 		}
 	}
-	return b.stmt(), nil
+	return b.stmt()
 }
 
 // Update renders UPDATE ... SET <set> WHERE <where>. A [dao.Increment]
@@ -437,7 +464,7 @@ func (r Renderer) Update(t Table, where dao.Criteria, set dao.Set) (Statement, e
 	if err := b.where(where); err != nil {
 		return Statement{}, err
 	}
-	return b.stmt(), nil
+	return b.stmt()
 }
 
 // GuardedUpdate renders the per-row write of the portable default:
@@ -466,7 +493,7 @@ func (r Renderer) GuardedUpdate(t Table, id any, where dao.Criteria, set dao.Set
 	if err := b.where(dao.And(dao.Eq(t.PrimaryKey, id), where)); err != nil {
 		return Statement{}, err
 	}
-	return b.stmt(), nil
+	return b.stmt()
 }
 
 // Delete renders the bounded delete of a retention sweep: at most limit
@@ -529,7 +556,7 @@ func (r Renderer) Delete(t Table, where dao.Criteria, limit int) (Statement, err
 		b.param(int64(limit))
 		b.w(")")
 	}
-	return b.stmt(), nil
+	return b.stmt()
 }
 
 // LockCandidates renders the locking candidate read of the MySQL and
@@ -663,5 +690,5 @@ func (r Renderer) Claim(t Table, req dao.ClaimRequest) (Statement, error) {
 		}
 		b.orderTerm(cteClaimIDs+"."+alias[i], o.Field, o.Desc)
 	}
-	return b.stmt(), nil
+	return b.stmt()
 }

@@ -361,6 +361,24 @@ func TestInvalidInput(t *testing.T) {
 	}
 }
 
+// A statement binding more values than the dialect accepts is refused
+// before it reaches a driver.
+func TestTooManyParams(t *testing.T) {
+	for _, n := range All() {
+		r := mustRenderer(t, n)
+		vals := make([]any, r.MaxParams())
+		for i := range vals {
+			vals[i] = int64(i)
+		}
+		if _, err := r.Count(jobs, dao.In("id", vals...)); err != nil {
+			t.Errorf("%s: %d values refused: %v", n, len(vals), err)
+		}
+		if _, err := r.Count(jobs, dao.In("id", append(vals, int64(-1))...)); !errors.Is(err, dao.ErrInvalidArgument) {
+			t.Errorf("%s: %d values: %v, want ErrInvalidArgument", n, len(vals)+1, err)
+		}
+	}
+}
+
 func TestFastPathAllowList(t *testing.T) {
 	if got := DefaultFastPath(); !reflect.DeepEqual(got, []Name{Postgres}) {
 		t.Fatalf("DefaultFastPath = %v", got)

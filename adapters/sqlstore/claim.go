@@ -64,7 +64,7 @@ func (s *Store[T]) Claim(ctx context.Context, req dao.ClaimRequest) ([]T, error)
 	if s.dialect != dialects.Postgres {
 		rows, err := s.claimLocked(ctx, req)
 		if err != nil {
-			return nil, fmt.Errorf("sqlstore: claim: %w", err)
+			return rows, fmt.Errorf("sqlstore: claim: %w", err)
 		}
 		return rows, nil
 	}
@@ -127,6 +127,8 @@ func (s *Store[T]) claimLocked(ctx context.Context, req dao.ClaimRequest) ([]T, 
 	if err != nil {
 		return nil, mapError(err)
 	}
+	// Committed: the rows are claimed, and are returned even if computing
+	// a post-claim value fails.
 	for i := range rows {
 		if err := s.model.Apply(&rows[i], req.Set); err != nil {
 			return rows, err

@@ -201,7 +201,9 @@ func nullableColumns(s *schema.Schema) map[string]bool {
 // WithTx returns a store that runs every call inside tx, a transaction the
 // caller opened on the same database (db.Begin() or the argument of
 // db.Transaction) and commits or rolls back. Create, Get, Find, Count,
-// Update, Delete and Migrate take part in the transaction; Claim returns
+// Update, Delete and Migrate take part in the transaction (MySQL and
+// MariaDB commit implicitly before and after DDL, so a Migrate there ends
+// the transaction's atomicity); Claim returns
 // [dao.ErrInTransaction] without touching the database, because a claim
 // must commit on its own: inside the caller's transaction its rows would
 // stay invisible to other workers, and held locked, until that transaction
@@ -279,16 +281,23 @@ func (s *Store[T]) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// Create inserts items with GORM in one multi-row INSERT (several when the
-// GORM config sets CreateBatchSize) and fills generated primary keys back
-// into them. On SQLite, which stores times as text and compares that text,
-// the items' time fields are first set to the same instants in UTC, and
-// GORM's automatic timestamps are taken in UTC, so that every stored time
-// has the same offset and text order is time order. When T has no associations and the insert is one statement,
-// GORM's default wrapping transaction is skipped: one statement is atomic
-// on its own, and BEGIN/COMMIT would cost two more round trips. No items
-// is a no-op; a nil item is [dao.ErrInvalidArgument]; a unique violation
-// is [dao.ErrDuplicate], and then nothing is inserted.
+// Create inserts items with GORM in multi-row INSERTs and fills generated
+// primary keys back into them. One INSERT carries as many rows as the
+// dialect's limit on bound values allows (65535 values on PostgreSQL,
+// MySQL and MariaDB, 32766 on SQLite, 2100 on SQL Server; fewer when the
+// GORM config sets a smaller CreateBatchSize). A single INSERT runs
+// without GORM's default wrapping transaction, which would cost two more
+// round trips for nothing: one statement is atomic on its own. When the
+// items need several INSERTs, or T has associations, they run in one
+// transaction, so either every item is inserted or none.
+//
+// On SQLite, which stores times as text and compares that text, the items'
+// time fields are first set to the same instants in UTC, and GORM's
+// automatic timestamps are taken in UTC, so that every stored time has the
+// same offset and text order is time order.
+//
+// No items is a no-op; a nil item is [dao.ErrInvalidArgument]; a unique
+// violation is [dao.ErrDuplicate], and then nothing is inserted.
 func (s *Store[T]) Create(ctx context.Context, items ...*T) error {
 	if s.err != nil {
 		return s.err
@@ -299,11 +308,13 @@ func (s *Store[T]) Create(ctx context.Context, items ...*T) error {
 	if slices.Contains(items, nil) {
 		return fmt.Errorf("sqlstore: create: %w: nil item", dao.ErrInvalidArgument)
 	}
-	tx := s.db.WithContext(ctx)
-	batch := s.db.CreateBatchSize
-	if len(s.model.Schema().Relationships.Relations) == 0 && (batch <= 0 || len(items) <= batch) {
-		tx = tx.Session(&gorm.Session{SkipDefaultTransaction: true})
+	// Rows per INSERT: as many as the dialect's bound-value limit allows
+	// (dialects.Renderer.MaxParams), or GORM's CreateBatchSize if smaller.
+	batch := s.r.MaxParams() / max(1, len(s.model.Schema().DBNames))
+	if cb := s.db.CreateBatchSize; cb > 0 && cb < batch {
+		batch = cb
 	}
+	tx := s.db.WithContext(ctx)
 	if s.dialect == dialects.SQLite {
 		if err := s.timesToUTC(items); err != nil {
 			return fmt.Errorf("sqlstore: create: %w", err)
@@ -311,7 +322,18 @@ func (s *Store[T]) Create(ctx context.Context, items ...*T) error {
 		now := s.db.NowFunc
 		tx = tx.Session(&gorm.Session{NowFunc: func() time.Time { return now().UTC() }})
 	}
-	if err := tx.Table(s.table.Name).Create(items).Error; err != nil {
+	insert := func(tx *gorm.DB) error {
+		return tx.Session(&gorm.Session{SkipDefaultTransaction: true}).Table(s.table.Name).CreateInBatches(items, batch).Error
+	}
+	var err error
+	if s.inTx || (len(items) <= batch && len(s.model.Schema().Relationships.Relations) == 0) {
+		// One statement is atomic on its own; in a caller's transaction
+		// that transaction decides.
+		err = insert(tx)
+	} else {
+		err = tx.Transaction(insert)
+	}
+	if err != nil {
 		return fmt.Errorf("sqlstore: create: %w", mapError(err))
 	}
 	return nil

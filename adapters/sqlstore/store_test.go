@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -285,6 +286,42 @@ func TestTimesAcrossZones(t *testing.T) {
 		first, err := s.Find(ctx, dao.Query{OrderBy: []dao.Order{dao.Asc("locked_until")}, Limit: 1})
 		if err != nil || len(first) != 1 || first[0].ID != items[3].ID {
 			t.Fatalf("earliest after Update: %v, %v; want %d", ids(first), err, items[3].ID)
+		}
+	})
+}
+
+// A Create that needs several INSERTs is atomic: a duplicate in the last
+// one leaves nothing inserted; without it every row is inserted with its id.
+func TestCreateInBatchesIsAtomic(t *testing.T) {
+	each(t, func(t *testing.T, s *sqlstore.Store[job]) {
+		ctx := context.Background()
+		r, err := dialects.NewRenderer(s.Dialect())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := r.MaxParams()/len(s.Model().Columns()) + 10 // two INSERTs
+		items := make([]*job, n)
+		for i := range items {
+			items[i] = &job{Name: "b" + strconv.Itoa(i), Status: "pending"}
+		}
+		items[n-1].Name = items[0].Name
+		if err := s.Create(ctx, items...); !errors.Is(err, dao.ErrDuplicate) {
+			t.Fatalf("Create with a duplicate in the second batch: %v", err)
+		}
+		if c, err := s.Count(ctx, dao.Criteria{}); err != nil || c != 0 {
+			t.Fatalf("after a failed Create: %d rows, %v; want 0", c, err)
+		}
+		for i := range items {
+			items[i] = &job{Name: "b" + strconv.Itoa(i), Status: "pending"}
+		}
+		if err := s.Create(ctx, items...); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := s.Count(ctx, dao.Criteria{}); err != nil || c != int64(n) {
+			t.Fatalf("Count = %d, %v; want %d", c, err, n)
+		}
+		if items[n-1].ID == 0 || items[n-1].ID == items[0].ID {
+			t.Fatalf("ids not filled: first %d, last %d", items[0].ID, items[n-1].ID)
 		}
 	})
 }
