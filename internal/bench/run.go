@@ -148,6 +148,7 @@ rounds:
 				runs[i] = append(runs[i], res)
 			}
 			if err != nil {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s stopped early (%v): its figures cover only the rows claimed before, and lost counts the rows left", v.Name, err))
 				break rounds
 			}
 		}

@@ -152,3 +152,30 @@ func TestRunRejectsBadConfig(t *testing.T) {
 		}
 	}
 }
+
+func TestRunStoppedEarlyIsNoted(t *testing.T) {
+	// The memory store sorts every row on each claim, so 20000 rows take
+	// far longer than the first progress line, which cancels the run.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := writerFunc(func(p []byte) (int, error) {
+		if strings.Contains(string(p), "rows claimed") {
+			cancel()
+		}
+		return len(p), nil
+	})
+	rep, err := Run(ctx, Config{Backend: "memory", Rows: 20000, Workers: 2, Batch: 10, Progress: stop})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want context.Canceled", err)
+	}
+	if rep == nil || len(rep.Variants) != 1 || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "stopped early") {
+		t.Fatalf("report %+v", rep)
+	}
+	if rep.Variants[0].Result.Tally.Lost == 0 {
+		t.Fatal("an interrupted burn shows no rows left")
+	}
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -185,10 +185,10 @@ func (s *sqlRun) prepare(ctx context.Context, prefix string) (*table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
+	t := &table{name: name, store: store} // returned with every error, so the caller drops it
 	if err := store.Migrate(ctx); err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
+		return t, fmt.Errorf("bench: %w", err)
 	}
-	t := &table{name: name, store: store}
 	if err := s.admin.WithContext(ctx).Exec(EligibilityIndex(s.dialect, s.r, name)).Error; err != nil {
 		return t, fmt.Errorf("bench: index on %s: %w", name, err)
 	}
