@@ -19,17 +19,21 @@ import (
 type kind int
 
 const (
-	kindOther  kind = iota // object with "enabled": false: kept in _source, not searchable
-	kindInt                // long
-	kindUint               // long; values above math.MaxInt64 are refused
-	kindFloat              // double
-	kindString             // keyword
-	kindBool               // boolean
-	kindTime               // date (millisecond resolution in the index)
-	kindBytes              // binary: kept in _source, not searchable
+	kindOther      kind = iota // object with "enabled": false: kept in _source, not searchable
+	kindInt                    // long
+	kindUint                   // long; values above math.MaxInt64 are refused
+	kindFloat                  // double
+	kindString                 // keyword
+	kindBool                   // boolean
+	kindTime                   // date (millisecond resolution in the index)
+	kindBytes                  // binary: kept in _source, not searchable
+	kindSerialized             // a GORM serializer's output, kept in _source, not searchable
 )
 
 func fieldKind(f *schema.Field) kind {
+	if f.Serializer != nil {
+		return kindSerialized
+	}
 	switch f.DataType {
 	case schema.Int:
 		return kindInt
@@ -50,7 +54,7 @@ func fieldKind(f *schema.Field) kind {
 }
 
 // searchable reports whether criteria and sorting may use a column of kind k.
-func (k kind) searchable() bool { return k != kindOther && k != kindBytes }
+func (k kind) searchable() bool { return k != kindOther && k != kindBytes && k != kindSerialized }
 
 // guardKind is the comparison class the write script uses for kind k.
 func (k kind) guardKind() string {
@@ -141,6 +145,12 @@ func (s *Store[T]) decodeDoc(src json.RawMessage) (T, error) {
 		if err != nil {
 			return row, fmt.Errorf("decode field %q: %w", c.name, err)
 		}
+		if c.kind == kindSerialized {
+			if err := c.field.Serializer.Scan(ctx, c.field, rv, v); err != nil {
+				return row, fmt.Errorf("deserialize field %q: %w", c.name, err)
+			}
+			continue
+		}
 		if err := c.field.Set(ctx, rv, v); err != nil {
 			return row, fmt.Errorf("set field %q: %w", c.name, err)
 		}
@@ -184,6 +194,20 @@ func decodeValue(c column, raw json.RawMessage) (any, error) {
 		var b []byte
 		err := json.Unmarshal(raw, &b)
 		return b, err
+	case kindSerialized:
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		if n, ok := v.(json.Number); ok {
+			if i, err := n.Int64(); err == nil {
+				return i, nil
+			}
+			return n.Float64()
+		}
+		return v, nil
 	}
 	p := reflect.New(c.field.FieldType)
 	if err := json.Unmarshal(raw, p.Interface()); err != nil {

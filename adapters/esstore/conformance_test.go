@@ -36,32 +36,35 @@ func TestConformance(t *testing.T) {
 // CLAIMSTORE_STRESS=1): child processes claim from the fake server that
 // the parent process serves, or from the real server.
 func TestStress(t *testing.T) {
+	// A target is "url|index|refresh".
 	open := func(t *testing.T, target string) dao.Store[conformance.Job] {
-		url, index, _ := strings.Cut(target, "|")
-		s, err := esstore.New[conformance.Job](newClient(t, url), esstore.WithIndex(index))
+		parts := strings.SplitN(target, "|", 3)
+		if len(parts) != 3 {
+			t.Fatalf("bad stress target %q", target)
+		}
+		s, err := esstore.New[conformance.Job](newClient(t, parts[0]),
+			esstore.WithIndex(parts[1]), esstore.WithRefresh(esstore.Refresh(parts[2])))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
-	setup := func(url string, opts ...esstore.Option) func(t *testing.T) string {
-		return func(t *testing.T) string {
-			s := newStore[conformance.Job](t, url, opts...)
-			return url + "|" + s.Index()
-		}
+	setup := func(t *testing.T, url string, refresh esstore.Refresh) string {
+		s := newStore[conformance.Job](t, url, esstore.WithRefresh(refresh))
+		return url + "|" + s.Index() + "|" + string(refresh)
 	}
 	t.Run("fake", func(t *testing.T) {
 		conformance.RunStress(t, conformance.StressHarness{
-			Setup: func(t *testing.T) string { return setup(newFake(t).URL())(t) },
+			Setup: func(t *testing.T) string { return setup(t, newFake(t).URL(), esstore.RefreshWaitFor) },
 			Open:  open,
-			Rows:  20000,
+			Rows:  2000,
 		})
 	})
 	t.Run("elasticsearch", func(t *testing.T) {
 		conformance.RunStress(t, conformance.StressHarness{
-			Setup: func(t *testing.T) string { return setup(realURL(t), esstore.WithRefresh(esstore.RefreshTrue))(t) },
+			Setup: func(t *testing.T) string { return setup(t, realURL(t), esstore.RefreshTrue) },
 			Open:  open,
-			Rows:  20000,
+			Rows:  2000,
 		})
 	})
 }

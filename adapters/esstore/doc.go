@@ -10,8 +10,14 @@
 // index with an explicit, strict mapping derived from the model: keyword
 // for strings, long for integers, double for floats, boolean, date for
 // times, binary for []byte, and a disabled object (kept in _source, not
-// indexed) for any other column type. Binary and object columns cannot be
-// used in criteria or ordering ([dao.ErrInvalidArgument]).
+// indexed) for any other column type: a JSON column type is stored as
+// JSON, a column with a GORM serializer (serializer:json) as the
+// serializer's output. Binary, object and serialized columns cannot be used
+// in criteria or ordering ([dao.ErrInvalidArgument], before any request).
+// Unsigned integers above math.MaxInt64 do not fit a long and are refused.
+//
+// Elasticsearch enforces the uniqueness of _id only: unique indexes the
+// model declares on other columns are not enforced by this store.
 //
 // Create assigns integer primary keys that are zero from a counter
 // document in a second index ([Store.SequenceIndex]), updated with
@@ -70,6 +76,13 @@
 // succeeds only on the exact document version the search saw. A claim costs
 // 1 + N round trips and reads at most one page of candidates
 // ([WithPageSize]).
+//
+// Claimers that search at the same time read the same candidates in the
+// same order, so under contention most of them conflict on their first
+// row and return early: correctness holds, but throughput falls as workers
+// are added, and callers must retry on [dao.IsRetryable] errors (with a
+// little jitter). The claim's own refresh keeps the claimed rows out of the
+// next search, so a retry sees fresh candidates.
 //
 // # Errors
 //

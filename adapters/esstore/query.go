@@ -20,7 +20,7 @@ import (
 const FieldCompareScript = `def a = doc[params.a]; def b = doc[params.b];
 if (a.size() == 0 || b.size() == 0) { return false; }
 def x = a.value; def y = b.value;
-int c;
+int c = 0;
 if (x instanceof Long && y instanceof Long) { c = Long.compare(x, y); }
 else if (x instanceof Number) { c = Double.compare(x.doubleValue(), y.doubleValue()); }
 else { c = x.compareTo(y); }

@@ -779,12 +779,13 @@ func (s *Store[T]) Update(ctx context.Context, where dao.Criteria, set dao.Set) 
 
 // Delete removes at most limit documents matching where, smallest primary
 // keys first: it searches the victims' _id, _seq_no and _primary_term
-// (sorted by primary key, size limit) and deletes them with the bulk API,
-// each delete guarded by if_seq_no and if_primary_term so that a document
-// changed since the search (and perhaps no longer matching) is left alone.
-// Documents already gone or changed are not counted; when some were
-// changed it searches again for the rest of the limit. It is idempotent.
-// limit <= 0 is dao.ErrInvalidArgument.
+// (sorted by primary key, at most one page) and deletes them with one bulk
+// request, each delete guarded by if_seq_no and if_primary_term so that a
+// document changed since the search (and perhaps no longer matching) is
+// left alone; it repeats while the limit is not reached and more may match.
+// Documents already gone or changed are not counted; after a round with
+// changed documents it searches again (at most eight such rounds). It is
+// idempotent. limit <= 0 is dao.ErrInvalidArgument.
 func (s *Store[T]) Delete(ctx context.Context, where dao.Criteria, limit int) (int64, error) {
 	if limit <= 0 {
 		return 0, fmt.Errorf("esstore: delete: %w: limit must be > 0, got %d", dao.ErrInvalidArgument, limit)
@@ -794,8 +795,9 @@ func (s *Store[T]) Delete(ctx context.Context, where dao.Criteria, limit int) (i
 		return 0, fmt.Errorf("esstore: delete: %w", err)
 	}
 	var deleted int64
-	for round := 0; deleted < int64(limit) && round < 8; round++ {
-		q := dao.Query{Where: where, OrderBy: []dao.Order{dao.Asc(s.pk.name)}, Limit: limit - int(deleted)}
+	for conflictRounds := 0; deleted < int64(limit) && conflictRounds < 8; {
+		want := min(limit-int(deleted), s.pageSize)
+		q := dao.Query{Where: where, OrderBy: []dao.Order{dao.Asc(s.pk.name)}, Limit: want}
 		hits, err := s.search(ctx, "delete: search", q, true, false, true)
 		if err != nil {
 			return deleted, err
@@ -830,8 +832,10 @@ func (s *Store[T]) Delete(ctx context.Context, where dao.Criteria, limit int) (i
 				return deleted, wrapES("delete "+it.ID, causeError(it.Status, cause, it.raw))
 			}
 		}
-		if conflicts == 0 {
-			break
+		if conflicts > 0 {
+			conflictRounds++
+		} else if len(hits) < want {
+			break // no more matching documents
 		}
 	}
 	return deleted, nil

@@ -26,6 +26,7 @@ type doc struct {
 	src     map[string]any  // _source decoded with json.Number
 	seqNo   int64
 	version int64
+	norm    map[string][]fieldValue // indexed values by field, filled lazily
 }
 
 // index is one index with a single primary shard.
@@ -34,10 +35,11 @@ type index struct {
 	uuid    string
 	strict  bool
 	fields  map[string]fieldMapping
-	live    map[string]*doc  // what GET and writes see
-	visible map[string]*doc  // what searches see: the state at the last refresh
-	tomb    map[string]int64 // _version of deleted documents
-	maxSeq  int64            // last assigned _seq_no, -1 before the first write
+	live    map[string]*doc     // what GET and writes see
+	visible map[string]*doc     // what searches see: the state at the last refresh
+	dirty   map[string]struct{} // ids written since the last refresh
+	tomb    map[string]int64    // _version of deleted documents
+	maxSeq  int64               // last assigned _seq_no, -1 before the first write
 }
 
 type docMeta struct {
@@ -51,7 +53,8 @@ const primaryTerm = 1
 func newIndex(name, uuid string) *index {
 	return &index{
 		name: name, uuid: uuid, fields: map[string]fieldMapping{},
-		live: map[string]*doc{}, visible: map[string]*doc{}, tomb: map[string]int64{}, maxSeq: -1,
+		live: map[string]*doc{}, visible: map[string]*doc{}, dirty: map[string]struct{}{},
+		tomb: map[string]int64{}, maxSeq: -1,
 	}
 }
 
@@ -76,10 +79,14 @@ func (ix *index) mappingJSON() map[string]any {
 
 // refresh makes the live documents visible to searches.
 func (ix *index) refresh() {
-	ix.visible = make(map[string]*doc, len(ix.live))
-	for id, d := range ix.live {
-		ix.visible[id] = d
+	for id := range ix.dirty {
+		if d, ok := ix.live[id]; ok {
+			ix.visible[id] = d
+		} else {
+			delete(ix.visible, id)
+		}
 	}
+	clear(ix.dirty)
 }
 
 // refreshFor applies a write's refresh parameter and reports whether a
@@ -157,6 +164,7 @@ func (ix *index) put(id string, raw json.RawMessage, src map[string]any) (*doc, 
 		delete(ix.tomb, id)
 	}
 	ix.live[id] = d
+	ix.dirty[id] = struct{}{}
 	return d, result
 }
 
@@ -203,6 +211,7 @@ func (ix *index) delete(m docMeta) (int, map[string]any, *apiError) {
 	}
 	d := &doc{seqNo: ix.maxSeq, version: cur.version + 1}
 	delete(ix.live, m.id)
+	ix.dirty[m.id] = struct{}{}
 	ix.tomb[m.id] = d.version
 	return 200, ix.writeResult(m.id, d, "deleted", 2), nil
 }
@@ -259,13 +268,13 @@ func checkType(typ string, v any) error {
 			if _, err := strconv.ParseInt(x.String(), 10, 64); err != nil {
 				f, ferr := x.Float64()
 				if ferr != nil || f < math.MinInt64 || f > math.MaxInt64 {
-					return fmt.Errorf("Value [%s] is out of range for a long", x)
+					return reasonf("Value [%s] is out of range for a long", x)
 				}
 			}
 			return nil
 		case string:
 			if _, err := strconv.ParseInt(x, 10, 64); err != nil {
-				return fmt.Errorf("For input string: %q", x)
+				return reasonf("For input string: %q", x)
 			}
 			return nil
 		}
@@ -275,7 +284,7 @@ func checkType(typ string, v any) error {
 			return nil
 		case string:
 			if _, err := strconv.ParseFloat(x, 64); err != nil {
-				return fmt.Errorf("For input string: %q", x)
+				return reasonf("For input string: %q", x)
 			}
 			return nil
 		}
@@ -283,7 +292,7 @@ func checkType(typ string, v any) error {
 		switch x := v.(type) {
 		case string:
 			if len(x) > maxTermBytes {
-				return fmt.Errorf("Document contains at least one immense term (whose UTF8 encoding is longer than the max length %d)", maxTermBytes)
+				return reasonf("Document contains at least one immense term (whose UTF8 encoding is longer than the max length %d)", maxTermBytes)
 			}
 			return nil
 		case json.Number, bool:
@@ -297,7 +306,7 @@ func checkType(typ string, v any) error {
 			if x == "true" || x == "false" || x == "" {
 				return nil
 			}
-			return fmt.Errorf("Failed to parse value [%s] as only [true] or [false] are allowed.", x)
+			return reasonf("Failed to parse value [%s] as only [true] or [false] are allowed.", x)
 		}
 	case "date":
 		if _, err := dateMillis(v); err != nil {
@@ -399,3 +408,11 @@ func cmpOrdered[V int64 | float64 | string](a, b V) int {
 	}
 	return 0
 }
+
+// reasonError is an error whose text is an Elasticsearch reason, quoted as
+// Elasticsearch writes it (capitalized, sometimes with a final period).
+type reasonError string
+
+func (e reasonError) Error() string { return string(e) }
+
+func reasonf(format string, args ...any) error { return reasonError(fmt.Sprintf(format, args...)) }

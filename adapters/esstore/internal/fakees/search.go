@@ -23,7 +23,7 @@ func normalize(typ string, v any) (fieldValue, error) {
 	case "long":
 		n, ok := toNumber(v)
 		if !ok {
-			return nil, fmt.Errorf("For input string: \"%v\"", v)
+			return nil, reasonf("For input string: \"%v\"", v)
 		}
 		if n.isInt {
 			return n, nil
@@ -35,7 +35,7 @@ func normalize(typ string, v any) (fieldValue, error) {
 	case "double":
 		n, ok := toNumber(v)
 		if !ok {
-			return nil, fmt.Errorf("For input string: \"%v\"", v)
+			return nil, reasonf("For input string: \"%v\"", v)
 		}
 		return number{f: n.f}, nil
 	case "keyword":
@@ -94,6 +94,18 @@ func compareValues(a, b fieldValue) int {
 // values returns the normalized values of field f in d (none when missing
 // or null).
 func (ix *index) values(d *doc, f string) []fieldValue {
+	if vs, ok := d.norm[f]; ok {
+		return vs
+	}
+	vs := ix.normValues(d, f)
+	if d.norm == nil {
+		d.norm = map[string][]fieldValue{}
+	}
+	d.norm[f] = vs
+	return vs
+}
+
+func (ix *index) normValues(d *doc, f string) []fieldValue {
 	fm, ok := ix.fields[f]
 	if !ok {
 		return nil
@@ -627,7 +639,7 @@ func parseAfter(specs []sortSpec, after []any) (sortKey, error) {
 		}
 		nv, err := normalize(sp.typ, v)
 		if err != nil {
-			return nil, fmt.Errorf("Failed to parse search_after value for field [%s].", sp.field)
+			return nil, reasonf("Failed to parse search_after value for field [%s].", sp.field)
 		}
 		k[i] = nv
 	}
@@ -648,11 +660,10 @@ func decodeBody(body []byte) (map[string]any, *apiError) {
 }
 
 // matching returns the visible documents matching the body's query, in
-// _id order.
+// no particular order.
 func (ix *index) matching(sc Scripts, query any) ([]*doc, *apiError) {
 	var out []*doc
-	for _, id := range sortedIDs(ix.visible) {
-		d := ix.visible[id]
+	for _, d := range ix.visible {
 		ok := true
 		if query != nil {
 			var aerr *apiError
@@ -710,7 +721,14 @@ func (ix *index) search(sc Scripts, q url.Values, body []byte) (int, any, *apiEr
 	for _, d := range docs {
 		keys[d] = ix.keyOf(specs, d)
 	}
-	sort.SliceStable(docs, func(i, j int) bool { return compareKeys(specs, keys[docs[i]], keys[docs[j]]) < 0 })
+	// Equal keys fall back to _id order (Elasticsearch uses the internal
+	// Lucene document number, which callers cannot rely on either).
+	sort.Slice(docs, func(i, j int) bool {
+		if c := compareKeys(specs, keys[docs[i]], keys[docs[j]]); c != 0 {
+			return c < 0
+		}
+		return docs[i].id < docs[j].id
+	})
 	if sa, ok := req["search_after"]; ok {
 		if len(specs) == 0 {
 			return 0, nil, badRequest("action_request_validation_exception", "Validation Failed: 1: [search_after] requires a sort;")

@@ -84,8 +84,8 @@ func (s *Server) URL() string { return s.hs.URL }
 // Close shuts the server down; later requests fail to connect.
 func (s *Server) Close() { s.hs.Close() }
 
-// Requests returns the requests served so far, as "METHOD /path" with the
-// path unescaped, in arrival order.
+// Requests returns the requests served so far, as "METHOD /path?query"
+// with the path unescaped (the query as sent), in arrival order.
 func (s *Server) Requests() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -140,7 +140,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
-	s.requests = append(s.requests, r.Method+" /"+strings.Join(segs, "/"))
+	logged := r.Method + " /" + strings.Join(segs, "/")
+	if r.URL.RawQuery != "" {
+		logged += "?" + r.URL.RawQuery
+	}
+	s.requests = append(s.requests, logged)
 	status, res, aerr := s.route(r.Method, segs, r.URL.Query(), body)
 	s.mu.Unlock()
 	w.Header().Set("X-Elastic-Product", "Elasticsearch")

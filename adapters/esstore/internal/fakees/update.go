@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 )
@@ -256,6 +257,7 @@ func (ix *index) updateByQuery(sc Scripts, q url.Values, body []byte) (int, any,
 	if aerr != nil {
 		return 0, nil, aerr
 	}
+	sort.Slice(docs, func(i, j int) bool { return docs[i].id < docs[j].id })
 	var updated, noops, conflicts int
 	var failures []any
 	for _, d := range docs {
