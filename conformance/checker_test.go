@@ -195,3 +195,28 @@ func TestRunPattern(t *testing.T) {
 		}
 	}
 }
+
+// overLimitStore claims one row more than asked.
+type overLimitStore struct{ *memstore.Store[Job] }
+
+func (s overLimitStore) Claim(ctx context.Context, req dao.ClaimRequest) ([]Job, error) {
+	if req.Limit > 0 {
+		req.Limit++
+	}
+	return s.Store.Claim(ctx, req)
+}
+
+// TestClaimerCatchesOverLimit checks that the claimers of the concurrency
+// tests report a call that returned more rows than its limit.
+func TestClaimerCatchesOverLimit(t *testing.T) {
+	m, err := memstore.New[Job]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := overLimitStore{m}
+	seed(t, s, 10, nil)
+	r := claimUntilEmpty(context.Background(), s, "w", func(int) int { return 3 })
+	if want := "w: Claim(limit 3) returned 4 rows"; len(r.Problems) == 0 || r.Problems[0] != want {
+		t.Errorf("problems = %q, want first %q", r.Problems, want)
+	}
+}
