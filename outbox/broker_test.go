@@ -78,9 +78,18 @@ func (b *broker) start() {
 	b.port = b.srv.Port()
 }
 
+// stop shuts the server down and waits until the client has noticed, so
+// that publishes from then on wait for the server to come back.
 func (b *broker) stop() {
 	b.srv.Shutdown()
 	b.srv = nil
+	deadline := time.Now().Add(10 * time.Second)
+	for b.nc.Status() == nats.CONNECTED {
+		if time.Now().After(deadline) {
+			b.t.Fatal("the client did not notice the server shutdown")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func (b *broker) publisher(t *testing.T, ackTimeout time.Duration) *natspub.Publisher {

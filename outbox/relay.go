@@ -24,9 +24,7 @@ const (
 	DefaultPollInterval    = 200 * time.Millisecond
 	DefaultMaxPollInterval = 5 * time.Second
 	DefaultShutdownTimeout = 10 * time.Second
-	// markTimeout bounds the marks and releases that end a batch; they
-	// run even while the relay shuts down.
-	markTimeout = 10 * time.Second
+	DefaultMarkTimeout     = 10 * time.Second
 	// claimTimeout bounds one claim, which runs to completion even when
 	// the relay is asked to stop, so that what it claimed can be released.
 	claimTimeout = 30 * time.Second
@@ -62,6 +60,9 @@ type RelayConfig struct {
 	// the context of Run ends; what is not acknowledged by then is released
 	// back to pending. Default 10 s.
 	ShutdownTimeout time.Duration
+	// MarkTimeout bounds the marks (and releases) that end a batch; they
+	// run even while the relay shuts down. Default 10 s.
+	MarkTimeout time.Duration
 	// Logger receives the relay's logs; default slog.Default().
 	Logger *slog.Logger
 	// MeterProvider receives the relay's metrics (see [MetricPublished] and
@@ -111,7 +112,7 @@ func NewRelay(repo *Repository, pub Publisher, cfg RelayConfig) (*Relay, error) 
 		return nil, fmt.Errorf("outbox: new relay: %w: nil repository or publisher", dao.ErrInvalidArgument)
 	}
 	if cfg.BatchSize < 0 || cfg.PollInterval < 0 || cfg.MaxPollInterval < 0 || cfg.Lease < 0 ||
-		cfg.PublishTimeout < 0 || cfg.Concurrency < 0 || cfg.ShutdownTimeout < 0 {
+		cfg.PublishTimeout < 0 || cfg.Concurrency < 0 || cfg.ShutdownTimeout < 0 || cfg.MarkTimeout < 0 {
 		return nil, fmt.Errorf("outbox: new relay: %w: negative setting in %+v", dao.ErrInvalidArgument, cfg)
 	}
 	if cfg.WorkerID == "" {
@@ -140,6 +141,9 @@ func NewRelay(repo *Repository, pub Publisher, cfg RelayConfig) (*Relay, error) 
 	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if cfg.MarkTimeout == 0 {
+		cfg.MarkTimeout = DefaultMarkTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -344,11 +348,14 @@ func (r *Relay) process(ctx context.Context, log *slog.Logger, worker string, ba
 			failures = append(failures, Failed(&batch[i], err))
 		}
 	}
-	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.MarkTimeout)
 	defer mcancel()
 	if len(ok) > 0 {
 		refused, err := r.repo.MarkPublished(mctx, worker, ok...)
 		n := int64(len(ok) - len(refused))
+		if err != nil && !errors.Is(err, ErrLeaseLost) {
+			n = 0 // unknown: the rows are claimed and marked again after their lease
+		}
 		r.published.Add(n)
 		r.metrics.published.Add(mctx, n, r.metrics.attrs)
 		r.markError(log, "mark published", len(ok), refused, err)
@@ -390,14 +397,16 @@ func (r *Relay) markError(log *slog.Logger, op string, n int, refused []int64, e
 // release gives batch back to pending, with its own timeout even when ctx
 // has ended.
 func (r *Relay) release(ctx context.Context, log *slog.Logger, worker string, batch []Message) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), markTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.MarkTimeout)
 	defer cancel()
 	ids := make([]int64, len(batch))
 	for i := range batch {
 		ids[i] = batch[i].ID
 	}
 	refused, err := r.repo.Release(ctx, worker, ids...)
-	r.released.Add(int64(len(ids) - len(refused)))
+	if err == nil || errors.Is(err, ErrLeaseLost) {
+		r.released.Add(int64(len(ids) - len(refused)))
+	}
 	r.markError(log, "release", len(ids), refused, err)
-	log.Info("released unfinished messages", "count", len(ids)-len(refused))
+	log.Info("released unfinished messages", "count", len(ids)-len(refused), "err", err)
 }

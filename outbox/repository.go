@@ -599,14 +599,14 @@ func (r *Repository) MarkFailed(ctx context.Context, workerID string, failures .
 			return m.Status == want && m.LockedBy == workerID && m.RetryCount == g.retryCount+1
 		})
 		res.NotApplied = append(res.NotApplied, refused...)
+		if err != nil {
+			return res, fmt.Errorf("outbox: mark failed: %w", err)
+		}
 		done := without(ids, refused)
 		if g.abandon {
 			res.Abandoned = append(res.Abandoned, done...)
 		} else {
 			res.Retrying = append(res.Retrying, done...)
-		}
-		if err != nil {
-			return res, fmt.Errorf("outbox: mark failed: %w", err)
 		}
 	}
 	if len(res.NotApplied) > 0 {

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +24,7 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/bench"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/outbox/natspub"
 )
@@ -110,6 +114,9 @@ type outboxResult struct {
 	messages   int
 	writeTime  time.Duration
 	relayTime  time.Duration // with --prefill: from the last write to the last mark
+	clientCPU  time.Duration // this process, the embedded NATS server included
+	serverCPU  time.Duration // the PostgreSQL backends of this run's connections
+	cpuKnown   bool
 	total      time.Duration
 	updates    int64
 	inStream   uint64
@@ -214,7 +221,13 @@ func benchOutboxVariant(ctx context.Context, progress io.Writer, broker *demoBro
 	tag := randomHex(4)
 	table := "outbox_bench_" + tag
 	var updates atomic.Int64
+	app := "claimstore-bench-" + tag
+	restore := globalFlags.DSN
+	if strings.EqualFold(globalFlags.Backend, "postgres") {
+		globalFlags.DSN = withApplicationName(globalFlags.DSN, app)
+	}
 	env, err := openOutbox(ctx, table, true, true, o.relays*o.workers+o.writers+2)
+	globalFlags.DSN = restore
 	if err != nil {
 		return res, err
 	}
@@ -276,7 +289,7 @@ func benchOutboxVariant(ctx context.Context, progress io.Writer, broker *demoBro
 		}
 		relays[i], err = outbox.NewRelay(repo, pub, outbox.RelayConfig{
 			WorkerID: fmt.Sprintf("bench-%s-%d", tag, i), BatchSize: o.batch, Concurrency: o.workers, Lease: o.lease,
-			PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, Logger: demoLogger(),
+			PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, MarkTimeout: o.lease, Logger: demoLogger(),
 		})
 		if err != nil {
 			return res, err
@@ -299,6 +312,8 @@ func benchOutboxVariant(ctx context.Context, progress io.Writer, broker *demoBro
 	}
 
 	payload := strings.Repeat("x", o.payload)
+	cpu0, clientOK := procCPU("self")
+	srv0, serverOK := backendCPU(ctx, env, app)
 	start := time.Now()
 	var written atomic.Int64
 	var writeWG sync.WaitGroup
@@ -353,6 +368,15 @@ func benchOutboxVariant(ctx context.Context, progress io.Writer, broker *demoBro
 			lastReport = time.Now()
 			el := time.Since(start).Seconds()
 			fmt.Fprintf(progress, "  %5.1fs  written %d  published %d  (%.0f msg/s)\n", el, written.Load(), n, float64(n)/el)
+			if writersDone == nil && n < int64(o.messages) {
+				// After a failed mark the relays' totals undercount; the
+				// table is the reference.
+				c, err := repo.Counts(ctx)
+				if err != nil {
+					return res, err
+				}
+				n = c[outbox.StatusPublished]
+			}
 		}
 		if n >= int64(o.messages) {
 			break
@@ -360,6 +384,11 @@ func benchOutboxVariant(ctx context.Context, progress io.Writer, broker *demoBro
 	}
 	res.total = time.Since(start)
 	res.relayTime = res.total - res.writeTime
+	cpu1, clientOK1 := procCPU("self")
+	srv1, serverOK1 := backendCPU(ctx, env, app)
+	if res.cpuKnown = clientOK && clientOK1 && serverOK && serverOK1; res.cpuKnown {
+		res.clientCPU, res.serverCPU = cpu1-cpu0, srv1-srv0
+	}
 	stopRelays()
 	relayWG.Wait()
 	res.updates = updates.Load()
@@ -412,6 +441,17 @@ func writeOutboxReport(out io.Writer, o benchOutboxOptions, broker *demoBroker, 
 	if err := w.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(out)
+	for _, r := range results {
+		if !r.cpuKnown {
+			fmt.Fprintf(out, "%s: CPU per message not measured (needs Linux /proc and a local PostgreSQL server)\n", r.variant)
+			continue
+		}
+		per := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(r.messages) }
+		c, sv := per(r.clientCPU), per(r.serverCPU)
+		fmt.Fprintf(out, "%s: CPU per message %.1f µs in this process (relays, writers, embedded NATS) + %.1f µs in the PostgreSQL backends = %.1f µs; %d cores could carry about %.0f msg/s if nothing else ran\n",
+			r.variant, c, sv, c+sv, runtime.NumCPU(), float64(runtime.NumCPU())*1e6/(c+sv))
+	}
 	var batched, single *outboxResult
 	for i := range results {
 		switch results[i].variant {
@@ -429,4 +469,68 @@ func writeOutboxReport(out io.Writer, o benchOutboxOptions, broker *demoBroker, 
 		fmt.Fprintln(out)
 	}
 	return nil
+}
+
+// withApplicationName returns the PostgreSQL DSN dsn (a URL or key=value
+// pairs; empty means the local test server) with application_name set, so
+// that the run's backends can be found in pg_stat_activity.
+func withApplicationName(dsn, name string) string {
+	if dsn == "" {
+		dsn, _, _ = bench.DefaultDSN("postgres")
+	}
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		q := u.Query()
+		q.Set("application_name", name)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " application_name=" + name
+}
+
+// procCPU returns the user plus system CPU time of process pid ("self" for
+// this one) from /proc/<pid>/stat, in which times are in units of 1/100 s
+// (USER_HZ); false where /proc is not available.
+func procCPU(pid string) (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	user, err1 := strconv.ParseInt(f[11], 10, 64)
+	sys, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(user+sys) * 10 * time.Millisecond, true
+}
+
+// backendCPU returns the CPU time used so far by the PostgreSQL backends
+// serving this run's connections (application_name app), read from /proc:
+// it works when the server runs on this machine and this process may read
+// its /proc entries. Background processes (WAL writer, checkpointer,
+// autovacuum) are not included.
+func backendCPU(ctx context.Context, env *outboxEnv, app string) (time.Duration, bool) {
+	if env.db == nil || env.db.Dialector.Name() != "postgres" {
+		return 0, false
+	}
+	var pids []int
+	if err := env.db.WithContext(ctx).Raw("SELECT pid FROM pg_stat_activity WHERE application_name = ?", app).Scan(&pids).Error; err != nil || len(pids) == 0 {
+		return 0, false
+	}
+	var total time.Duration
+	for _, pid := range pids {
+		d, ok := procCPU(strconv.Itoa(pid))
+		if !ok {
+			return 0, false
+		}
+		total += d
+	}
+	return total, true
 }
