@@ -108,6 +108,9 @@ func stressParent(t *testing.T, h StressHarness) {
 	if err != nil {
 		t.Fatalf("stress: find the test binary: %v", err)
 	}
+	if d, ok := t.Deadline(); ok && time.Until(d) < 20*time.Minute {
+		t.Logf("stress: the test binary stops in %v; a slow backend may need more (go test -timeout 30m)", time.Until(d).Round(time.Second))
+	}
 	target := h.Setup(t)
 	s := h.Open(t, target)
 	began := time.Now()
