@@ -1,0 +1,234 @@
+package tool_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/claimstore/claimstore/adapters/esstore"
+	"github.com/claimstore/claimstore/adapters/memstore"
+	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/conformance"
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dialects"
+	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/elastic/go-elasticsearch/v8"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+)
+
+// Environment variables of the tool.
+const (
+	envDB    = "CLAIMSTORE_CONFORMANCE_DB"
+	envDSN   = "CLAIMSTORE_CONFORMANCE_DSN"
+	envChild = "CLAIMSTORE_CONFORMANCE_CHILD" // set in the child process that runs the suite
+)
+
+const (
+	sqlServerHowTo = "start one with: docker compose up -d sqlserver, then set CLAIMSTORE_SQLSERVER_DSN=sqlserver://sa:Claimstore-Passw0rd@127.0.0.1:1433?database=master" +
+		" (or pass DSN=... to make conformance)"
+	elasticHowTo = "start one with: docker compose up -d elasticsearch, then pass DSN=http://127.0.0.1:9200 to make conformance" +
+		" (or set CLAIMSTORE_ELASTICSEARCH_URL); the in-process fake server is internal to adapters/esstore" +
+		" and runs in its own tests: go test ./adapters/esstore/"
+)
+
+// backend is the database under test.
+type backend struct {
+	requested string        // CLAIMSTORE_CONFORMANCE_DB
+	dsn       string        // resolved DSN ("" for memory)
+	harness   conformance.Harness
+	sql       dialects.Name // SQL backends: the dialect sqlstore detected; "" otherwise
+}
+
+// openBackend opens the database CLAIMSTORE_CONFORMANCE_DB names and
+// returns a harness whose stores live in fresh tables or indexes of it.
+// A database that cannot be opened fails t with what to do about it: the
+// user asked for this backend, so it is never skipped.
+func openBackend(t *testing.T, name string) *backend {
+	t.Helper()
+	b := &backend{requested: name, dsn: os.Getenv(envDSN)}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	switch name {
+	case "memory":
+		b.harness = conformance.Harness{NewStore: func(t *testing.T) dao.Store[conformance.Job] {
+			s, err := memstore.New[conformance.Job]()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}}
+		return b
+	case "elasticsearch":
+		if b.dsn == "" {
+			b.dsn = os.Getenv("CLAIMSTORE_ELASTICSEARCH_URL")
+		}
+		if b.dsn == "" {
+			t.Fatalf("elasticsearch needs a server URL: %s", elasticHowTo)
+		}
+		client, err := elasticsearch.NewClient(elasticsearch.Config{
+			Addresses:    []string{b.dsn},
+			DisableRetry: true,
+			Transport:    &http.Transport{MaxIdleConnsPerHost: 64},
+		})
+		if err != nil {
+			t.Fatalf("elasticsearch client for %s: %v", b.dsn, err)
+		}
+		res, err := client.Info(client.Info.WithContext(ctx))
+		if err == nil {
+			res.Body.Close()
+			if res.IsError() {
+				err = fmt.Errorf("GET / answered %s", res.Status())
+			}
+		}
+		if err != nil {
+			t.Fatalf("Elasticsearch at %s unreachable: %v; %s", b.dsn, err, elasticHowTo)
+		}
+		b.harness = conformance.Harness{NewStore: func(t *testing.T) dao.Store[conformance.Job] {
+			return esStore(t, client)
+		}}
+		return b
+	case "sqlite":
+		switch {
+		case b.dsn == "":
+			b.dsn = sqlstore.SQLiteDSN(filepath.Join(t.TempDir(), "conformance.db"))
+		case !strings.Contains(b.dsn, "?") && !strings.HasPrefix(b.dsn, "file:"):
+			b.dsn = sqlstore.SQLiteDSN(b.dsn)
+		}
+	case "postgres":
+		if b.dsn == "" {
+			b.dsn = testdb.PostgresDSN()
+		}
+	case "mysql", "mariadb":
+		if b.dsn == "" {
+			b.dsn = testdb.MySQLDSN()
+		}
+	case "sqlserver":
+		if b.dsn == "" {
+			b.dsn = os.Getenv("CLAIMSTORE_SQLSERVER_DSN")
+		}
+		if b.dsn == "" {
+			t.Fatalf("sqlserver needs a DSN: %s", sqlServerHowTo)
+		}
+	default:
+		t.Fatalf("%s=%q: want one of postgres, mysql, mariadb, sqlite, sqlserver, elasticsearch, memory", envDB, name)
+	}
+	db, err := sqlstore.Open(ctx, name, b.dsn)
+	if err != nil {
+		how := "check DSN"
+		if name == "sqlserver" {
+			how = sqlServerHowTo
+		}
+		t.Fatalf("open %s: %v; %s", name, err, how)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	probe, err := sqlstore.New[conformance.Job](db)
+	if err != nil {
+		t.Fatalf("sqlstore.New on %s: %v", name, err)
+	}
+	b.sql = probe.Dialect()
+	b.harness = conformance.Harness{
+		NewStore: func(t *testing.T) dao.Store[conformance.Job] {
+			return sqlStore(t, db, testdb.Table(t, db, "claimstore_conf"))
+		},
+		HoldLock: func(t *testing.T, s dao.Store[conformance.Job], id int64) func() {
+			return holdLock(t, db, s.(*sqlstore.Store[conformance.Job]), id)
+		},
+	}
+	return b
+}
+
+// sqlStore returns a store over the fresh table of db, migrated.
+func sqlStore(t testing.TB, db *gorm.DB, table string) *sqlstore.Store[conformance.Job] {
+	t.Helper()
+	s, err := sqlstore.New[conformance.Job](db, sqlstore.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("migrate %s: %v", table, err)
+	}
+	return s
+}
+
+// esStore returns a store over a fresh index, dropped when t ends.
+func esStore(t *testing.T, client *elasticsearch.Client) *esstore.Store[conformance.Job] {
+	t.Helper()
+	index := fmt.Sprintf("claimstore-conf-%d", time.Now().UnixNano())
+	s, err := esstore.New[conformance.Job](client, esstore.WithIndex(index), esstore.WithRefresh(esstore.RefreshTrue))
+	if err != nil {
+		t.Fatalf("esstore.New: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("migrate index %s: %v", index, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.Drop(ctx); err != nil {
+			t.Errorf("drop index %s: %v", index, err)
+		}
+	})
+	return s
+}
+
+// holdLock takes, on a connection of db the claim does not use, the lock a
+// competing writer would hold, until release: on SQLite the database write
+// lock (BEGIN IMMEDIATE), on PostgreSQL, MySQL and MariaDB a row lock on
+// row id (SELECT … FOR UPDATE in an open transaction). The suite asks for
+// it only for a fast-path store or one whose lost race is ErrBusy, which
+// a SQL Server store never is.
+func holdLock(t *testing.T, db *gorm.DB, s *sqlstore.Store[conformance.Job], id int64) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	switch s.Dialect() {
+	case dialects.SQLServer:
+		t.Skip("no held-lock test for SQL Server: its claim is the portable default, whose lost race CandidateStage forces")
+	case dialects.SQLite:
+		sqlDB, err := db.DB()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := sqlDB.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+			conn.Close()
+			t.Fatalf("BEGIN IMMEDIATE: %v", err)
+		}
+		return func() {
+			if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+				t.Errorf("ROLLBACK: %v", err)
+			}
+			conn.Close()
+		}
+	}
+	tx := db.WithContext(ctx).Begin()
+	if tx.Error != nil {
+		t.Fatal(tx.Error)
+	}
+	var locked []int64
+	err := tx.Table(s.Table()).Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).
+		Where("id = ?", id).Pluck("id", &locked).Error
+	if err != nil || len(locked) != 1 {
+		tx.Rollback()
+		t.Fatalf("lock row %d: %v (got %v)", id, err, locked)
+	}
+	return func() {
+		if err := tx.Rollback().Error; err != nil {
+			t.Errorf("rollback: %v", err)
+		}
+	}
+}
