@@ -39,8 +39,8 @@ const (
 
 // backend is the database under test.
 type backend struct {
-	requested string        // CLAIMSTORE_CONFORMANCE_DB
-	dsn       string        // resolved DSN ("" for memory)
+	requested string // CLAIMSTORE_CONFORMANCE_DB
+	dsn       string // resolved DSN ("" for memory)
 	harness   conformance.Harness
 	sql       dialects.Name // SQL backends: the dialect sqlstore detected; "" otherwise
 }
