@@ -162,7 +162,7 @@ func jobIDs(rows []conformance.Job) []int64 {
 // observeLostRace forces one lost race and classifies what the losing
 // claim saw, independently of what the store declares. A claim with a
 // candidate stage (the portable default) lets a competing claim take its
-// first candidate between the read and the guarded updates. A claim
+// second candidate between the read and the guarded updates. A claim
 // without one (a fast path), or a store whose writers serialize (declared
 // ErrBusy), is run while Harness.HoldLock holds the competing writer's
 // lock on the first row.
@@ -183,7 +183,7 @@ func observeLostRace(t *testing.T, h conformance.Harness) raceReport {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 				defer cancel()
 				thiefGot, thiefErr = s.Claim(ctx, dao.ClaimRequest{
-					Where: dao.And(dao.Eq("status", "ready"), dao.Eq("id", cands[0])), Set: probeSet("thief"), Limit: 1,
+					Where: dao.And(dao.Eq("status", "ready"), dao.Eq("id", cands[1])), Set: probeSet("thief"), Limit: 1,
 				})
 			}()
 			select {
@@ -204,7 +204,7 @@ func observeLostRace(t *testing.T, h conformance.Harness) raceReport {
 		case thiefErr != nil:
 			return raceReport{0, fmt.Sprintf("the competing claim failed: %v", thiefErr)}
 		case len(thiefGot) != 1:
-			return raceReport{0, fmt.Sprintf("the competing claim got %v, not the first candidate", jobIDs(thiefGot))}
+			return raceReport{0, fmt.Sprintf("the competing claim got %v, not the second candidate", jobIDs(thiefGot))}
 		case slices.Contains(jobIDs(got), thiefGot[0].ID):
 			t.Errorf("DOUBLE CLAIM: row %d returned to both claims", thiefGot[0].ID)
 			return raceReport{0, fmt.Sprintf("DOUBLE CLAIM of row %d", thiefGot[0].ID)}
@@ -321,7 +321,7 @@ func report(w io.Writer, b *backend, caps dao.Capabilities, groups []group, race
 		if len(g.skipped) > 0 {
 			note = "  skipped inside: " + strings.Join(g.skipped, ", ")
 		}
-		fmt.Fprintf(w, "  %-16s %-9s %-8s%s\n", g.name, r, g.took, note)
+		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("  %-16s %-9s %-8s%s", g.name, r, g.took, note), " "))
 	}
 	if len(groups) == 0 {
 		fmt.Fprintln(w, "  (the suite reported no group; see its output above)")
