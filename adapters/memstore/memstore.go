@@ -13,7 +13,8 @@ import (
 // Store is an in-memory [dao.Store] of T. The zero value is not usable; call
 // [New]. A Store is safe for concurrent use.
 type Store[T any] struct {
-	model *dao.Model[T]
+	model      *dao.Model[T]
+	uniqueKeys [][]string
 
 	mu     sync.Mutex
 	rows   map[any]*T // by plain primary-key value
@@ -30,7 +31,7 @@ func New[T any]() (*Store[T], error) {
 	if err != nil {
 		return nil, fmt.Errorf("memstore: %w", err)
 	}
-	return &Store[T]{model: m, rows: map[any]*T{}}, nil
+	return &Store[T]{model: m, uniqueKeys: m.UniqueKeys(), rows: map[any]*T{}}, nil
 }
 
 // Model returns the parsed model of T.
@@ -105,7 +106,7 @@ func isZeroInt(v any) bool {
 // checkUnique reports ErrDuplicate when the rows in changed, together with
 // the stored rows they do not replace, collide on a unique key of the model. NULL never collides, as in SQL.
 func (s *Store[T]) checkUnique(changed map[any]*T) error {
-	for _, key := range s.model.UniqueKeys() {
+	for _, key := range s.uniqueKeys {
 		seen := map[string]any{}
 		add := func(id any, r *T) error {
 			parts := make([]string, len(key))
@@ -305,12 +306,28 @@ func (o lockedOps[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]T, err
 	return o.s.find(q), nil
 }
 
+// ClaimRow is the guarded update of one row, found by its primary key
+// rather than by a scan of the store.
 func (o lockedOps[T]) ClaimRow(ctx context.Context, row *T, where dao.Criteria, set dao.Set) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	n, err := o.s.update(dao.And(dao.Eq(o.s.model.PrimaryKey(), o.s.model.ID(row)), where), set)
-	return n == 1, err
+	s := o.s
+	id := s.model.ID(row)
+	cur, ok := s.rows[id]
+	if !ok || !s.model.Match(cur, where) {
+		return false, nil
+	}
+	cp := *cur
+	if err := s.model.Apply(&cp, set); err != nil {
+		return false, err
+	}
+	changed := map[any]*T{id: &cp}
+	if err := s.checkUnique(changed); err != nil {
+		return false, err
+	}
+	s.rows[id] = &cp
+	return true, nil
 }
 
 // Len returns the number of stored rows.
