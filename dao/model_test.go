@@ -127,12 +127,12 @@ func TestAndOrSimplify(t *testing.T) {
 func TestCheckSet(t *testing.T) {
 	m := model(t)
 	bad := map[string]dao.Set{
-		"empty":                   {},
-		"primary key":             {"id": 5},
-		"unknown":                 {"nope": 1},
-		"nil into non-nullable":   {"status": nil},
-		"increment on string":     {"status": dao.Incr(1)},
-		"wrong type":              {"flag": "yes"},
+		"empty":                  {},
+		"primary key":            {"id": 5},
+		"unknown":                {"nope": 1},
+		"nil into non-nullable":  {"status": nil},
+		"increment on string":    {"status": dao.Incr(1)},
+		"wrong type":             {"flag": "yes"},
 		"wrong type beside Incr": {"priority": dao.Incr(1), "note": 3},
 	}
 	for name, s := range bad {
