@@ -30,11 +30,13 @@ type BurnConfig struct {
 	Batch int
 	// Claim performs one claim call.
 	Claim ClaimFunc
-	// Remaining returns how many rows are still claimable. The burner
+	// Pending reports whether some row is still claimable. The burner
 	// calls it only after an empty claim while the tally is short of Rows,
-	// to tell "all rows taken" from "rows still held by other claimers";
-	// it should use a connection whose round trips are not counted.
-	Remaining func(ctx context.Context) (int64, error)
+	// to tell "all rows taken" from "rows still held by other claimers",
+	// so it runs often under contention: make it cheap (look for one row,
+	// do not count them all) and use a connection whose round trips are
+	// not counted.
+	Pending func(ctx context.Context) (bool, error)
 	// RoundTrips returns the running total of round trips of the claim
 	// path, or is nil when they cannot be counted.
 	RoundTrips func() int64
@@ -134,12 +136,12 @@ var ErrStalled = errors.New("bench: burn stalled")
 // cfg.Batch until no row is left, marks every returned id in a [Tally] and
 // returns the measurements. It returns an error, together with the partial
 // result, when a claim fails with an error that is not retryable, when
-// Remaining fails, when the burn stalls ([ErrStalled]) or when ctx ends; the
+// Pending fails, when the burn stalls ([ErrStalled]) or when ctx ends; the
 // accounting outcome itself is reported by [BurnResult.Err].
 func Burn(ctx context.Context, cfg BurnConfig) (BurnResult, error) {
 	res := BurnResult{Label: cfg.Label, Rows: cfg.Rows, Workers: cfg.Workers, Batch: cfg.Batch}
-	if cfg.Workers <= 0 || cfg.Batch <= 0 || cfg.Rows < 0 || cfg.Claim == nil || cfg.Remaining == nil {
-		return res, fmt.Errorf("bench: burn: %w: workers %d and batch %d must be > 0, rows %d >= 0, Claim and Remaining set",
+	if cfg.Workers <= 0 || cfg.Batch <= 0 || cfg.Rows < 0 || cfg.Claim == nil || cfg.Pending == nil {
+		return res, fmt.Errorf("bench: burn: %w: workers %d and batch %d must be > 0, rows %d >= 0, Claim and Pending set",
 			dao.ErrInvalidArgument, cfg.Workers, cfg.Batch, cfg.Rows)
 	}
 	every := cfg.ProgressEvery
@@ -206,16 +208,16 @@ func Burn(ctx context.Context, cfg BurnConfig) (BurnResult, error) {
 			if tally.Claimed() >= cfg.Rows {
 				return
 			}
-			left, err := cfg.Remaining(ctx)
+			pending, err := cfg.Pending(ctx)
 			if err != nil {
-				cancel(fmt.Errorf("bench: %s: count remaining rows: %w", cfg.Label, err))
+				cancel(fmt.Errorf("bench: %s: look for pending rows: %w", cfg.Label, err))
 				return
 			}
-			if left == 0 {
+			if !pending {
 				return
 			}
 			if time.Since(time.Unix(0, lastProgress.Load())) > stall {
-				cancel(fmt.Errorf("%w: %d rows still claimable, none claimed for %v", ErrStalled, left, stall))
+				cancel(fmt.Errorf("%w: rows still claimable, none claimed for %v", ErrStalled, stall))
 				return
 			}
 			sleep(ctx, time.Millisecond)

@@ -33,8 +33,8 @@ func storeConfig(s dao.Store[Job], rows int64, claim ClaimFunc) BurnConfig {
 	}
 	return BurnConfig{
 		Label: "test", Rows: rows, Workers: 4, Batch: 7, Claim: claim,
-		Remaining: func(ctx context.Context) (int64, error) { return s.Count(ctx, PendingCriteria()) },
-		Stall:     5 * time.Second,
+		Pending: StorePending(s),
+		Stall:   5 * time.Second,
 	}
 }
 

@@ -51,3 +51,13 @@ func StoreClaimFunc(store dao.Store[Job]) ClaimFunc {
 		return store.Claim(ctx, ClaimRequest(w, limit))
 	}
 }
+
+// StorePending returns a [BurnConfig.Pending] function that looks for one
+// pending row with store.Find (limit 1, smallest id first), which an index
+// on (status, id) or a partial index on the pending rows answers at once.
+func StorePending(store dao.Store[Job]) func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		rows, err := store.Find(ctx, dao.Query{Where: PendingCriteria(), OrderBy: []dao.Order{dao.Asc("id")}, Limit: 1})
+		return len(rows) > 0, err
+	}
+}

@@ -102,9 +102,9 @@ func runMemory(ctx context.Context, cfg Config) (*Report, error) {
 		v.Promised = caps.ClaimRoundTrips.String() + " (in-process calls, not counted)"
 		res, err := Burn(ctx, BurnConfig{
 			Label: VariantLibrary, Rows: cfg.Rows, Workers: cfg.Workers, Batch: cfg.Batch,
-			Claim:     StoreClaimFunc(store),
-			Remaining: func(ctx context.Context) (int64, error) { return store.Count(ctx, PendingCriteria()) },
-			Progress:  progress, Stall: cfg.Stall,
+			Claim:    StoreClaimFunc(store),
+			Pending:  StorePending(store),
+			Progress: progress, Stall: cfg.Stall,
 		})
 		return v, res, err
 	}}

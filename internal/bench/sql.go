@@ -56,7 +56,7 @@ func DefaultDSN(backend string) (dsn string, cleanup func() error, err error) {
 type sqlRun struct {
 	cfg     Config
 	dsn     string
-	admin   *gorm.DB // not counted: DDL, loading, remaining-row counts
+	admin   *gorm.DB // not counted: DDL, loading, pending-row checks
 	dialect dialects.Name
 	r       dialects.Renderer
 	model   *dao.Model[Job]
@@ -281,7 +281,7 @@ func (s *sqlRun) sqlSpec(v Variant, prefix string, setup func(ctx context.Contex
 		res, err := Burn(ctx, BurnConfig{
 			Label: v.Name, Rows: s.cfg.Rows, Workers: s.cfg.Workers, Batch: s.cfg.Batch,
 			Claim:      run.Claim,
-			Remaining:  func(ctx context.Context) (int64, error) { return t.store.Count(ctx, PendingCriteria()) },
+			Pending:    StorePending(t.store),
 			RoundTrips: run.RoundTrips,
 			Progress:   progress, Stall: s.cfg.Stall,
 		})
