@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -83,7 +84,7 @@ func (s *Store[T]) Create(ctx context.Context, items ...*T) error {
 		cp := *it
 		fresh[id] = &cp
 	}
-	if err := s.checkUnique(fresh); err != nil {
+	if err := s.checkUnique(fresh, nil); err != nil {
 		return fmt.Errorf("memstore: create: %w", err)
 	}
 	for id, r := range fresh {
@@ -105,8 +106,14 @@ func isZeroInt(v any) bool {
 
 // checkUnique reports ErrDuplicate when the rows in changed, together with
 // the stored rows they do not replace, collide on a unique key of the model. NULL never collides, as in SQL.
-func (s *Store[T]) checkUnique(changed map[any]*T) error {
+//
+// Only keys that share a column with touched are checked; a nil touched
+// checks every key (new rows).
+func (s *Store[T]) checkUnique(changed map[any]*T, touched dao.Set) error {
 	for _, key := range s.uniqueKeys {
+		if touched != nil && !slices.ContainsFunc(key, func(c string) bool { _, ok := touched[c]; return ok }) {
+			continue
+		}
 		seen := map[string]any{}
 		add := func(id any, r *T) error {
 			parts := make([]string, len(key))
@@ -253,7 +260,7 @@ func (s *Store[T]) update(where dao.Criteria, set dao.Set) (int64, error) {
 	if len(changed) == 0 {
 		return 0, nil
 	}
-	if err := s.checkUnique(changed); err != nil {
+	if err := s.checkUnique(changed, set); err != nil {
 		return 0, err
 	}
 	for id, r := range changed {
@@ -323,7 +330,7 @@ func (o lockedOps[T]) ClaimRow(ctx context.Context, row *T, where dao.Criteria, 
 		return false, err
 	}
 	changed := map[any]*T{id: &cp}
-	if err := s.checkUnique(changed); err != nil {
+	if err := s.checkUnique(changed, set); err != nil {
 		return false, err
 	}
 	s.rows[id] = &cp
