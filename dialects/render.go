@@ -40,6 +40,7 @@ const (
 	cteClaimIDs = "claim_ids"
 	cteClaimed  = "claimed"
 	cteDelete   = "delete_batch"
+	orderAlias  = "claimstore_order_"
 	claimAlias  = "t"
 )
 
@@ -609,9 +610,9 @@ func (r Renderer) UpdateByIDs(t Table, ids []any, set dao.Set) (Statement, error
 //	    SELECT pk, <order columns> FROM t WHERE <where> ORDER BY <order>
 //	    LIMIT $n FOR UPDATE SKIP LOCKED),
 //	  claimed AS (
-//	    UPDATE t AS t SET <set> FROM claim_ids WHERE t.pk = claim_ids.pk RETURNING t.*)
-//	SELECT claimed.* FROM claimed JOIN claim_ids ON claimed.pk = claim_ids.pk
-//	ORDER BY <order over claim_ids' copies of the order columns>
+//	    UPDATE t AS t SET <set> FROM claim_ids WHERE t.pk = claim_ids.pk
+//	    RETURNING t.*, <claim_ids' copies of the order columns>)
+//	SELECT * FROM claimed ORDER BY <the copies of the order columns>
 //
 // Why each part:
 //
@@ -633,8 +634,11 @@ func (r Renderer) UpdateByIDs(t Table, ids []any, set dao.Set) (Statement, error
 //   - RETURNING t.* gives the rows in their post-claim state without
 //     another read, but in no particular order. The outer SELECT orders
 //     them in the same statement, by the values that chose them (copied
-//     out of claim_ids before the update), with the database's own
-//     collation and NULL ordering. Sorting in the application instead would
+//     out of claim_ids before the update and returned beside the row under
+//     the aliases claimstore_order_N, which scanning into T ignores), with
+//     the database's own collation and NULL ordering. Returning the copies
+//     from the UPDATE, rather than joining claimed back to claim_ids,
+//     leaves the planner no join to misjudge when statistics are stale. Sorting in the application instead would
 //     need a Go comparison that matches the column collation; ordering in
 //     SQL keeps one definition of the order, costs no extra round trip and
 //     returns the rows in the order in which they were claimed even when
@@ -664,7 +668,7 @@ func (r Renderer) Claim(t Table, req dao.ClaimRequest) (Statement, error) {
 			alias[i] = pk
 			continue
 		}
-		alias[i] = "claim_o" + strconv.Itoa(i+1)
+		alias[i] = orderAlias + strconv.Itoa(i+1)
 		b.w(", ", r.Quote(o.Field), " AS ", alias[i])
 	}
 	b.w(" FROM ")
@@ -682,13 +686,18 @@ func (r Renderer) Claim(t Table, req dao.ClaimRequest) (Statement, error) {
 		return Statement{}, err
 	}
 	b.w(" FROM ", cteClaimIDs, " WHERE ", claimAlias, ".", pk, " = ", cteClaimIDs, ".", pk,
-		" RETURNING ", claimAlias, ".*) SELECT ", cteClaimed, ".* FROM ", cteClaimed,
-		" JOIN ", cteClaimIDs, " ON ", cteClaimed, ".", pk, " = ", cteClaimIDs, ".", pk, " ORDER BY ")
+		" RETURNING ", claimAlias, ".*")
+	for _, a := range alias {
+		if a != pk {
+			b.w(", ", cteClaimIDs, ".", a)
+		}
+	}
+	b.w(") SELECT * FROM ", cteClaimed, " ORDER BY ")
 	for i, o := range order {
 		if i > 0 {
 			b.w(", ")
 		}
-		b.orderTerm(cteClaimIDs+"."+alias[i], o.Field, o.Desc)
+		b.orderTerm(cteClaimed+"."+alias[i], o.Field, o.Desc)
 	}
 	return b.stmt()
 }

@@ -215,9 +215,9 @@ func TestClaimPostgres(t *testing.T) {
 				return r.Claim(jobs, dao.ClaimRequest{Where: claimable, Set: claimSet, Limit: 5, OrderBy: []dao.Order{dao.Desc("priority"), dao.Asc("created_at")}})
 			},
 			want: map[Name]Statement{
-				Postgres: {`WITH claim_ids AS MATERIALIZED (SELECT "id", "priority" AS claim_o1, "created_at" AS claim_o2 FROM "jobs" WHERE ("status" = $1 OR ("status" = $2 AND "locked_until" < $3)) AND "retry_count" < "max_retries" ORDER BY "priority" DESC, "created_at", "id" LIMIT $4 FOR UPDATE SKIP LOCKED), ` +
-					`claimed AS (UPDATE "jobs" AS t SET "attempts" = t."attempts" + $5, "locked_by" = $6, "status" = $7 FROM claim_ids WHERE t."id" = claim_ids."id" RETURNING t.*) ` +
-					`SELECT claimed.* FROM claimed JOIN claim_ids ON claimed."id" = claim_ids."id" ORDER BY claim_ids.claim_o1 DESC, claim_ids.claim_o2, claim_ids."id"`,
+				Postgres: {`WITH claim_ids AS MATERIALIZED (SELECT "id", "priority" AS claimstore_order_1, "created_at" AS claimstore_order_2 FROM "jobs" WHERE ("status" = $1 OR ("status" = $2 AND "locked_until" < $3)) AND "retry_count" < "max_retries" ORDER BY "priority" DESC, "created_at", "id" LIMIT $4 FOR UPDATE SKIP LOCKED), ` +
+					`claimed AS (UPDATE "jobs" AS t SET "attempts" = t."attempts" + $5, "locked_by" = $6, "status" = $7 FROM claim_ids WHERE t."id" = claim_ids."id" RETURNING t.*, claim_ids.claimstore_order_1, claim_ids.claimstore_order_2) ` +
+					`SELECT * FROM claimed ORDER BY claimed.claimstore_order_1 DESC, claimed.claimstore_order_2, claimed."id"`,
 					[]any{"pending", "processing", now, int64(5), int64(1), "w1", "processing"}},
 			},
 		},
@@ -229,7 +229,7 @@ func TestClaimPostgres(t *testing.T) {
 			want: map[Name]Statement{
 				Postgres: {`WITH claim_ids AS MATERIALIZED (SELECT "id" FROM "public"."jobs" ORDER BY "id" DESC LIMIT $1 FOR UPDATE SKIP LOCKED), ` +
 					`claimed AS (UPDATE "public"."jobs" AS t SET "status" = $2 FROM claim_ids WHERE t."id" = claim_ids."id" RETURNING t.*) ` +
-					`SELECT claimed.* FROM claimed JOIN claim_ids ON claimed."id" = claim_ids."id" ORDER BY claim_ids."id" DESC`,
+					`SELECT * FROM claimed ORDER BY claimed."id" DESC`,
 					[]any{int64(1), "x"}},
 			},
 		},
