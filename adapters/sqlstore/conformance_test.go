@@ -14,7 +14,6 @@ import (
 	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/internal/testdb"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
 type confJob = conformance.Job
@@ -52,43 +51,7 @@ func confHarness(open func(testing.TB) *gorm.DB, opts ...sqlstore.Option) confor
 func confHoldLock(t *testing.T, ds dao.Store[confJob], id int64) func() {
 	t.Helper()
 	s := ds.(*sqlstore.Store[confJob])
-	ctx := context.Background()
-	if s.Dialect() == dialects.SQLite {
-		sqlDB, err := s.DB().DB()
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn, err := sqlDB.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-			conn.Close()
-			t.Fatalf("BEGIN IMMEDIATE: %v", err)
-		}
-		return func() {
-			if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
-				t.Errorf("ROLLBACK: %v", err)
-			}
-			conn.Close()
-		}
-	}
-	tx := s.DB().WithContext(ctx).Begin()
-	if tx.Error != nil {
-		t.Fatal(tx.Error)
-	}
-	var locked []int64
-	err := tx.Table(s.Table()).Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).
-		Where("id = ?", id).Pluck("id", &locked).Error
-	if err != nil || len(locked) != 1 {
-		tx.Rollback()
-		t.Fatalf("lock row %d: %v (got %v)", id, err, locked)
-	}
-	return func() {
-		if err := tx.Rollback().Error; err != nil {
-			t.Errorf("rollback: %v", err)
-		}
-	}
+	return testdb.HoldLock(t, s.DB(), s.Table(), id)
 }
 
 // nestedLoopPostgres opens the PostgreSQL test database with sessions whose

@@ -19,7 +19,6 @@ import (
 	"github.com/claimstore/claimstore/internal/testdb"
 	"github.com/elastic/go-elasticsearch/v8"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 )
 
 // Environment variables of the tool.
@@ -191,44 +190,8 @@ func esStore(t *testing.T, client *elasticsearch.Client) *esstore.Store[conforma
 // a SQL Server store never is.
 func holdLock(t *testing.T, db *gorm.DB, s *sqlstore.Store[conformance.Job], id int64) (release func()) {
 	t.Helper()
-	ctx := context.Background()
-	switch s.Dialect() {
-	case dialects.SQLServer:
+	if s.Dialect() == dialects.SQLServer {
 		t.Skip("no held-lock test for SQL Server: its claim is the portable default, whose lost race CandidateStage forces")
-	case dialects.SQLite:
-		sqlDB, err := db.DB()
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn, err := sqlDB.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-			conn.Close()
-			t.Fatalf("BEGIN IMMEDIATE: %v", err)
-		}
-		return func() {
-			if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
-				t.Errorf("ROLLBACK: %v", err)
-			}
-			conn.Close()
-		}
 	}
-	tx := db.WithContext(ctx).Begin()
-	if tx.Error != nil {
-		t.Fatal(tx.Error)
-	}
-	var locked []int64
-	err := tx.Table(s.Table()).Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).
-		Where("id = ?", id).Pluck("id", &locked).Error
-	if err != nil || len(locked) != 1 {
-		tx.Rollback()
-		t.Fatalf("lock row %d: %v (got %v)", id, err, locked)
-	}
-	return func() {
-		if err := tx.Rollback().Error; err != nil {
-			t.Errorf("rollback: %v", err)
-		}
-	}
+	return testdb.HoldLock(t, db, s.Table(), id)
 }
