@@ -192,13 +192,8 @@ func coerce(k kind, p any) (any, bool) {
 			return x, true
 		}
 	case kindFloat:
-		switch x := p.(type) {
-		case int64:
-			return float64(x), true
-		case uint64:
-			return float64(x), true
-		case float64:
-			return x, true
+		if f, ok := toFloat(p); ok {
+			return f, true
 		}
 	case kindString:
 		if s, ok := p.(string); ok {
