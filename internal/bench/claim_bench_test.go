@@ -57,7 +57,7 @@ func benchClaim(b *testing.B, workers int) {
 		b.Cleanup(r.Release)
 		return r
 	}
-	lib := setup("bench_lib", func(ctx context.Context, t *table) (runner, error) { return s.libraryRunner(ctx, t, false) })
+	lib := setup("bench_lib", func(ctx context.Context, t *table) (runner, error) { return s.libraryRunner(ctx, t) })
 	raw := setup("bench_pgx", s.pgxRunner)
 
 	var libNs, rawNs, libRows, rawRows atomic.Int64

@@ -69,10 +69,7 @@ func PgxClaim(pool *pgxpool.Pool, stmts []dialects.Statement) ClaimFunc {
 			cols[i] = fds[i].Name
 		}
 		var j Job
-		dest, err := jobTargets(cols, &j)
-		if err != nil {
-			return nil, err
-		}
+		dest := jobTargets(cols, &j)
 		var out []Job
 		for rows.Next() {
 			if err := rows.Scan(dest...); err != nil {

@@ -19,10 +19,7 @@ func scanJobs(rows *sql.Rows, capacity int) ([]Job, error) {
 		return nil, err
 	}
 	var j Job
-	dest, err := jobTargets(cols, &j)
-	if err != nil {
-		return nil, err
-	}
+	dest := jobTargets(cols, &j)
 	out := make([]Job, 0, capacity)
 	for rows.Next() {
 		if err := rows.Scan(dest...); err != nil {
@@ -206,5 +203,96 @@ func (s *sqlRun) naiveSpec() spec {
 	}
 	return s.sqlSpec(v, "bench_naive", func(ctx context.Context, t *table) (runner, error) {
 		return s.sqlRunner(ctx, func(db *sql.DB) (ClaimFunc, error) { return s.naive(t.name).Claim(db), nil })
+	})
+}
+
+// LockedClaim is the MySQL and MariaDB fast path written against
+// database/sql with no library: in one READ COMMITTED transaction, the
+// locking candidate read Lock (SELECT … FOR UPDATE SKIP LOCKED), one UPDATE
+// of the rows it locked rendered by Update for their ids, and COMMIT.
+type LockedClaim struct {
+	// Lock reads and locks the candidates; its arguments are fixed.
+	Lock dialects.Statement
+	// Update renders the UPDATE … WHERE id IN (…) of worker w for ids.
+	Update func(w int, ids []any) (dialects.Statement, error)
+}
+
+// Claim returns a [ClaimFunc] running lc on db. The rows are returned with
+// the claim applied in memory once the transaction has committed.
+func (lc LockedClaim) Claim(db *sql.DB) ClaimFunc {
+	return func(ctx context.Context, w, limit int) (_ []Job, err error) {
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return nil, rawRetryable(err)
+		}
+		defer func() {
+			if err != nil {
+				_ = tx.Rollback()
+			}
+		}()
+		rows, err := tx.QueryContext(ctx, lc.Lock.SQL, lc.Lock.Args...)
+		if err != nil {
+			return nil, rawRetryable(err)
+		}
+		jobs, err := scanJobs(rows, limit)
+		if err != nil {
+			return nil, rawRetryable(err)
+		}
+		if len(jobs) > 0 {
+			ids := make([]any, len(jobs))
+			for i := range jobs {
+				ids[i] = jobs[i].ID
+			}
+			up, err := lc.Update(w, ids)
+			if err != nil {
+				return nil, err
+			}
+			if _, err := tx.ExecContext(ctx, up.SQL, up.Args...); err != nil {
+				return nil, rawRetryable(err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return nil, rawRetryable(err)
+		}
+		for i := range jobs {
+			jobs[i].Status, jobs[i].LockedBy, jobs[i].Attempts = StatusClaimed, WorkerName(w), jobs[i].Attempts+1
+		}
+		return jobs, nil
+	}
+}
+
+// rawSQLFast measures database/sql with no library running the statements
+// of the opt-in MySQL/MariaDB fast path (dialects.Renderer.LockCandidates
+// and UpdateByIDs) in a READ COMMITTED transaction.
+func (s *sqlRun) rawSQLFast() spec {
+	v := Variant{
+		Name:     VariantRawSQLFast,
+		Path:     "database/sql, the library's fast-path statement texts (dialects.Renderer.LockCandidates, UpdateByIDs) in a READ COMMITTED transaction",
+		Promised: "4",
+	}
+	return s.sqlSpec(v, "bench_sqlf", func(ctx context.Context, t *table) (runner, error) {
+		return s.sqlRunner(ctx, func(db *sql.DB) (ClaimFunc, error) {
+			req, err := s.checkedClaim(0, s.cfg.Batch)
+			if err != nil {
+				return nil, err
+			}
+			tb := s.libTable(t.name)
+			lock, err := s.r.LockCandidates(tb, dao.Query{Where: req.Where, OrderBy: req.OrderBy, Limit: req.Limit})
+			if err != nil {
+				return nil, err
+			}
+			sets := make([]dao.Set, s.cfg.Workers)
+			for w := range sets {
+				r, err := s.checkedClaim(w, s.cfg.Batch)
+				if err != nil {
+					return nil, err
+				}
+				sets[w] = r.Set
+			}
+			lc := LockedClaim{Lock: lock, Update: func(w int, ids []any) (dialects.Statement, error) {
+				return s.r.UpdateByIDs(tb, ids, sets[w])
+			}}
+			return lc.Claim(db), nil
+		})
 	})
 }

@@ -37,9 +37,10 @@ type Config struct {
 	// LoadBatch is the number of rows per insert while loading;
 	// DefaultLoadBatch when <= 0.
 	LoadBatch int
-	// Progress receives a progress line about every second of each burn,
-	// and a line per loaded table; nil disables them.
-	Progress io.Writer
+	// Progress receives a progress line every ProgressEvery (default 1 s)
+	// of each burn, and a line per loaded table; nil disables them.
+	Progress      io.Writer
+	ProgressEvery time.Duration
 	// Repeat is the number of times each variant is measured (default 1);
 	// see [Run].
 	Repeat int

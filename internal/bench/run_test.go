@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/testdb"
@@ -131,12 +132,28 @@ func TestRunMySQL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkReport(t, rep, cfg, VariantLibrary, VariantRawSQL, VariantNaive)
+	checkReport(t, rep, cfg, VariantLibrary, VariantRawSQL, VariantNaive, VariantLibraryFast, VariantRawSQLFast)
 	if rep.Backend != "mysql" && rep.Backend != "mariadb" {
 		t.Fatalf("backend %q", rep.Backend)
 	}
-	for i := range rep.Variants {
-		checkPortableRoundTrips(t, &rep.Variants[i], cfg.Batch)
+	for _, name := range []string{VariantLibrary, VariantRawSQL, VariantNaive} {
+		checkPortableRoundTrips(t, rep.Variant(name), cfg.Batch)
+	}
+	// The opt-in fast path is one transaction: BEGIN, the locking read,
+	// the UPDATE and COMMIT, without the UPDATE when nothing was locked.
+	for _, name := range []string{VariantLibraryFast, VariantRawSQLFast} {
+		v := rep.Variant(name)
+		r := v.Result
+		want := 4*(r.Calls-r.EmptyCalls) + 3*r.EmptyCalls
+		if !r.Counted || (r.Retries == 0 && r.RoundTrips != want) || r.RoundTrips > 4*r.Calls {
+			t.Fatalf("%s: %d round trips for %d calls (%d empty, %d retried), want %d", name, r.RoundTrips, r.Calls, r.EmptyCalls, r.Retries, want)
+		}
+		if v.Baseline != VariantRawSQLFast && name == VariantLibraryFast {
+			t.Fatalf("%s compared with %q", name, v.Baseline)
+		}
+	}
+	if v := rep.Variant(VariantLibraryFast); !strings.HasPrefix(v.Path, "fast path (opt-in)") || v.Promised != "4" {
+		t.Fatalf("library fast path: path %q promised %q", v.Path, v.Promised)
 	}
 }
 
@@ -154,24 +171,24 @@ func TestRunRejectsBadConfig(t *testing.T) {
 }
 
 func TestRunStoppedEarlyIsNoted(t *testing.T) {
-	// The memory store sorts every row on each claim, so 20000 rows take
-	// far longer than the first progress line, which cancels the run.
+	// The first progress line after some claims cancels the run.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stop := writerFunc(func(p []byte) (int, error) {
-		if strings.Contains(string(p), "rows claimed") {
+		if line := string(p); strings.Contains(line, "rows claimed") && !strings.Contains(line, " in 0 calls") {
 			cancel()
 		}
 		return len(p), nil
 	})
-	rep, err := Run(ctx, Config{Backend: "memory", Rows: 20000, Workers: 2, Batch: 10, Progress: stop})
+	cfg := Config{Backend: "sqlite", Rows: 5000, Workers: 2, Batch: 5, Progress: stop, ProgressEvery: time.Millisecond}
+	rep, err := Run(ctx, cfg)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 	if rep == nil || len(rep.Variants) != 1 || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "stopped early") {
 		t.Fatalf("report %+v", rep)
 	}
-	if rep.Variants[0].Result.Tally.Lost == 0 {
+	if rep.Variants[0].Result.Tally.Lost == 0 || rep.Err() == nil {
 		t.Fatal("an interrupted burn shows no rows left")
 	}
 }

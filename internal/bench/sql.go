@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
@@ -24,6 +25,8 @@ import (
 const (
 	VariantLibrary         = "library"
 	VariantLibraryPortable = "library portable"
+	VariantLibraryFast     = "library fast path"
+	VariantRawSQLFast      = "raw database/sql fast path"
 	VariantRawPgx          = "raw pgx"
 	VariantRawSQL          = "raw database/sql"
 	VariantNaive           = "naive"
@@ -106,6 +109,11 @@ func runSQL(ctx context.Context, cfg Config) (rep *Report, err error) {
 			if specs[i].v.Name != base {
 				specs[i].v.Baseline = base
 			}
+		}
+		if s.optInFastPath() {
+			lib := s.library(VariantLibraryFast)
+			lib.v.Baseline = VariantRawSQLFast
+			specs = append(specs, lib, s.rawSQLFast())
 		}
 	}
 	err = runSpecs(ctx, cfg, s.rep, specs)
@@ -304,7 +312,7 @@ func (s *sqlRun) sqlSpec(v Variant, prefix string, setup func(ctx context.Contex
 			Claim:      run.Claim,
 			Pending:    StorePending(t.store),
 			RoundTrips: run.RoundTrips,
-			Progress:   progress, Stall: s.cfg.Stall,
+			Progress:   progress, ProgressEvery: s.cfg.ProgressEvery, Stall: s.cfg.Stall,
 		})
 		return v, res, err
 	}}
@@ -314,21 +322,28 @@ func (s *sqlRun) sqlSpec(v Variant, prefix string, setup func(ctx context.Contex
 // VariantLibrary, on the portable default for VariantLibraryPortable.
 func (s *sqlRun) library(name string) spec {
 	prefix := "bench_lib"
-	if name == VariantLibraryPortable {
-		prefix = "bench_libp"
+	var opts []sqlstore.Option
+	switch name {
+	case VariantLibraryPortable:
+		prefix, opts = "bench_libp", []sqlstore.Option{sqlstore.WithoutFastPath()}
+	case VariantLibraryFast:
+		prefix, opts = "bench_libf", []sqlstore.Option{sqlstore.WithFastPath(s.dialect)}
 	}
 	return s.sqlSpec(Variant{Name: name}, prefix, func(ctx context.Context, t *table) (runner, error) {
-		return s.libraryRunner(ctx, t, name == VariantLibraryPortable)
+		return s.libraryRunner(ctx, t, opts...)
 	})
 }
 
-// libraryRunner opens a counted GORM handle and a store on t over it; with
-// portable, the store's fast path is switched off.
-func (s *sqlRun) libraryRunner(ctx context.Context, t *table, portable bool) (runner, error) {
-	opts := []sqlstore.Option{sqlstore.WithTable(t.name)}
-	if portable {
-		opts = append(opts, sqlstore.WithoutFastPath())
-	}
+// optInFastPath reports whether the run's dialect has a fast path that is
+// off by default (MySQL and MariaDB): the baseline then also measures it.
+func (s *sqlRun) optInFastPath() bool {
+	return dialects.HasFastPath(s.dialect) && !slices.Contains(dialects.DefaultFastPath(), s.dialect)
+}
+
+// libraryRunner opens a counted GORM handle and a store on t over it,
+// built with opts.
+func (s *sqlRun) libraryRunner(ctx context.Context, t *table, opts ...sqlstore.Option) (runner, error) {
+	opts = append([]sqlstore.Option{sqlstore.WithTable(t.name)}, opts...)
 	db, count, err := openCountedGorm(ctx, s.cfg.Backend, s.dsn)
 	if err != nil {
 		return runner{}, err
@@ -352,8 +367,11 @@ func (s *sqlRun) libraryRunner(ctx context.Context, t *table, portable bool) (ru
 
 // describeLibrary says what the library's claim does on this dialect.
 func (s *sqlRun) describeLibrary(c dao.Capabilities) string {
-	if c.FastPath {
+	switch {
+	case c.FastPath && s.dialect == dialects.Postgres:
 		return "fast path: one statement (WITH … AS MATERIALIZED (SELECT … FOR UPDATE SKIP LOCKED), … UPDATE … RETURNING) SELECT … ORDER BY), Store.Claim over GORM/database/sql"
+	case c.FastPath:
+		return "fast path (opt-in): READ COMMITTED transaction: SELECT … FOR UPDATE SKIP LOCKED, UPDATE … WHERE id IN (…), COMMIT; Store.Claim over GORM/database/sql"
 	}
 	return "portable default: SELECT candidates, then UPDATE … WHERE id = ? AND <criteria> per row; Store.Claim over GORM/database/sql"
 }
@@ -401,10 +419,10 @@ func rawRetryable(err error) error {
 	return err
 }
 
-var errUnknownColumn = errors.New("bench: unknown column")
-
-// jobTargets returns scan destinations into j for the result columns cols.
-func jobTargets(cols []string, j *Job) ([]any, error) {
+// jobTargets returns scan destinations into j for the result columns cols;
+// a column Job has no field for (such as a copy of an ordering column a
+// claim statement returns beside the row) is scanned and dropped.
+func jobTargets(cols []string, j *Job) []any {
 	dest := make([]any, len(cols))
 	for i, c := range cols {
 		switch c {
@@ -419,8 +437,8 @@ func jobTargets(cols []string, j *Job) ([]any, error) {
 		case "payload":
 			dest[i] = &j.Payload
 		default:
-			return nil, fmt.Errorf("%w %q", errUnknownColumn, c)
+			dest[i] = new(any)
 		}
 	}
-	return dest, nil
+	return dest
 }
