@@ -43,10 +43,14 @@ func benchClaim(b *testing.B, workers int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.close()
+	b.Cleanup(s.close) // registered first, so it runs after the tables are dropped
 	setup := func(prefix string, build func(context.Context, *table) (runner, error)) runner {
 		t, err := s.prepare(ctx, prefix)
-		b.Cleanup(func() { _ = s.drop(t) })
+		b.Cleanup(func() {
+			if err := s.drop(t); err != nil {
+				b.Error(err)
+			}
+		})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -18,9 +18,13 @@ func planOf(t *testing.T, cfg Config, dsn string) (plan, table string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.close)
+	t.Cleanup(s.close) // registered first, so it runs after the table is dropped
 	tb, err := s.prepare(ctx, "bench_plan")
-	t.Cleanup(func() { _ = s.drop(tb) })
+	t.Cleanup(func() {
+		if err := s.drop(tb); err != nil {
+			t.Error(err)
+		}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,9 +32,13 @@ func BenchmarkReadPath(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.close()
+	b.Cleanup(s.close) // registered first, so it runs after the tables are dropped
 	t, err := s.prepare(ctx, "bench_read")
-	b.Cleanup(func() { _ = s.drop(t) })
+	b.Cleanup(func() {
+		if err := s.drop(t); err != nil {
+			b.Error(err)
+		}
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
