@@ -278,15 +278,7 @@ func TestPostgresStricterDefaultIsolation(t *testing.T) {
 		dsn += " default_transaction_isolation=serializable"
 	}
 	var c roundtrip.Counter
-	db, err := roundtrip.OpenGorm(context.Background(), "postgres", dsn, &c, testdb.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	db := counted(t, "postgres", dsn, &c)
 	var level string
 	if err := db.Raw("SHOW transaction_isolation").Scan(&level).Error; err != nil || level != "serializable" {
 		t.Fatalf("session isolation %q, %v; the DSN parameter did not apply", level, err)
@@ -311,18 +303,7 @@ func TestPostgresStricterDefaultIsolation(t *testing.T) {
 // row), and a row lost to another claimer is still skipped.
 func TestMySQLUnchangedSetStillClaims(t *testing.T) {
 	var c roundtrip.Counter
-	db, err := roundtrip.OpenGorm(context.Background(), "mysql", testdb.MySQLDSN(), &c, testdb.Config())
-	if err != nil {
-		if testdb.Required("mysql") {
-			t.Fatal(err)
-		}
-		t.Skipf("mysql unreachable: %v", err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	db := counted(t, "mysql", testdb.MySQLDSN(), &c)
 	s := newStore(t, db)
 	ctx := context.Background()
 	items := seed(t, s, 4)
@@ -383,15 +364,7 @@ func TestMySQLClientFoundRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	var c roundtrip.Counter
-	db, err := roundtrip.OpenGorm(context.Background(), "mysql", dsn, &c, testdb.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	db := counted(t, "mysql", dsn, &c)
 	s := newStore(t, db)
 	ctx := context.Background()
 	seed(t, s, 4)
@@ -415,18 +388,7 @@ func TestMySQLClientFoundRows(t *testing.T) {
 // documented price of a locking count in a transaction.
 func TestMySQLUpdateWithoutClientFoundRows(t *testing.T) {
 	var c roundtrip.Counter
-	db, err := roundtrip.OpenGorm(context.Background(), "mysql", testdb.MySQLDSN(), &c, testdb.Config())
-	if err != nil {
-		if testdb.Required("mysql") {
-			t.Fatal(err)
-		}
-		t.Skipf("mysql unreachable: %v", err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	db := counted(t, "mysql", testdb.MySQLDSN(), &c)
 	s := newStore(t, db)
 	ctx := context.Background()
 	seed(t, s, 4)
@@ -437,7 +399,7 @@ func TestMySQLUpdateWithoutClientFoundRows(t *testing.T) {
 	if n := c.Reset(); n != 4 {
 		t.Fatalf("Update took %d round trips, want 4 (BEGIN, locking count, UPDATE, COMMIT)", n)
 	}
-	err = s.DB().Transaction(func(tx *gorm.DB) error {
+	err := s.DB().Transaction(func(tx *gorm.DB) error {
 		n, err := s.WithTx(tx).Update(ctx, dao.Criteria{}, dao.Set{"status": "pending"})
 		if err == nil && n != 4 {
 			t.Errorf("Update in a transaction = %d, want 4", n)
@@ -447,4 +409,24 @@ func TestMySQLUpdateWithoutClientFoundRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// counted opens backend at dsn with every round trip counted by c, closes
+// the pool at cleanup, and skips (fails when required) if the server
+// cannot be reached.
+func counted(t *testing.T, backend, dsn string, c *roundtrip.Counter) *gorm.DB {
+	t.Helper()
+	db, err := roundtrip.OpenGorm(context.Background(), backend, dsn, c, testdb.Config())
+	if err != nil {
+		if testdb.Required(backend) {
+			t.Fatal(err)
+		}
+		t.Skipf("%s unreachable: %v", backend, err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	return db
 }
