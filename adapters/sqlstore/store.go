@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"reflect"
 	"slices"
@@ -27,6 +28,7 @@ type Store[T any] struct {
 	r       dialects.Renderer
 	fast    bool // claim on the fast path
 	claimTx bool // wrap the fast path in a READ COMMITTED transaction
+	direct  bool // scan rows with scanDirect instead of GORM's ScanRows
 	inTx    bool // bound to a caller's transaction: Claim is refused
 	// foundRows: MySQL and MariaDB report matched rather than changed rows
 	// (CLIENT_FOUND_ROWS, DSN clientFoundRows=true). Always true elsewhere.
@@ -126,6 +128,11 @@ func New[T any](db *gorm.DB, opts ...Option) (*Store[T], error) {
 		dialect: name,
 		r:       r,
 		fast:    !o.noFastPath && dialects.FastPathAllowed(name, allow),
+		// pgx returns every column as a Go type database/sql converts into
+		// the model's fields; the other drivers return some as text (SQLite
+		// times) that only GORM's scanner parses. Serializer fields always
+		// need GORM.
+		direct: name == dialects.Postgres && !slices.ContainsFunc(model.Schema().Fields, func(f *schema.Field) bool { return f.Serializer != nil }),
 	}
 	s.inTx = inTransaction(s.pool)
 	s.foundRows = reportsMatchedRows(db, name)
@@ -546,8 +553,12 @@ func (s *Store[T]) query(ctx context.Context, pool gorm.ConnPool, st dialects.St
 	}
 	defer rows.Close()
 	var out []T
-	// ScanRows expects the cursor on the first row and scans the rest.
-	if rows.Next() {
+	if s.direct {
+		if out, err = s.scanDirect(ctx, rows); err != nil {
+			return out, mapError(err)
+		}
+	} else if rows.Next() {
+		// ScanRows expects the cursor on the first row and scans the rest.
 		if err := s.db.WithContext(ctx).ScanRows(rows, &out); err != nil {
 			return out, mapError(err)
 		}
@@ -557,6 +568,45 @@ func (s *Store[T]) query(ctx context.Context, pool gorm.ConnPool, st dialects.St
 	}
 	if err := rows.Close(); err != nil {
 		return out, mapError(err)
+	}
+	return out, nil
+}
+
+// scanDirect scans every row of rows straight into the fields of T that
+// the model schema names for the result columns, with database/sql's own
+// conversions; columns that name no field (the claim statement's copies of
+// the order columns) are read and dropped. It is what GORM's ScanRows does
+// for these models at a fraction of its allocations: the client cost of a
+// 100-row claim is dominated by row scanning.
+func (s *Store[T]) scanDirect(ctx context.Context, rows *sql.Rows) ([]T, error) {
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, err
+	}
+	sch := s.model.Schema()
+	fields := make([]*schema.Field, len(cols))
+	for i, c := range cols {
+		if f := sch.LookUpField(c); f != nil && f.DBName != "" {
+			fields[i] = f
+		}
+	}
+	var out []T
+	var discard any
+	dest := make([]any, len(cols))
+	for rows.Next() {
+		var zero T
+		out = append(out, zero)
+		rv := reflect.ValueOf(&out[len(out)-1]).Elem()
+		for i, f := range fields {
+			if f == nil {
+				dest[i] = &discard
+				continue
+			}
+			dest[i] = f.ReflectValueOf(ctx, rv).Addr().Interface()
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return out[:len(out)-1], err
+		}
 	}
 	return out, nil
 }
