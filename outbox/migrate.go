@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"sync"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -57,6 +58,13 @@ func Migrate(ctx context.Context, db *gorm.DB, table string) error {
 	if err := CheckTable(table); err != nil {
 		return fmt.Errorf("outbox: migrate: %w", err)
 	}
+	// GORM's MySQL dialector caches the server's time type in state shared
+	// by every session of one *gorm.DB without synchronization, so
+	// concurrent migrations in one process would race in the driver. They
+	// run one at a time here; migrations from other processes or servers
+	// are handled by the retry below.
+	migrateMu.Lock()
+	defer migrateMu.Unlock()
 	db = db.WithContext(ctx)
 	if err := db.Table(table).AutoMigrate(&Message{}); err != nil {
 		// Another server may have created the table or an index between
@@ -92,3 +100,6 @@ func Migrate(ctx context.Context, db *gorm.DB, table string) error {
 	}
 	return nil
 }
+
+// migrateMu serializes Migrate calls in this process.
+var migrateMu sync.Mutex
