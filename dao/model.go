@@ -77,38 +77,41 @@ func (m *Model[T]) Field(name string) (*schema.Field, error) {
 	return f, nil
 }
 
-// kind is the comparison class of a column or a value.
-type kind int
+// Kind is the comparison class of a column, from its GORM data type.
+// Criteria, ordering and Increment work on every kind but KindOther.
+type Kind int
 
+// The column kinds.
 const (
-	kindOther kind = iota
-	kindInt
-	kindUint
-	kindFloat
-	kindString
-	kindBool
-	kindTime
-	kindBytes
+	KindOther Kind = iota // JSON, custom and other types: written, never compared
+	KindInt
+	KindUint
+	KindFloat
+	KindString
+	KindBool
+	KindTime
+	KindBytes
 )
 
-func fieldKind(f *schema.Field) kind {
+// KindOf returns the kind of column f.
+func KindOf(f *schema.Field) Kind {
 	switch f.DataType {
 	case schema.Int:
-		return kindInt
+		return KindInt
 	case schema.Uint:
-		return kindUint
+		return KindUint
 	case schema.Float:
-		return kindFloat
+		return KindFloat
 	case schema.String:
-		return kindString
+		return KindString
 	case schema.Bool:
-		return kindBool
+		return KindBool
 	case schema.Time:
-		return kindTime
+		return KindTime
 	case schema.Bytes:
-		return kindBytes
+		return KindBytes
 	}
-	return kindOther
+	return KindOther
 }
 
 var timeType = reflect.TypeOf(time.Time{})
@@ -170,10 +173,10 @@ func plain(v any) (any, error) {
 	return nil, fmt.Errorf("unsupported value type %T", v)
 }
 
-// coerce converts the plain value p to the plain type of a column of kind k.
-func coerce(k kind, p any) (any, bool) {
+// coerce converts the plain value p to the plain type of a column of Kind k.
+func coerce(k Kind, p any) (any, bool) {
 	switch k {
-	case kindInt:
+	case KindInt:
 		switch x := p.(type) {
 		case int64:
 			return x, true
@@ -182,7 +185,7 @@ func coerce(k kind, p any) (any, bool) {
 				return int64(x), true
 			}
 		}
-	case kindUint:
+	case KindUint:
 		switch x := p.(type) {
 		case int64:
 			if x >= 0 {
@@ -191,23 +194,23 @@ func coerce(k kind, p any) (any, bool) {
 		case uint64:
 			return x, true
 		}
-	case kindFloat:
+	case KindFloat:
 		if f, ok := toFloat(p); ok {
 			return f, true
 		}
-	case kindString:
+	case KindString:
 		if s, ok := p.(string); ok {
 			return s, true
 		}
-	case kindBool:
+	case KindBool:
 		if b, ok := p.(bool); ok {
 			return b, true
 		}
-	case kindTime:
+	case KindTime:
 		if t, ok := p.(time.Time); ok {
 			return t, true
 		}
-	case kindBytes:
+	case KindBytes:
 		if b, ok := p.([]byte); ok {
 			return b, true
 		}
@@ -218,8 +221,8 @@ func coerce(k kind, p any) (any, bool) {
 // value checks v for column f and returns it in plain form. A nil v is an
 // error unless allowNil.
 func (m *Model[T]) value(f *schema.Field, v any, allowNil bool) (any, error) {
-	k := fieldKind(f)
-	if k == kindOther {
+	k := KindOf(f)
+	if k == KindOther {
 		return nil, fmt.Errorf("%w: field %q of type %s cannot be compared", ErrInvalidArgument, f.DBName, f.FieldType)
 	}
 	p, err := plain(v)
@@ -239,8 +242,8 @@ func (m *Model[T]) value(f *schema.Field, v any, allowNil bool) (any, error) {
 	return c, nil
 }
 
-func comparable2(a, b kind) bool {
-	num := func(k kind) bool { return k == kindInt || k == kindUint || k == kindFloat }
+func comparable2(a, b Kind) bool {
+	num := func(k Kind) bool { return k == KindInt || k == KindUint || k == KindFloat }
 	return a == b || (num(a) && num(b))
 }
 
@@ -289,7 +292,7 @@ func (m *Model[T]) CheckCriteria(c Criteria) (Criteria, error) {
 			if err != nil {
 				return c, err
 			}
-			if fk, gk := fieldKind(f), fieldKind(g); fk == kindOther || !comparable2(fk, gk) {
+			if fk, gk := KindOf(f), KindOf(g); fk == KindOther || !comparable2(fk, gk) {
 				return c, fmt.Errorf("%w: fields %q and %q cannot be compared", ErrInvalidArgument, c.field, c.ref)
 			}
 			return c, nil
@@ -352,16 +355,16 @@ func (m *Model[T]) CheckSet(set Set) (Set, error) {
 		if f == m.pk {
 			return nil, fmt.Errorf("%w: Set may not write the primary key %q", ErrInvalidArgument, name)
 		}
-		k := fieldKind(f)
+		k := KindOf(f)
 		switch x := v.(type) {
 		case Increment:
-			if k != kindInt && k != kindUint && k != kindFloat {
+			if k != KindInt && k != KindUint && k != KindFloat {
 				return nil, fmt.Errorf("%w: Increment on non-numeric field %q", ErrInvalidArgument, name)
 			}
 			out[name] = x
 			continue
 		}
-		if k == kindOther {
+		if k == KindOther {
 			if v == nil || reflect.TypeOf(v) != f.FieldType {
 				return nil, fmt.Errorf("%w: field %q takes a value of type %s, got %T", ErrInvalidArgument, name, f.FieldType, v)
 			}
@@ -443,7 +446,7 @@ func (m *Model[T]) Value(row *T, name string) (any, bool) {
 		return nil, false
 	}
 	v, _ := f.ValueOf(context.Background(), reflect.ValueOf(row).Elem())
-	if fieldKind(f) == kindOther {
+	if KindOf(f) == KindOther {
 		return v, true
 	}
 	p, err := plain(v)
@@ -451,7 +454,7 @@ func (m *Model[T]) Value(row *T, name string) (any, bool) {
 		return v, true
 	}
 	if p != nil {
-		if c, ok := coerce(fieldKind(f), p); ok {
+		if c, ok := coerce(KindOf(f), p); ok {
 			return c, true
 		}
 	}

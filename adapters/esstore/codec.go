@@ -18,39 +18,27 @@ import (
 // kind is how a column is stored and compared in Elasticsearch.
 type kind int
 
+// The kinds share dao's values (dao.KindOf), plus one of this package for
+// columns written through a GORM serializer.
 const (
-	kindOther      kind = iota // object with "enabled": false: kept in _source, not searchable
-	kindInt                    // long
-	kindUint                   // long; values above math.MaxInt64 are refused
-	kindFloat                  // double
-	kindString                 // keyword
-	kindBool                   // boolean
-	kindTime                   // date (millisecond resolution in the index)
-	kindBytes                  // binary: kept in _source, not searchable
-	kindSerialized             // a GORM serializer's output, kept in _source, not searchable
+	kindOther  = kind(dao.KindOther)  // object with "enabled": false: kept in _source, not searchable
+	kindInt    = kind(dao.KindInt)    // long
+	kindUint   = kind(dao.KindUint)   // long; values above math.MaxInt64 are refused
+	kindFloat  = kind(dao.KindFloat)  // double
+	kindString = kind(dao.KindString) // keyword
+	kindBool   = kind(dao.KindBool)   // boolean
+	kindTime   = kind(dao.KindTime)   // date (millisecond resolution in the index)
+	kindBytes  = kind(dao.KindBytes)  // binary: kept in _source, not searchable
+	// kindSerialized is a GORM serializer's output, kept in _source, not
+	// searchable.
+	kindSerialized kind = -1
 )
 
 func fieldKind(f *schema.Field) kind {
 	if f.Serializer != nil {
 		return kindSerialized
 	}
-	switch f.DataType {
-	case schema.Int:
-		return kindInt
-	case schema.Uint:
-		return kindUint
-	case schema.Float:
-		return kindFloat
-	case schema.String:
-		return kindString
-	case schema.Bool:
-		return kindBool
-	case schema.Time:
-		return kindTime
-	case schema.Bytes:
-		return kindBytes
-	}
-	return kindOther
+	return kind(dao.KindOf(f))
 }
 
 // searchable reports whether criteria and sorting may use a column of kind k.
