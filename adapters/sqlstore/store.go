@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -33,7 +34,12 @@ type Store[T any] struct {
 	// foundRows: MySQL and MariaDB report matched rather than changed rows
 	// (CLIENT_FOUND_ROWS, DSN clientFoundRows=true). Always true elsewhere.
 	foundRows bool
-	err       error
+	// claimTimeout bounds how long a claim waits for the outcome of a
+	// statement it has sent; lockWait is the server-side limit on one
+	// statement's lock waits. See WithClaimTimeout and WithLockWaitLimit.
+	claimTimeout time.Duration
+	lockWait     time.Duration
+	err          error
 }
 
 var _ dao.Store[struct{ ID int64 }] = (*Store[struct{ ID int64 }])(nil)
@@ -42,9 +48,37 @@ var _ dao.Store[struct{ ID int64 }] = (*Store[struct{ ID int64 }])(nil)
 type Option func(*options)
 
 type options struct {
-	table      string
-	fastPath   []dialects.Name
-	noFastPath bool
+	table        string
+	fastPath     []dialects.Name
+	noFastPath   bool
+	claimTimeout time.Duration
+	lockWait     time.Duration
+}
+
+// DefaultClaimTimeout and DefaultLockWaitLimit are the bounds a store uses
+// unless [WithClaimTimeout] or [WithLockWaitLimit] set others.
+const (
+	DefaultClaimTimeout  = 30 * time.Second
+	DefaultLockWaitLimit = 5 * time.Second
+)
+
+// WithClaimTimeout sets how long a claim waits for the outcome of a
+// statement it has already sent (default [DefaultClaimTimeout]). Once sent,
+// a claim statement runs on a context detached from the caller's
+// cancellation, so that the rows it commits are learned and returned
+// rather than stranded; d bounds that wait. d <= 0 keeps the default.
+func WithClaimTimeout(d time.Duration) Option {
+	return func(o *options) { o.claimTimeout = d }
+}
+
+// WithLockWaitLimit sets the server-side limit on how long one claim
+// statement waits for a row lock held by another transaction (default
+// [DefaultLockWaitLimit]). A claim whose statement reaches it returns the
+// rows already committed with an error wrapping [dao.ErrBusy]. d <= 0 keeps
+// the default. The limit is rounded up to what the server accepts (whole
+// seconds on MySQL and MariaDB).
+func WithLockWaitLimit(d time.Duration) Option {
+	return func(o *options) { o.lockWait = d }
 }
 
 // WithTable makes the store use table name instead of the table name GORM
@@ -132,7 +166,9 @@ func New[T any](db *gorm.DB, opts ...Option) (*Store[T], error) {
 		// the model's fields; the other drivers return some as text (SQLite
 		// times) that only GORM's scanner parses. Serializer fields always
 		// need GORM.
-		direct: name == dialects.Postgres && !slices.ContainsFunc(model.Schema().Fields, func(f *schema.Field) bool { return f.Serializer != nil }),
+		direct:       name == dialects.Postgres && !slices.ContainsFunc(model.Schema().Fields, func(f *schema.Field) bool { return f.Serializer != nil }),
+		claimTimeout: cmp.Or(max(o.claimTimeout, 0), DefaultClaimTimeout),
+		lockWait:     cmp.Or(max(o.lockWait, 0), DefaultLockWaitLimit),
 	}
 	s.inTx = inTransaction(s.pool)
 	s.foundRows = reportsMatchedRows(db, name)
