@@ -191,10 +191,30 @@ func (b *builder) where(c dao.Criteria) error {
 	return b.cond(c)
 }
 
-// cond writes c. An And or Or operand whose operator differs from its
-// parent's is parenthesized; operands with the same operator need no
-// parentheses, as AND and OR are associative.
+// unwrap returns c without its single-operand And and Or wrappers: an And
+// or Or of one operand means that operand.
+func unwrap(c dao.Criteria) dao.Criteria {
+	for (c.Op() == dao.OpAnd || c.Op() == dao.OpOr) && len(c.Children()) == 1 {
+		c = c.Children()[0]
+	}
+	return c
+}
+
+// compound reports whether c, unwrapped, renders as more than one term
+// joined by AND or OR.
+func compound(c dao.Criteria) bool {
+	c = unwrap(c)
+	return (c.Op() == dao.OpAnd || c.Op() == dao.OpOr) && len(c.Children()) > 1
+}
+
+// cond writes c. Single-operand And and Or nodes are written as their
+// operand, and every operand that is itself an And or an Or of several
+// operands is parenthesized, whatever the operators: the text never relies
+// on AND binding tighter than OR. Callers that join c to other terms
+// parenthesize it the same way ([Renderer.GuardedUpdate] makes it an
+// operand of an And).
 func (b *builder) cond(c dao.Criteria) error {
+	c = unwrap(c)
 	switch op := c.Op(); op {
 	case dao.OpAll:
 		b.w("1 = 1")
@@ -216,7 +236,7 @@ func (b *builder) cond(c dao.Criteria) error {
 			if i > 0 {
 				b.w(sep)
 			}
-			paren := (k.Op() == dao.OpAnd || k.Op() == dao.OpOr) && k.Op() != op && len(k.Children()) > 1
+			paren := compound(k)
 			if paren {
 				b.w("(")
 			}
@@ -469,8 +489,9 @@ func (r Renderer) Update(t Table, where dao.Criteria, set dao.Set) (Statement, e
 }
 
 // GuardedUpdate renders the per-row write of the portable default:
-// UPDATE ... SET <set> WHERE pk = ? AND <where>. Because it re-asserts
-// where, a row another claimer took after the candidate read no longer
+// UPDATE ... SET <set> WHERE pk = ? AND (<where>), the criteria
+// parenthesized as a whole when they are an And or Or of several operands.
+// Because it re-asserts where, a row another claimer took after the candidate read no longer
 // matches and the statement affects zero rows. On PostgreSQL (READ
 // COMMITTED: "Transaction Isolation", the re-check of an updated row),
 // MySQL and MariaDB (an UPDATE reads the latest committed version under

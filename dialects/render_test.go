@@ -139,10 +139,10 @@ func TestCountUpdate(t *testing.T) {
 			name: "guarded-update",
 			got:  func(r Renderer) (Statement, error) { return r.GuardedUpdate(jobs, int64(7), claimable, claimSet) },
 			want: map[Name]Statement{
-				Postgres:  {`UPDATE "jobs" SET "attempts" = "attempts" + $1, "locked_by" = $2, "status" = $3 WHERE "id" = $4 AND ("status" = $5 OR ("status" = $6 AND "locked_until" < $7)) AND "retry_count" < "max_retries"`, []any{int64(1), "w1", "processing", int64(7), "pending", "processing", now}},
-				MySQL:     {"UPDATE `jobs` SET `attempts` = `attempts` + ?, `locked_by` = ?, `status` = ? WHERE `id` = ? AND (`status` = ? OR (`status` = ? AND `locked_until` < ?)) AND `retry_count` < `max_retries`", []any{int64(1), "w1", "processing", int64(7), "pending", "processing", now}},
-				SQLite:    {`UPDATE "jobs" SET "attempts" = "attempts" + ?, "locked_by" = ?, "status" = ? WHERE "id" = ? AND ("status" = ? OR ("status" = ? AND "locked_until" < ?)) AND "retry_count" < "max_retries"`, []any{int64(1), "w1", "processing", int64(7), "pending", "processing", now}},
-				SQLServer: {"UPDATE [jobs] SET [attempts] = [attempts] + @p1, [locked_by] = @p2, [status] = @p3 WHERE [id] = @p4 AND ([status] = @p5 OR ([status] = @p6 AND [locked_until] < @p7)) AND [retry_count] < [max_retries]", []any{int64(1), "w1", "processing", int64(7), "pending", "processing", now}},
+				Postgres:  {`UPDATE "jobs" SET "attempts" = "attempts" + $1, "locked_by" = $2, "status" = $3 WHERE "id" = $4 AND (("status" = $5 OR ("status" = $6 AND "locked_until" < $7)) AND "retry_count" < "max_retries")`, []any{int64(1), "w1", "processing", int64(7), "pending", "processing", now}},
+				MySQL:     {"UPDATE `jobs` SET `attempts` = `attempts` + ?, `locked_by` = ?, `status` = ? WHERE `id` = ? AND ((`status` = ? OR (`status` = ? AND `locked_until` < ?)) AND `retry_count` < `max_retries`)", []any{int64(1), "w1", "processing", int64(7), "pending", "processing", now}},
+				SQLite:    {`UPDATE "jobs" SET "attempts" = "attempts" + ?, "locked_by" = ?, "status" = ? WHERE "id" = ? AND (("status" = ? OR ("status" = ? AND "locked_until" < ?)) AND "retry_count" < "max_retries")`, []any{int64(1), "w1", "processing", int64(7), "pending", "processing", now}},
+				SQLServer: {"UPDATE [jobs] SET [attempts] = [attempts] + @p1, [locked_by] = @p2, [status] = @p3 WHERE [id] = @p4 AND (([status] = @p5 OR ([status] = @p6 AND [locked_until] < @p7)) AND [retry_count] < [max_retries])", []any{int64(1), "w1", "processing", int64(7), "pending", "processing", now}},
 			},
 		},
 		{
