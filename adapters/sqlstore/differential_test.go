@@ -1,0 +1,93 @@
+package sqlstore_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dialects"
+	"github.com/claimstore/claimstore/internal/difftest"
+	"github.com/claimstore/claimstore/internal/testdb"
+	"gorm.io/gorm"
+)
+
+// diffIterations is the number of generated cases per backend: under the
+// race detector the pure-Go SQLite is many times slower, so fewer there.
+func diffIterations(sqlite bool) int {
+	n := 150
+	if sqlite && raceEnabled() {
+		n = 60
+	}
+	if testing.Short() {
+		n /= 3
+	}
+	return n
+}
+
+// diffTarget returns a migrated store of difftest.Row over a fresh table
+// of db, for difftest.Run.
+func diffTarget(t *testing.T, db *gorm.DB, opts ...sqlstore.Option) difftest.Target {
+	t.Helper()
+	table := testdb.Table(t, db, "diff")
+	s, err := sqlstore.New[difftest.Row](db, append(opts, sqlstore.WithTable(table))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r, err := dialects.NewRenderer(s.Dialect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := dialects.Table{Name: table, PrimaryKey: "id"}
+	return difftest.Target{
+		Store: s,
+		Reset: func(ctx context.Context) error {
+			return db.WithContext(ctx).Exec("DELETE FROM " + r.QuoteTable(table)).Error
+		},
+		Explain: func(op difftest.Op) string {
+			if op.Where.IsAll() {
+				return ""
+			}
+			where, err := s.Model().CheckCriteria(op.Where)
+			if err != nil {
+				return err.Error()
+			}
+			st, err := r.Count(tbl, where)
+			if err != nil {
+				return err.Error()
+			}
+			_, w, _ := strings.Cut(st.SQL, " WHERE ")
+			return "WHERE " + w
+		},
+	}
+}
+
+// TestDifferential runs random call sequences on every SQL backend and
+// claim path and on the memory store, and compares results and tables
+// after every call. CLAIMSTORE_DIFF_SEED and CLAIMSTORE_DIFF_ITERATIONS
+// change the seed and the number of cases.
+func TestDifferential(t *testing.T) {
+	cases := []struct {
+		name string
+		open func(testing.TB) *gorm.DB
+		opts []sqlstore.Option
+	}{
+		{"sqlite", sqliteFile, nil},
+		{"postgres", testdb.Postgres, nil},
+		{"postgres_portable", testdb.Postgres, []sqlstore.Option{sqlstore.WithoutFastPath()}},
+		{"mysql", testdb.MySQL, nil},
+		{"mysql_fast_path", testdb.MySQL, []sqlstore.Option{sqlstore.WithFastPath(dialects.MySQL, dialects.MariaDB)}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := difftest.ConfigFromEnv(t, diffIterations(c.name == "sqlite"))
+			difftest.Run(t, diffTarget(t, c.open(t), c.opts...), cfg)
+		})
+	}
+}
+
+var _ dao.Store[difftest.Row] = (*sqlstore.Store[difftest.Row])(nil)
