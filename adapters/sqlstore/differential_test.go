@@ -13,17 +13,13 @@ import (
 	"gorm.io/gorm"
 )
 
-// diffIterations is the number of generated cases per backend: under the
-// race detector the pure-Go SQLite is many times slower, so fewer there.
-func diffIterations(sqlite bool) int {
-	n := 150
-	if sqlite && raceEnabled() {
-		n = 60
-	}
+// diffIterations is the number of generated cases per backend (some five
+// calls each): a few seconds per backend, also under the race detector.
+func diffIterations() int {
 	if testing.Short() {
-		n /= 3
+		return 50
 	}
-	return n
+	return 200
 }
 
 // diffTarget returns a migrated store of difftest.Row over a fresh table
@@ -84,7 +80,7 @@ func TestDifferential(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cfg := difftest.ConfigFromEnv(t, diffIterations(c.name == "sqlite"))
+			cfg := difftest.ConfigFromEnv(t, diffIterations())
 			difftest.Run(t, diffTarget(t, c.open(t), c.opts...), cfg)
 		})
 	}
