@@ -12,15 +12,24 @@ import (
 	"github.com/claimstore/claimstore/dialects"
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
+	"gorm.io/gorm"
 )
 
 // claimContext returns the context a claim statement runs on from the
 // moment it is sent: it carries ctx's values but not its cancellation or
 // deadline, so that the statement's outcome is learned however the
 // caller's context ends, and it ends after the store's claim timeout
-// ([WithClaimTimeout]). The caller must call the returned cancel function.
+// ([WithClaimTimeout]). On SQLite it never ends: SQLite runs in-process, so
+// a statement cannot hang on a network, and the busy timeout bounds its
+// wait for the write lock; a context that never ends also leaves no
+// driver a reason to skip or interrupt a statement, which would leave its
+// outcome unknown. The caller must call the returned cancel function.
 func (s *Store[T]) claimContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), s.claimTimeout)
+	ctx = context.WithoutCancel(ctx)
+	if s.dialect == dialects.SQLite {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.claimTimeout)
 }
 
 // statementLimit is the server-side limit on one claim statement's running
@@ -122,26 +131,38 @@ func (s *Store[T]) noOutcome(what string, err error) error {
 }
 
 // execClaim runs the claim write st on a claimContext of ctx and returns
-// its affected-row count. The count is trusted only when that context was
-// still live when the driver returned: a driver may skip a statement whose
-// context is done and report an earlier statement's count (glebarez
-// go-sqlite does). Errors are returned as the driver gave them, for
-// [classifyClaimWrite].
+// its affected-row count; see execOutcome. Errors are returned as the
+// driver gave them, for [classifyClaimWrite].
 func (s *Store[T]) execClaim(ctx context.Context, st dialects.Statement) (int64, error) {
 	dctx, cancel := s.claimContext(ctx)
 	defer cancel()
-	res, err := s.pool.ExecContext(dctx, st.SQL, st.Args...)
-	if dctx.Err() != nil {
+	n, known, err := execOutcome(dctx, s.pool, st)
+	if !known {
 		return 0, s.noOutcome("guarded update", err)
 	}
-	if err != nil {
-		return 0, err
+	return n, err
+}
+
+// execOutcome runs st on pool with ctx and returns its affected-row count.
+// known is false when ctx was done by the time the driver returned: the
+// count and the error are then not trusted, whatever the driver, since a
+// driver may skip a statement whose context is done and report an earlier
+// statement's count (glebarez go-sqlite v1.21 does), or may have run the
+// statement and lost the race with the context. The error is the driver's,
+// unmapped.
+func execOutcome(ctx context.Context, pool gorm.ConnPool, st dialects.Statement) (n int64, known bool, err error) {
+	res, err := pool.ExecContext(ctx, st.SQL, st.Args...)
+	if ctx.Err() != nil {
+		return 0, false, err
 	}
-	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, mapError(err)
+		return 0, true, err
 	}
-	return n, nil
+	n, err = res.RowsAffected()
+	if ctx.Err() != nil {
+		return 0, false, err
+	}
+	return n, true, err
 }
 
 // classifyClaimWrite sorts the error of a guarded update, a statement that
