@@ -35,6 +35,37 @@ import (
 // Every other store runs dao.PortableClaim: one candidate SELECT, then
 // one guarded UPDATE ... WHERE pk = ? AND <where> per candidate, 1 + N
 // round trips; a row is claimed when its guarded update affected one row.
+// Its outcomes at the edges (a returned row is always a committed claim;
+// every other row is left as it was):
+//
+//   - Success: the claimed rows, nil.
+//   - Lost race: the row is skipped without an error on PostgreSQL,
+//     MySQL, MariaDB and SQL Server (the guard no longer matches, or the
+//     update was a deadlock victim, which rolls back that update alone);
+//     on SQLite a writer that finds the write lock taken past the busy
+//     timeout fails with dao.ErrBusy, returned with the rows claimed
+//     before.
+//   - ctx done before the first statement is sent: nothing is sent; no
+//     rows and an error wrapping ctx.Err().
+//   - ctx done after a statement is sent: each statement runs on a context
+//     detached from ctx's cancellation, so its outcome is learned; then no
+//     further statement is sent, and the rows whose update committed are
+//     returned with an error wrapping ctx.Err(). The wait is bounded by
+//     the lock-wait limit ([WithLockWaitLimit], 5 s by default) where the
+//     server takes one per statement (PostgreSQL lock_timeout, MariaDB
+//     innodb_lock_wait_timeout), by the busy timeout on SQLite, by the
+//     session's innodb_lock_wait_timeout on MySQL 8, and by the claim
+//     timeout ([WithClaimTimeout], 30 s by default) on every server.
+//   - Lock wait past the limit: the rows claimed before are returned with
+//     an error wrapping dao.ErrBusy (retryable; also wrapping ctx.Err()
+//     when ctx is done); that row's update was rolled back.
+//   - Connection lost, or no answer within the claim timeout: the rows
+//     claimed before are returned with an error wrapping
+//     dao.ErrUnavailable. The update under way may have committed with its
+//     acknowledgement lost; that row then comes back when its lease
+//     (locked_until) expires, so claim with a lease.
+//   - Contention: many claimers racing for the same rows get fewer rows,
+//     never an error, on PostgreSQL, MySQL and MariaDB.
 //
 // req.Limit <= 0 returns (nil, nil) without I/O. Invalid requests are
 // [dao.ErrInvalidArgument]. A store bound to a transaction returns
