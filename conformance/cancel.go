@@ -70,6 +70,7 @@ func testCancelSweep(t *testing.T, h Harness) {
 	rows := seed(t, s, calls, func(i int, j *Job) { j.Priority = i % 7 })
 	until := baseTime().Add(time.Hour)
 
+	began := time.Now()
 	var next atomic.Int64
 	results := make([][]sweepCall, cancelSweepClaimers)
 	var wg sync.WaitGroup
@@ -107,6 +108,7 @@ func testCancelSweep(t *testing.T, h Harness) {
 		}()
 	}
 	wg.Wait()
+	elapsed := time.Since(began)
 
 	var (
 		nCalls, nCancelled, nClaimed, nStranded, nDup, nPhantom, nRetried int
@@ -164,8 +166,8 @@ func testCancelSweep(t *testing.T, h Harness) {
 			}
 		}
 	}
-	t.Logf("cancellation sweep on %s: calls %d, cancelled %d, rows claimed %d, stranded %d, duplicates %d, phantoms %d (%d claimers, %d rows, %d calls failed with a retryable error)",
-		backend, nCalls, nCancelled, nClaimed, nStranded, nDup, nPhantom, cancelSweepClaimers, len(rows), nRetried)
+	t.Logf("cancellation sweep on %s: calls %d, cancelled %d, rows claimed %d, stranded %d, duplicates %d, phantoms %d (%d claimers, %d rows, %d calls failed with a retryable error, %v)",
+		backend, nCalls, nCancelled, nClaimed, nStranded, nDup, nPhantom, cancelSweepClaimers, len(rows), nRetried, elapsed.Round(time.Millisecond))
 	for _, list := range [][]string{problems, stranded, dups, phantoms} {
 		for i, p := range list {
 			if i == maxEach {
