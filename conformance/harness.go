@@ -71,6 +71,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Claim", func(t *testing.T) { testClaim(t, h) })
 	t.Run("NoDoubleClaim", func(t *testing.T) { testNoDoubleClaim(t, h) })
 	t.Run("LostRace", func(t *testing.T) { testLostRace(t, h) })
+	t.Run("CancelSweep", func(t *testing.T) { testCancelSweep(t, h) })
 }
 
 func testCapabilities(t *testing.T, h Harness) {

@@ -3,7 +3,9 @@ package dao_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/claimstore/claimstore/dao"
 )
@@ -13,8 +15,9 @@ import (
 type sliceOps struct {
 	m       *dao.Model[row]
 	rows    []row
-	lose    map[int64]bool  // guarded update affects no row
-	fail    map[int64]error // guarded update fails
+	lose    map[int64]bool   // guarded update affects no row
+	fail    map[int64]error  // guarded update fails
+	during  map[int64]func() // runs while the guarded update of an id is under way
 	reads   int
 	updates []int64
 }
@@ -32,6 +35,9 @@ func (o *sliceOps) ReadCandidates(ctx context.Context, q dao.Query) ([]row, erro
 
 func (o *sliceOps) ClaimRow(ctx context.Context, r *row, where dao.Criteria, set dao.Set) (bool, error) {
 	o.updates = append(o.updates, r.ID)
+	if f := o.during[r.ID]; f != nil {
+		f()
+	}
 	if err := o.fail[r.ID]; err != nil {
 		return false, err
 	}
@@ -39,7 +45,7 @@ func (o *sliceOps) ClaimRow(ctx context.Context, r *row, where dao.Criteria, set
 }
 
 func newOps(t *testing.T, n int) *sliceOps {
-	o := &sliceOps{m: model(t), lose: map[int64]bool{}, fail: map[int64]error{}}
+	o := &sliceOps{m: model(t), lose: map[int64]bool{}, fail: map[int64]error{}, during: map[int64]func(){}}
 	for i := 1; i <= n; i++ {
 		o.rows = append(o.rows, row{ID: int64(i), Status: "pending"})
 	}
@@ -109,5 +115,60 @@ func TestPortableClaimCallsTrace(t *testing.T) {
 	}
 	if len(seen) != 3 || seen[0] != int64(1) {
 		t.Fatalf("trace saw %v", seen)
+	}
+}
+
+func TestPortableClaimSendsNothingOnADoneContext(t *testing.T) {
+	o := newOps(t, 5)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	got, err := dao.PortableClaim(ctx, o.m, o, claimReq)
+	if !errors.Is(err, context.Canceled) || got != nil {
+		t.Fatalf("PortableClaim on a canceled context = %v, %v; want nothing and context.Canceled", got, err)
+	}
+	if o.reads != 0 || len(o.updates) != 0 {
+		t.Fatalf("I/O happened: %d reads, %d updates", o.reads, len(o.updates))
+	}
+}
+
+// A context canceled while a guarded update is under way: that update's
+// outcome is kept (the row is returned), and no further update is sent.
+func TestPortableClaimStopsAfterCancellation(t *testing.T) {
+	o := newOps(t, 5)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o.during[2] = cancel
+	got, err := dao.PortableClaim(ctx, o.m, o, claimReq)
+	if !errors.Is(err, context.Canceled) || dao.IsRetryable(err) {
+		t.Fatalf("error = %v, want context.Canceled, not retryable", err)
+	}
+	if len(got) != 2 || got[0].ID != 1 || got[1].ID != 2 || got[1].Status != "taken" {
+		t.Fatalf("claimed %+v, want rows 1 and 2, whose updates committed", got)
+	}
+	if len(o.updates) != 2 {
+		t.Fatalf("updates sent: %v; want none after the cancellation", o.updates)
+	}
+}
+
+// An update that fails after the context ended: the error wraps both.
+func TestPortableClaimErrorAfterCancellationWrapsContext(t *testing.T) {
+	o := newOps(t, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	busy := fmt.Errorf("lock wait: %w", dao.ErrBusy)
+	o.during[2] = cancel
+	o.fail[2] = busy
+	got, err := dao.PortableClaim(ctx, o.m, o, claimReq)
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, dao.ErrBusy) || dao.IsRetryable(err) {
+		t.Fatalf("error = %v, want context.Canceled and ErrBusy, not retryable", err)
+	}
+	if len(got) != 1 || got[0].ID != 1 {
+		t.Fatalf("claimed %+v, want row 1", got)
+	}
+	// Without a cancellation the same failure is retryable.
+	o = newOps(t, 5)
+	o.fail[2] = busy
+	if _, err := dao.PortableClaim(context.Background(), o.m, o, claimReq); !dao.IsRetryable(err) || errors.Is(err, context.Canceled) {
+		t.Fatalf("error = %v, want a retryable ErrBusy", err)
 	}
 }

@@ -35,6 +35,37 @@ import (
 // Every other store runs dao.PortableClaim: one candidate SELECT, then
 // one guarded UPDATE ... WHERE pk = ? AND <where> per candidate, 1 + N
 // round trips; a row is claimed when its guarded update affected one row.
+// Its outcomes at the edges (a returned row is always a committed claim;
+// every other row is left as it was):
+//
+//   - Success: the claimed rows, nil.
+//   - Lost race: the row is skipped without an error on PostgreSQL,
+//     MySQL, MariaDB and SQL Server (the guard no longer matches, or the
+//     update was a deadlock victim, which rolls back that update alone);
+//     on SQLite a writer that finds the write lock taken past the busy
+//     timeout fails with dao.ErrBusy, returned with the rows claimed
+//     before.
+//   - ctx done before the first statement is sent: nothing is sent; no
+//     rows and an error wrapping ctx.Err().
+//   - ctx done after a statement is sent: each statement runs on a context
+//     detached from ctx's cancellation, so its outcome is learned; then no
+//     further statement is sent, and the rows whose update committed are
+//     returned with an error wrapping ctx.Err(). The wait is bounded by
+//     the lock-wait limit ([WithLockWaitLimit], 5 s by default) where the
+//     server takes one per statement (PostgreSQL lock_timeout, MariaDB
+//     innodb_lock_wait_timeout), by the busy timeout on SQLite, by the
+//     session's innodb_lock_wait_timeout on MySQL 8, and by the claim
+//     timeout ([WithClaimTimeout], 30 s by default) on every server.
+//   - Lock wait past the limit: the rows claimed before are returned with
+//     an error wrapping dao.ErrBusy (retryable; also wrapping ctx.Err()
+//     when ctx is done); that row's update was rolled back.
+//   - Connection lost, or no answer within the claim timeout: the rows
+//     claimed before are returned with an error wrapping
+//     dao.ErrUnavailable. The update under way may have committed with its
+//     acknowledgement lost; that row then comes back when its lease
+//     (locked_until) expires, so claim with a lease.
+//   - Contention: many claimers racing for the same rows get fewer rows,
+//     never an error, on PostgreSQL, MySQL and MariaDB.
 //
 // req.Limit <= 0 returns (nil, nil) without I/O. Invalid requests are
 // [dao.ErrInvalidArgument]. A store bound to a transaction returns
@@ -138,16 +169,52 @@ func (s *Store[T]) claimLocked(ctx context.Context, req dao.ClaimRequest) ([]T, 
 }
 
 // portableOps implements dao.PortableOps with the rendered candidate read
-// and guarded update.
+// and guarded update. Each statement runs on a claimContext: detached from
+// the caller's cancellation, bounded by the claim timeout, and carrying
+// the dialect's server-side limits (boundRead, boundWrite), so a statement
+// once sent always has a known outcome unless the claim timeout itself
+// expires.
 type portableOps[T any] struct{ s *Store[T] }
 
-// ReadCandidates runs the candidate SELECT.
+// ReadCandidates runs the candidate SELECT. An error that ends it past a
+// server-side limit wraps dao.ErrBusy; a read the claim timeout cut short
+// is dao.ErrUnavailable.
 func (o portableOps[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]T, error) {
-	return o.s.find(ctx, q)
+	s := o.s
+	st, err := s.r.Select(s.table, q)
+	if err != nil {
+		return nil, err
+	}
+	dctx, cancel := s.claimContext(ctx)
+	defer cancel()
+	rows, err := s.query(dctx, s.pool, s.boundRead(st))
+	if dctx.Err() != nil {
+		return nil, s.noOutcome("candidate read", err)
+	}
+	if err != nil {
+		_, err = classifyClaimWrite(err)
+		return nil, err
+	}
+	return rows, nil
 }
 
-// ClaimRow runs the guarded update of row and reports whether it claimed
-// the row (one affected row).
+// ClaimRow runs the guarded update of row (with boundWrite's lock-wait
+// limit) and reports whether it claimed the row (one affected row). The
+// outcomes:
+//
+//   - One affected row: claimed, (true, nil).
+//   - The guard no longer matched (another claimer took the row): (false,
+//     nil).
+//   - The statement was a deadlock victim, or a serialization failure on
+//     PostgreSQL: only it was rolled back, so the row is not claimed and
+//     is treated as a lost race, (false, nil); see classifyClaimWrite.
+//   - A lock wait past the limit: (false, error wrapping dao.ErrBusy); the
+//     update was rolled back.
+//   - The connection was lost: (false, error wrapping dao.ErrUnavailable).
+//     The update may have committed with its acknowledgement lost; the
+//     row then comes back when its lease (locked_until) expires.
+//   - The claim timeout expired before the outcome was known: (false,
+//     error wrapping dao.ErrUnavailable), as for a lost connection.
 //
 // MySQL and MariaDB report, unless the connection sets the
 // CLIENT_FOUND_ROWS flag (DSN clientFoundRows=true, which [Open] adds), the
@@ -160,7 +227,10 @@ func (o portableOps[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]T, e
 // rows is ambiguous: the guard may have matched a row the Set left as it
 // was. Only then ClaimRow asks once more with SELECT COUNT(*) ... WHERE pk =
 // ? AND <where> and claims the row if it still matches; that costs one
-// extra round trip in this degenerate case and none otherwise.
+// extra round trip in this degenerate case and none otherwise. When ctx is
+// done by then, it sends nothing more and reports the row as not claimed:
+// its stored values are those the candidate read saw, so it stays
+// claimable.
 func (o portableOps[T]) ClaimRow(ctx context.Context, row *T, where dao.Criteria, set dao.Set) (bool, error) {
 	s := o.s
 	id := s.model.ID(row)
@@ -168,22 +238,29 @@ func (o portableOps[T]) ClaimRow(ctx context.Context, row *T, where dao.Criteria
 	if err != nil {
 		return false, err
 	}
-	n, err := s.exec(ctx, s.pool, st)
+	n, err := s.execClaim(ctx, s.boundWrite(st))
 	if err != nil {
-		return false, err
+		if lost, err := classifyClaimWrite(err); lost || err != nil {
+			return false, err
+		}
 	}
 	if n > 0 {
 		return true, nil
 	}
-	if s.foundRows || certainlyChanges(s.model, row, set) {
+	if s.foundRows || certainlyChanges(s.model, row, set) || ctx.Err() != nil {
 		return false, nil
 	}
 	cst, err := s.r.Count(s.table, dao.And(dao.Eq(s.table.PrimaryKey, id), where))
 	if err != nil {
 		return false, err
 	}
+	dctx, cancel := s.claimContext(ctx)
+	defer cancel()
 	var c int64
-	if err := s.pool.QueryRowContext(ctx, cst.SQL, cst.Args...).Scan(&c); err != nil {
+	if err := s.pool.QueryRowContext(dctx, cst.SQL, cst.Args...).Scan(&c); err != nil {
+		if dctx.Err() != nil {
+			return false, s.noOutcome("guard check", err)
+		}
 		return false, mapError(err)
 	}
 	return c > 0, nil
