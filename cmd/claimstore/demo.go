@@ -83,7 +83,7 @@ memory), --nats-url an external NATS server instead of the embedded one.`,
 	f.IntVar(&o.perTx, "per-tx", 1, "business rows (each with its message) per transaction")
 	f.StringVar(&o.natsURL, "nats-url", "", "external NATS server URL (default: an embedded server)")
 	f.StringVar(&o.table, "table", "", "message table name (default: a fresh outbox_demo_<random>)")
-	f.BoolVar(&o.keep, "keep", false, "keep the tables and the stream")
+	f.BoolVar(&o.keep, "keep", false, "keep the tables, the stream and the temporary SQLite file")
 	f.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up when the messages are not all published within this time")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
 	return cmd
