@@ -11,6 +11,7 @@ import (
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/testdb"
 	"github.com/claimstore/claimstore/roundtrip"
+	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 )
 
@@ -30,7 +31,7 @@ func open(t *testing.T, backend string, c *roundtrip.Counter) *gorm.DB {
 	case "postgres":
 		dsn = testdb.PostgresDSN()
 	case "mysql":
-		dsn = testdb.MySQLDSN()
+		dsn = mysqlDSN(t, true)
 	case "sqlite":
 		dsn = sqlstore.SQLiteDSN(filepath.Join(t.TempDir(), "rt.db"))
 	}
@@ -49,6 +50,18 @@ func open(t *testing.T, backend string, c *roundtrip.Counter) *gorm.DB {
 		}
 	})
 	return db
+}
+
+// mysqlDSN returns the MySQL test DSN ($CLAIMSTORE_MYSQL_DSN or the
+// local server) with interpolateParams set to interpolate.
+func mysqlDSN(t *testing.T, interpolate bool) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(testdb.MySQLDSN())
+	if err != nil {
+		t.Fatalf("%s: %v", testdb.EnvMySQL, err)
+	}
+	cfg.InterpolateParams = interpolate
+	return cfg.FormatDSN()
 }
 
 func TestCountsEachCall(t *testing.T) {
@@ -114,7 +127,7 @@ func TestCountsEachCall(t *testing.T) {
 // round trips (the ErrSkip is not counted). With it, one.
 func TestMySQLInterpolateParams(t *testing.T) {
 	var c roundtrip.Counter
-	db := open(t, "mysql", &c) // the test DSN sets interpolateParams=true
+	db := open(t, "mysql", &c) // with interpolateParams=true
 	sqlDB, _ := db.DB()
 	ctx := context.Background()
 	c.Reset()
@@ -126,7 +139,7 @@ func TestMySQLInterpolateParams(t *testing.T) {
 	}
 
 	var c2 roundtrip.Counter
-	plain, err := roundtrip.Open("mysql", "root@tcp(127.0.0.1:3306)/test", &c2)
+	plain, err := roundtrip.Open("mysql", mysqlDSN(t, false), &c2)
 	if err != nil {
 		t.Fatal(err)
 	}

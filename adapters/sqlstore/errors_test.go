@@ -267,7 +267,9 @@ func TestOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer closeDB(my)
+	// A cleanup, not a defer: newStore's cleanup drops the table, which
+	// needs the pool open, and cleanups run after defers, last first.
+	t.Cleanup(func() { closeDB(my) })
 	s := newStore(t, my)
 	lease := time.Date(2031, 2, 3, 4, 5, 6, 0, time.UTC)
 	it := &job{Name: "t", Status: "pending", LockedUntil: &lease}

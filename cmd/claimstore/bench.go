@@ -69,6 +69,15 @@ CLAIMSTORE_MYSQL_DSN) and memory.`,
 }
 
 func runBench(cmd *cobra.Command, o benchOptions) error {
+	var c flagChecks
+	atLeast(&c, "rows", o.rows, 1)
+	atLeast(&c, "workers", o.workers, 1)
+	atLeast(&c, "batch", o.batch, 1)
+	atLeast(&c, "repeat", o.repeat, 1)
+	atLeast(&c, "load-batch", o.loadBatch, 1)
+	if c.err != nil {
+		return c.err
+	}
 	var progress io.Writer = cmd.ErrOrStderr()
 	if o.quiet {
 		progress = nil

@@ -137,8 +137,20 @@ type outboxResult struct {
 func (r outboxResult) rate() float64 { return float64(r.messages) / r.total.Seconds() }
 
 func runBenchOutbox(cmd *cobra.Command, o benchOutboxOptions) error {
-	if o.messages <= 0 || o.repeat <= 0 || o.relays <= 0 || o.workers <= 0 || o.batch <= 0 || o.writers <= 0 || o.writeBatch <= 0 || o.payload < 0 {
-		return fmt.Errorf("%w: sizes and counts must be > 0", dao.ErrInvalidArgument)
+	var c flagChecks
+	atLeast(&c, "messages", o.messages, 1)
+	atLeast(&c, "relays", o.relays, 1)
+	atLeast(&c, "workers", o.workers, 1)
+	atLeast(&c, "batch", o.batch, 1)
+	atLeast(&c, "writers", o.writers, 1)
+	atLeast(&c, "write-batch", o.writeBatch, 1)
+	atLeast(&c, "payload", o.payload, 0)
+	above(&c, "lease", o.lease, 0)
+	atLeast(&c, "analyze-every", o.analyze, 0)
+	atLeast(&c, "repeat", o.repeat, 1)
+	above(&c, "timeout", o.timeout, 0)
+	if c.err != nil {
+		return c.err
 	}
 	variants := strings.Split(o.variants, ",")
 	for _, v := range variants {
@@ -366,7 +378,7 @@ func benchOutboxVariant(ctx context.Context, progress io.Writer, broker *demoBro
 				for i := range ms {
 					ms[i] = &outbox.Message{MessageID: fmt.Sprintf("m-%d", first+i), Topic: subject, Type: "bench", Payload: []byte(payload)}
 				}
-				err := retryBusy(ctx, func() error {
+				_, err := retryBusy(ctx, func() error {
 					for _, m := range ms { // a failed attempt may have filled ids in
 						m.ID = 0
 					}

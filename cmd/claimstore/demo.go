@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 	"gorm.io/gorm"
 
-	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/outbox/natsembed"
 	"github.com/claimstore/claimstore/outbox/natspub"
@@ -84,7 +83,7 @@ memory), --nats-url an external NATS server instead of the embedded one.`,
 	f.IntVar(&o.perTx, "per-tx", 1, "business rows (each with its message) per transaction")
 	f.StringVar(&o.natsURL, "nats-url", "", "external NATS server URL (default: an embedded server)")
 	f.StringVar(&o.table, "table", "", "message table name (default: a fresh outbox_demo_<random>)")
-	f.BoolVar(&o.keep, "keep", false, "keep the tables and the stream")
+	f.BoolVar(&o.keep, "keep", false, "keep the tables, the stream and the temporary SQLite file")
 	f.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up when the messages are not all published within this time")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")
 	return cmd
@@ -97,7 +96,7 @@ func demoLogger() *slog.Logger {
 	if globalFlags.LogLevel == "debug" {
 		level = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
 }
 
 func randomHex(n int) string {
@@ -137,8 +136,17 @@ func (b *demoBroker) Close() {
 }
 
 func runDemo(cmd *cobra.Command, o demoOptions) error {
-	if o.messages <= 0 || o.relays <= 0 || o.workers <= 0 || o.batch <= 0 || o.writers <= 0 || o.perTx <= 0 || o.lease <= 0 {
-		return fmt.Errorf("%w: --messages, --relays, --workers, --batch, --writers, --per-tx and --lease must be > 0", dao.ErrInvalidArgument)
+	var c flagChecks
+	atLeast(&c, "messages", o.messages, 1)
+	atLeast(&c, "relays", o.relays, 1)
+	atLeast(&c, "workers", o.workers, 1)
+	atLeast(&c, "batch", o.batch, 1)
+	above(&c, "lease", o.lease, 0)
+	atLeast(&c, "writers", o.writers, 1)
+	atLeast(&c, "per-tx", o.perTx, 1)
+	above(&c, "timeout", o.timeout, 0)
+	if c.err != nil {
+		return c.err
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), o.timeout)
 	defer cancel()
@@ -157,6 +165,13 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 		return err
 	}
 	defer env.Close()
+	env.keepFile = o.keep
+	// SQLite takes one writer at a time: a write that finds the lock taken
+	// is retried quietly, and counted in the verdict.
+	var busy atomic.Int64
+	if env.repo, err = withBusyRetries(env, &busy); err != nil {
+		return err
+	}
 	orders := "demo_orders_" + tag
 	if env.db != nil {
 		if err := env.db.WithContext(ctx).Table(orders).AutoMigrate(&demoOrder{}); err != nil {
@@ -201,6 +216,16 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 	}
 	fmt.Fprintf(out, "demo: %d messages, %d writers, %d relays x %d batches of %d; backend %s, table %s; NATS %s, stream %s\n",
 		o.messages, o.writers, o.relays, o.workers, o.batch, env.backend, o.table, where, stream)
+	if env.file != "" {
+		switch {
+		case !env.tempFile:
+			fmt.Fprintf(out, "database file: %s\n", env.file)
+		case o.keep:
+			fmt.Fprintf(out, "database file: %s (kept after the run: --keep)\n", env.file)
+		default:
+			fmt.Fprintf(out, "database file: %s (removed after the run; --keep keeps it)\n", env.file)
+		}
+	}
 
 	// Relays first, so they run while the writers write.
 	relayCtx, stopRelays := context.WithCancel(ctx)
@@ -250,7 +275,9 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 		writeWG.Go(func() {
 			for first := w * o.perTx; first < o.messages; first += o.writers * o.perTx {
 				n := min(o.perTx, o.messages-first)
-				if err := retryBusy(ctx, func() error { return writeOrders(ctx, env, orders, tag, subject, first, n) }); err != nil {
+				retries, err := retryBusy(ctx, func() error { return writeOrders(ctx, env, orders, tag, subject, first, n) })
+				busy.Add(retries)
+				if err != nil {
 					writeErr <- err
 					return
 				}
@@ -303,7 +330,7 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 	if err != nil {
 		return err
 	}
-	return demoVerdict(ctx, out, js, stream, tag, o, counts, relays, elapsed, writeDone)
+	return demoVerdict(ctx, out, js, stream, tag, o, counts, relays, elapsed, writeDone, busy.Load())
 }
 
 // writeOrders writes n business rows, numbers first.., each with its outbox
@@ -334,7 +361,7 @@ func writeOrders(ctx context.Context, env *outboxEnv, table, tag, subject string
 // demoVerdict reads the stream back and prints the verdict; it returns an
 // error unless every message is in the stream exactly once.
 func demoVerdict(ctx context.Context, out io.Writer, js jetstream.JetStream, stream, tag string, o demoOptions,
-	counts map[outbox.Status]int64, relays []*outbox.Relay, elapsed, writeDone time.Duration) error {
+	counts map[outbox.Status]int64, relays []*outbox.Relay, elapsed, writeDone time.Duration, busy int64) error {
 	audit, err := natspub.Audit(ctx, js, stream)
 	if err != nil {
 		return err
@@ -354,6 +381,7 @@ func demoVerdict(ctx context.Context, out io.Writer, js jetstream.JetStream, str
 		counts[outbox.StatusPublished], counts[outbox.StatusAbandoned], counts[outbox.StatusPending], counts[outbox.StatusFailed], counts[outbox.StatusProcessing])
 	fmt.Fprintf(out, "stream: %d messages, %d distinct message ids, %d duplicates, %d lost\n",
 		audit.Messages, audit.Distinct(), audit.Duplicates(), lost)
+	fmt.Fprintf(out, "busy:   %d writes found the database locked by another writer and were retried\n", busy)
 	fmt.Fprintf(out, "throughput: %d messages written in %v, all published in %v: %.0f msg/s end to end (write, claim, publish with ack, mark)\n",
 		o.messages, writeDone.Round(time.Millisecond), elapsed.Round(time.Millisecond), float64(o.messages)/elapsed.Seconds())
 	ok := lost == 0 && audit.Duplicates() == 0 && audit.Messages == uint64(o.messages) && audit.Distinct() == o.messages &&

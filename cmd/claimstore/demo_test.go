@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -32,6 +35,17 @@ func TestDemoDefaultEmbedded(t *testing.T) {
 	checkVerdict(t, out, "300")
 	if !strings.Contains(out, "(embedded)") || !strings.Contains(errOut, "written") {
 		t.Errorf("no embedded server or no progress:\n%s\n%s", out, errOut)
+	}
+	// The SQLite file is named, and gone after the run.
+	m := regexp.MustCompile(`(?m)^database file: (\S+) \(removed after the run; --keep keeps it\)$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no database file line:\n%s", out)
+	}
+	if _, err := os.Stat(m[1]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s after the run: %v", m[1], err)
+	}
+	if !regexp.MustCompile(`(?m)^busy:   \d+ writes found the database locked`).MatchString(out) {
+		t.Errorf("no busy retry count in the verdict:\n%s", out)
 	}
 }
 

@@ -17,7 +17,7 @@ func main() {
 	err := rootCmd.ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "claimstore:", err)
+		fmt.Fprintln(os.Stderr, errorText(err))
 		os.Exit(1)
 	}
 }

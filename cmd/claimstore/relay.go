@@ -59,7 +59,7 @@ JetStream stream; --stream with --subjects creates or updates one at start.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.table, "table", outbox.DefaultTable, "message table name")
-	f.StringVar(&o.natsURL, "nats-url", defaultNATSURL(), "NATS server URL (default $"+envNATSURL+" or nats://127.0.0.1:4222)")
+	f.StringVar(&o.natsURL, "nats-url", "", "NATS server URL (default $"+envNATSURL+", else "+nats.DefaultURL+")")
 	f.StringVar(&o.broker, "broker", "", "target broker: relay only the messages whose target_broker equals this")
 	f.StringVar(&o.workerID, "worker-id", "", "worker id recorded in locked_by (default host-pid-random)")
 	f.IntVar(&o.batch, "batch", outbox.DefaultBatchSize, "messages claimed per batch")
@@ -84,7 +84,7 @@ func connectNATS(url, name string) (*nats.Conn, error) {
 	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
 		nats.RetryOnFailedConnect(false))
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+		return nil, fmt.Errorf("connect to NATS at %s (--nats-url): %w", url, err)
 	}
 	return nc, nil
 }
@@ -96,13 +96,27 @@ func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
 	if (o.stream == "") != (o.subjects == "") {
 		return fmt.Errorf("%w: --stream and --subjects go together", dao.ErrInvalidArgument)
 	}
-	ctx := cmd.Context()
-	env, err := openOutbox(ctx, o.table, o.migrate, false, o.workers+2,
-		outbox.WithRetryPolicy(o.retry), outbox.WithLease(o.lease))
-	if err != nil {
-		return err
+	var c flagChecks
+	atLeast(&c, "batch", o.batch, 1)
+	atLeast(&c, "workers", o.workers, 1)
+	above(&c, "lease", o.lease, 0)
+	above(&c, "poll", o.poll, 0)
+	atLeast(&c, "max-poll", o.maxPoll, max(o.poll, 1))
+	atLeast(&c, "shutdown-timeout", o.shutdownTimeout, 0)
+	above(&c, "retry-base", o.retry.BaseDelay, 0)
+	atLeast(&c, "retry-multiplier", o.retry.Multiplier, 1)
+	atLeast(&c, "retry-max", o.retry.MaxDelay, max(o.retry.BaseDelay, 1))
+	between(&c, "retry-jitter", o.retry.Jitter, 0, 1)
+	atLeast(&c, "report", o.report, 0)
+	if c.err != nil {
+		return c.err
 	}
-	defer env.Close()
+	if o.natsURL == "" {
+		o.natsURL = defaultNATSURL()
+	}
+	ctx := cmd.Context()
+	// The broker first: a relay that cannot publish has no business
+	// creating tables.
 	nc, err := connectNATS(o.natsURL, "claimstore relay")
 	if err != nil {
 		return err
@@ -120,6 +134,18 @@ func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
 		cancel()
 		if err != nil {
 			return fmt.Errorf("stream %s: %w", o.stream, err)
+		}
+	}
+	env, err := openOutbox(ctx, o.table, o.migrate, false, o.workers+2,
+		outbox.WithRetryPolicy(o.retry), outbox.WithLease(o.lease))
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	if !o.migrate {
+		if err := env.checkTable(ctx); err != nil {
+			err.fix = "drop --migrate=false to create it"
+			return err
 		}
 	}
 	relay, err := outbox.NewRelay(env.repo, pub, outbox.RelayConfig{

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"strings"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/spf13/cobra"
+
+	"github.com/claimstore/claimstore/dao"
 )
 
 // rootCmd is the claimstore command. Each subcommand lives in its own file
@@ -45,13 +51,38 @@ func init() {
 	pf.StringVar(&globalFlags.LogLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 }
 
-// setupLogging checks --log-level and installs a text slog handler on
-// stderr at --log-level as the default logger.
+// logOut is where the command's logs go: the root command's error output
+// (stderr unless a test redirects it), set by setupLogging.
+var logOut io.Writer = os.Stderr
+
+// setupLogging checks --log-level and installs a text slog handler on the
+// command's error output at --log-level as the default logger. It also
+// routes the MySQL driver's own log lines, which it would otherwise print
+// on stderr past --log-level, through that logger (see mysqlLogger).
 func setupLogging(cmd *cobra.Command, _ []string) error {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(globalFlags.LogLevel)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+		return fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", dao.ErrInvalidArgument, globalFlags.LogLevel)
 	}
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-	return nil
+	logOut = cmd.ErrOrStderr()
+	slog.SetDefault(slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})))
+	return mysql.SetLogger(mysqlLogger{})
+}
+
+// mysqlLogger is the MySQL driver's logger: each line it logs goes to the
+// default slog logger as "mysql driver" with the driver's text in err. The
+// driver logs a connection it finds broken; database/sql then retries on
+// another one, and the error reaches the caller when it matters. A pooled
+// connection the server closed while idle is routine: DEBUG. Anything else
+// (a handshake cut short, a packet read or write failing) is WARN.
+type mysqlLogger struct{}
+
+// Print logs the driver's message v.
+func (mysqlLogger) Print(v ...any) {
+	msg := strings.TrimSpace(fmt.Sprint(v...))
+	level := slog.LevelWarn
+	if strings.HasPrefix(msg, "closing bad idle connection") {
+		level = slog.LevelDebug
+	}
+	slog.Log(context.Background(), level, "mysql driver", "err", msg)
 }

@@ -265,11 +265,13 @@ func measureRoundTrips(t *testing.T, b *backend) string {
 	if err != nil {
 		t.Fatalf("open a counting connection: %v", err)
 	}
-	defer func() {
+	// A cleanup, not a defer: the table's cleanup drops it through this
+	// pool, and cleanups run after defers, last first.
+	t.Cleanup(func() {
 		if sqlDB, err := db.DB(); err == nil {
 			sqlDB.Close()
 		}
-	}()
+	})
 	s := sqlStore(t, db, testdb.Table(t, db, "claimstore_rt"))
 	const n = 10
 	now := time.Now().UTC().Truncate(time.Second)

@@ -1,0 +1,392 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/outbox"
+	"github.com/claimstore/claimstore/outbox/natsembed"
+)
+
+// resetFlags sets every flag of c and its subcommands back to its default,
+// so that a test's flags do not leak into the next run.
+func resetFlags(c *cobra.Command) {
+	reset := func(f *pflag.Flag) {
+		_ = f.Value.Set(f.DefValue)
+		f.Changed = false
+	}
+	c.Flags().VisitAll(reset)
+	c.PersistentFlags().VisitAll(reset)
+	for _, sub := range c.Commands() {
+		resetFlags(sub)
+	}
+}
+
+// execFresh runs the root command like execCLI, with every flag at its
+// default before and after, and stops it after 30 s: none of these runs
+// should take that long.
+func execFresh(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	cliMu.Lock()
+	resetFlags(rootCmd)
+	cliMu.Unlock()
+	t.Cleanup(func() { cliMu.Lock(); resetFlags(rootCmd); cliMu.Unlock() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return execCLI(ctx, args...)
+}
+
+// closedNATS returns a NATS URL on a local port nothing listens on.
+func closedNATS(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "nats://" + addr
+}
+
+func TestErrorTextOnePrefix(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("bench: %w: rows must be >= 1", dao.ErrInvalidArgument), "claimstore: bench: invalid argument: rows must be >= 1"},
+		{fmt.Errorf("bench: library: %w", fmt.Errorf("bench: load: %w", dao.ErrBusy)), "claimstore: bench: library: load: database busy"},
+		{fmt.Errorf("outbox: add: %w", fmt.Errorf("sqlstore: create: %w: x", dao.ErrDuplicate)), "claimstore: outbox: add: sqlstore: create: duplicate key: x"},
+		{errors.New("ERROR: relation \"x\" does not exist"), "claimstore: ERROR: relation \"x\" does not exist"},
+	} {
+		if got := errorText(tc.err); got != tc.want {
+			t.Errorf("errorText(%q) = %q, want %q", tc.err, got, tc.want)
+		}
+	}
+	// As the command prints them.
+	for _, args := range [][]string{
+		{"bench", "--backend", "memory", "--rows", "0"},
+		{"bench", "--backend", "oracle", "--rows", "10"},
+		{"demo", "--backend", "memory", "--messages", "0"},
+		{"relay", "--backend", "sqlite", "--dsn", filepath.Join(t.TempDir(), "x.db"), "--lease", "0s"},
+		{"outbox", "purge", "--backend", "sqlite", "--dsn", filepath.Join(t.TempDir(), "x.db"), "--status", "pending"},
+	} {
+		_, _, err := execFresh(t, args...)
+		if err == nil {
+			t.Fatalf("%v succeeded", args)
+		}
+		if got := errorText(err); strings.Count(got, "claimstore:") != 1 {
+			t.Errorf("%v prints %q", args, got)
+		}
+	}
+}
+
+// Every numeric and duration flag is checked before the command acts, and
+// the error names the flag.
+func TestNumericFlagsNamed(t *testing.T) {
+	dir := t.TempDir()
+	none := filepath.Join(dir, "none.db")
+	nats := closedNATS(t)
+	base := map[string][]string{
+		"claimstore bench":          {"--backend", "memory", "--rows", "10", "--workers", "1", "--batch", "1", "--quiet"},
+		"claimstore bench outbox":   {"--backend", "memory", "--messages", "10", "--relays", "1", "--workers", "1", "--batch", "1", "--writers", "1", "--write-batch", "5", "--quiet", "--nats-url", nats},
+		"claimstore demo":           {"--backend", "memory", "--messages", "10", "--relays", "1", "--workers", "1", "--batch", "1", "--writers", "1", "--quiet", "--nats-url", nats},
+		"claimstore relay":          {"--backend", "sqlite", "--dsn", none, "--nats-url", nats},
+		"claimstore outbox status":  {"--backend", "sqlite", "--dsn", none},
+		"claimstore outbox purge":   {"--backend", "sqlite", "--dsn", none},
+		"claimstore outbox requeue": {"--backend", "sqlite", "--dsn", none, "--all"},
+	}
+	var walk func(c *cobra.Command)
+	checked := 0
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			bad := "-1"
+			switch f.Value.Type() {
+			case "duration":
+				bad = "-1s"
+			case "int", "int64", "float64":
+			default:
+				return
+			}
+			args, ok := base[c.CommandPath()]
+			if !ok {
+				t.Errorf("%s: no arguments to test --%s with", c.CommandPath(), f.Name)
+				return
+			}
+			checked++
+			path := strings.Fields(c.CommandPath())[1:]
+			all := append(append(append([]string{}, path...), args...), "--"+f.Name+"="+bad)
+			out, _, err := execFresh(t, all...)
+			if !errors.Is(err, dao.ErrInvalidArgument) || !strings.Contains(err.Error(), "--"+f.Name+" ") {
+				t.Errorf("%s --%s=%s: %v; want ErrInvalidArgument naming --%s", c.CommandPath(), f.Name, bad, err, f.Name)
+			}
+			if out != "" {
+				t.Errorf("%s --%s=%s printed before failing:\n%s", c.CommandPath(), f.Name, bad, out)
+			}
+		})
+	}
+	walk(rootCmd)
+	if checked < 30 {
+		t.Errorf("checked %d flags; the walk missed some", checked)
+	}
+	if _, err := os.Stat(none); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a command created %s before checking its flags: %v", none, err)
+	}
+
+	// Upper bounds and pairs.
+	relay := base["claimstore relay"]
+	for _, tc := range []struct{ flag, args string }{
+		{"retry-jitter", "--retry-jitter 2"},
+		{"retry-jitter", "--retry-jitter NaN"},
+		{"retry-multiplier", "--retry-multiplier 0.5"},
+		{"retry-max", "--retry-base 2s --retry-max 1s"},
+		{"max-poll", "--poll 1s --max-poll 500ms"},
+		{"batch", "--batch 0"},
+	} {
+		_, _, err := execFresh(t, append(append([]string{"relay"}, relay...), strings.Fields(tc.args)...)...)
+		if !errors.Is(err, dao.ErrInvalidArgument) || !strings.Contains(err.Error(), "--"+tc.flag+" ") {
+			t.Errorf("relay %s: %v; want ErrInvalidArgument naming --%s", tc.args, err, tc.flag)
+		}
+	}
+}
+
+// No flag's help shows its default twice.
+func TestHelpDefaultsOnce(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, line := range strings.Split(c.LocalFlags().FlagUsages(), "\n") {
+			if strings.Count(line, "(default") > 1 {
+				t.Errorf("%s: %s", c.CommandPath(), strings.TrimSpace(line))
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(rootCmd)
+}
+
+// status and purge check their flags before they open anything or print.
+func TestOutboxCommandsValidateFirst(t *testing.T) {
+	none := filepath.Join(t.TempDir(), "none.db")
+	for _, args := range [][]string{
+		{"status", "--list", "nope"},
+		{"status", "--limit", "-1"},
+		{"purge", "--status", "pending"},
+		{"purge", "--batch", "0"},
+		{"purge", "--older-than", "-1h"},
+		{"purge", "--max-batches", "-1"},
+	} {
+		out, _, err := execFresh(t, append([]string{"--backend", "sqlite", "--dsn", none, "outbox"}, args...)...)
+		if !errors.Is(err, dao.ErrInvalidArgument) {
+			t.Errorf("%v: %v, want ErrInvalidArgument", args, err)
+		}
+		if out != "" {
+			t.Errorf("%v printed before failing:\n%s", args, out)
+		}
+		if _, err := os.Stat(none); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%v created %s: %v", args, none, err)
+		}
+	}
+	// A file that does not exist is not created.
+	_, _, err := execFresh(t, "--backend", "sqlite", "--dsn", none, "outbox", "status")
+	if err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("status on a missing file: %v", err)
+	}
+	if _, err := os.Stat(none); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("status created %s: %v", none, err)
+	}
+}
+
+// A missing message table is named, with the way to create it, on every
+// backend and for every command that reads it.
+func TestMissingTable(t *testing.T) {
+	type target struct{ backend, dsn, table string }
+	var targets []target
+	sqliteDSN, _ := sqliteOutbox(t, "other_table")
+	targets = append(targets, target{"sqlite", sqliteDSN, "no_such_outbox"})
+	t.Run("servers", func(t *testing.T) {
+		pg := testdb.Postgres(t)
+		my := testdb.MySQL(t)
+		targets = append(targets,
+			target{"postgres", testdb.PostgresDSN(), testdb.Table(t, pg, "cli_missing")},
+			target{"mysql", testdb.MySQLDSN(), testdb.Table(t, my, "cli_missing")})
+	})
+	for _, tg := range targets {
+		for _, args := range [][]string{
+			{"outbox", "status"},
+			{"outbox", "requeue", "--all"},
+			{"outbox", "purge"},
+			{"relay", "--migrate=false", "--nats-url", ""},
+		} {
+			if args[0] == "relay" {
+				srvURL := startNATS(t)
+				args[len(args)-1] = srvURL
+			}
+			all := append(append([]string{"--backend", tg.backend, "--dsn", tg.dsn}, args...), "--table", tg.table)
+			_, _, err := execFresh(t, all...)
+			var mt *missingTableError
+			if !errors.As(err, &mt) {
+				t.Errorf("%s %v: %v; want a missing table error", tg.backend, args, err)
+				continue
+			}
+			msg := errorText(err)
+			for _, want := range []string{`table "` + tg.table + `" does not exist`, tg.backend, "--migrate"} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("%s %v: %q lacks %q", tg.backend, args, msg, want)
+				}
+			}
+			for _, raw := range []string{"SQLSTATE", "1146", "no such table"} {
+				if strings.Contains(msg, raw) {
+					t.Errorf("%s %v: %q shows the raw error", tg.backend, args, msg)
+				}
+			}
+		}
+	}
+}
+
+// The relay connects to NATS before it opens the database, so an
+// unreachable broker leaves no file and no table behind.
+func TestRelayChecksBrokerFirst(t *testing.T) {
+	nats := closedNATS(t)
+	file := filepath.Join(t.TempDir(), "relay.db")
+	_, _, err := execFresh(t, "--backend", "sqlite", "--dsn", file, "relay", "--nats-url", nats)
+	if err == nil || !strings.Contains(err.Error(), "NATS") {
+		t.Fatalf("relay with NATS down: %v", err)
+	}
+	if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("relay touched %s before connecting to NATS: %v", file, err)
+	}
+	pg := testdb.Postgres(t)
+	table := testdb.Table(t, pg, "cli_relay")
+	_, _, err = execFresh(t, "--backend", "postgres", "--dsn", testdb.PostgresDSN(), "relay", "--table", table, "--nats-url", nats)
+	if err == nil || !strings.Contains(err.Error(), "NATS") {
+		t.Fatalf("relay with NATS down: %v", err)
+	}
+	if pg.Migrator().HasTable(table) {
+		t.Errorf("relay created %s before connecting to NATS", table)
+	}
+}
+
+// The MySQL driver's own log lines go through slog at --log-level, never
+// straight to stderr.
+func TestMySQLDriverLogsThroughSlog(t *testing.T) {
+	// A server that hangs up at once: the driver logs the failed handshake.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	dsn := "root@tcp(" + l.Addr().String() + ")/test?timeout=2s"
+	_, errOut, err := execFresh(t, "--backend", "mysql", "--dsn", dsn, "--log-level", "warn", "outbox", "status")
+	if err == nil {
+		t.Fatal("status on a server that hangs up succeeded")
+	}
+	if !strings.Contains(errOut, `level=WARN msg="mysql driver"`) || strings.Contains(errOut, "[mysql]") {
+		t.Errorf("driver logs at warn:\n%s", errOut)
+	}
+	_, errOut, _ = execFresh(t, "--backend", "mysql", "--dsn", dsn, "--log-level", "error", "outbox", "status")
+	if strings.Contains(errOut, "mysql driver") {
+		t.Errorf("driver logs at --log-level error:\n%s", errOut)
+	}
+}
+
+// busyRetryStore retries a claim and a mark that find SQLite's write lock
+// taken, and counts the retries.
+func TestBusyRetryStore(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "busy.db")
+	db, err := sqlstore.Open(ctx, "sqlite", sqlstore.SQLiteDSNTimeout(path, 20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if s, err := db.DB(); err == nil {
+			s.Close()
+		}
+	})
+	if err := outbox.Migrate(ctx, db, "busy_out"); err != nil {
+		t.Fatal(err)
+	}
+	store, err := sqlstore.New[outbox.Message](db, sqlstore.WithTable("busy_out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var retries atomic.Int64
+	repo, err := withBusyRetries(&outboxEnv{repo: mustRepo(t, store)}, &retries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addMessages(t, repo, "b", "t", 5)
+
+	hold := func() {
+		release := testdb.HoldLock(t, db, "busy_out", 0)
+		time.AfterFunc(150*time.Millisecond, release)
+	}
+	hold()
+	got, err := repo.ClaimBatch(ctx, "w", 5, "")
+	if err != nil || len(got) != 5 {
+		t.Fatalf("claim under a held lock: %d rows, %v", len(got), err)
+	}
+	afterClaim := retries.Load()
+	if afterClaim == 0 {
+		t.Error("claim under a held lock counted no retry")
+	}
+	hold()
+	ids := make([]int64, len(got))
+	for i := range got {
+		ids[i] = got[i].ID
+	}
+	if refused, err := repo.MarkPublished(ctx, "w", ids...); err != nil || len(refused) != 0 {
+		t.Fatalf("mark under a held lock: refused %v, %v", refused, err)
+	}
+	if retries.Load() == afterClaim {
+		t.Error("mark under a held lock counted no retry")
+	}
+	t.Logf("retries: claim %d, mark %d", afterClaim, retries.Load()-afterClaim)
+}
+
+func mustRepo(t *testing.T, s *sqlstore.Store[outbox.Message]) *outbox.Repository {
+	t.Helper()
+	r, err := outbox.New(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// startNATS starts an embedded NATS server for the test and returns its URL.
+func startNATS(t *testing.T) string {
+	t.Helper()
+	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	return srv.URL()
+}
