@@ -27,7 +27,11 @@
 //   - Bad input: an unknown field, a value of the wrong type, an empty In,
 //     a nil Eq value, Set on the primary key, an empty Set, a Delete limit
 //     of zero, a negative Find limit and more are [dao.ErrInvalidArgument]
-//     and leave the table unchanged.
+//     and leave the table unchanged. So are values some backend would
+//     refuse or alter — a string holding NUL or not UTF-8, a NaN or
+//     infinite float, a time outside 0001-01-01 to 9999-12-31 23:59:59
+//     UTC — given to Create, to criteria and to Set; the values at the
+//     edges of that range are stored and read back unchanged.
 //   - Claim: the limit, the order (of the rows picked and of the returned
 //     slice) and the criteria are honoured, ineligible rows are untouched,
 //     the returned rows are in their post-claim state (equal to a fresh

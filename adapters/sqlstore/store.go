@@ -343,8 +343,11 @@ const sqliteInsertValues = 1000
 // automatic timestamps are taken in UTC, so that every stored time has the
 // same offset and text order is time order.
 //
-// No items is a no-op; a nil item is [dao.ErrInvalidArgument]; a unique
-// violation is [dao.ErrDuplicate], and then nothing is inserted.
+// No items is a no-op; a nil item, or a value [dao.Model.CheckRow] refuses
+// (text that is not UTF-8 or holds NUL, a NaN or infinite float, a time
+// outside years 1 to 9999 UTC), is [dao.ErrInvalidArgument] and nothing is
+// sent; a unique violation is [dao.ErrDuplicate], and then nothing is
+// inserted.
 func (s *Store[T]) Create(ctx context.Context, items ...*T) error {
 	if s.err != nil {
 		return s.err
@@ -352,8 +355,10 @@ func (s *Store[T]) Create(ctx context.Context, items ...*T) error {
 	if len(items) == 0 {
 		return nil
 	}
-	if slices.Contains(items, nil) {
-		return fmt.Errorf("sqlstore: create: %w: nil item", dao.ErrInvalidArgument)
+	for _, it := range items {
+		if err := s.model.CheckRow(it); err != nil {
+			return fmt.Errorf("sqlstore: create: %w", err)
+		}
 	}
 	// Rows per INSERT: as many as the dialect's bound-value limit allows
 	// (dialects.Renderer.MaxParams), or GORM's CreateBatchSize if smaller.
