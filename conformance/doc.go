@@ -71,35 +71,25 @@
 //
 // # Running it against your own database
 //
-// Write a test in your module that builds a [Harness]: NewStore returns a
-// store of [Job] over a fresh, empty table and drops the table when the
-// test ends. With the SQL adapter:
+// Write a test in your module that runs the suite with a [Harness]. With
+// the SQL adapter, package adapters/sqlstore/sqlstoretest builds a complete
+// one from a *gorm.DB (a fresh table per test, dropped when it ends, and
+// HoldLock):
 //
 //	func TestClaimstoreConformance(t *testing.T) {
 //		db, err := sqlstore.Open(context.Background(), "postgres", os.Getenv("DATABASE_URL"))
 //		if err != nil {
 //			t.Fatal(err)
 //		}
-//		conformance.Run(t, conformance.Harness{
-//			NewStore: func(t *testing.T) dao.Store[conformance.Job] {
-//				table := fmt.Sprintf("conformance_%d", time.Now().UnixNano())
-//				s, err := sqlstore.New[conformance.Job](db, sqlstore.WithTable(table))
-//				if err != nil {
-//					t.Fatal(err)
-//				}
-//				if err := s.Migrate(context.Background()); err != nil {
-//					t.Fatal(err)
-//				}
-//				t.Cleanup(func() { db.Migrator().DropTable(table) })
-//				return s
-//			},
-//		})
+//		conformance.Run(t, sqlstoretest.Harness(db))
 //	}
 //
 // Run it with the race detector: go test -race -run TestClaimstoreConformance.
-// Give HoldLock when the store claims on a fast path or documents
-// [dao.LostRaceBusy] (the package's example shows one for PostgreSQL);
-// without it that one test is skipped, and says so. Rows and Workers
+// For another store, NewStore returns a store of [Job] over a fresh, empty
+// table and drops the table when the test ends; give HoldLock when the
+// store claims on a fast path or documents [dao.LostRaceBusy]. Without it
+// that check fails the run, unless Harness.Skip names [CheckHeldLock]: a
+// missing harness capability never passes unnoticed. Rows and Workers
 // resize the concurrency test. The test logs the store's capabilities and
 // the claim throughput under contention.
 //

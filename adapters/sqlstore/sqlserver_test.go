@@ -10,6 +10,7 @@ import (
 
 	"github.com/DATA-DOG/go-sqlmock"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/adapters/sqlstore/sqlstoretest"
 	"github.com/claimstore/claimstore/conformance"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
@@ -365,9 +366,5 @@ func TestSQLServerConformance(t *testing.T) {
 			sqlDB.Close()
 		}
 	})
-	conformance.Run(t, conformance.Harness{
-		NewStore: func(t *testing.T) dao.Store[conformance.Job] {
-			return confStore(t, db, testdb.Table(t, db, "conf"))
-		},
-	})
+	conformance.Run(t, sqlstoretest.Harness(db))
 }

@@ -1,0 +1,56 @@
+package sqlstoretest_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/adapters/sqlstore/sqlstoretest"
+	"github.com/claimstore/claimstore/conformance"
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/testdb"
+	"gorm.io/gorm"
+)
+
+// TestHarnessTables checks that each store of the harness has a fresh,
+// migrated table of its own, dropped when its test ends, and that HoldLock
+// holds a row lock a fast-path claim skips.
+func TestHarnessTables(t *testing.T) {
+	for name, open := range map[string]func(testing.TB) *gorm.DB{
+		"sqlite": testdb.SQLite, "postgres": testdb.Postgres, "mysql": testdb.MySQL,
+	} {
+		t.Run(name, func(t *testing.T) {
+			db := open(t)
+			h := sqlstoretest.Harness(db)
+			var tables []string
+			t.Run("store", func(t *testing.T) {
+				for range 2 {
+					s := h.NewStore(t).(*sqlstore.Store[conformance.Job])
+					tables = append(tables, s.Table())
+					if err := s.Create(context.Background(), &conformance.Job{Status: "ready", Payload: "p"}); err != nil {
+						t.Fatal(err)
+					}
+					if !s.Capabilities().FastPath {
+						continue
+					}
+					// The suite's LostRace/HeldLock covers the other
+					// backends, whose claims wait out a lock timeout.
+					release := h.HoldLock(t, s, 1)
+					got, err := s.Claim(context.Background(), dao.ClaimRequest{Set: dao.Set{"status": "claimed"}, Limit: 1})
+					release()
+					if len(got) != 0 || err != nil {
+						t.Errorf("fast-path claim of the locked row = %d rows, %v; want none and no error", len(got), err)
+					}
+				}
+			})
+			if len(tables) != 2 || tables[0] == tables[1] {
+				t.Fatalf("tables %v, want two distinct ones", tables)
+			}
+			for _, table := range tables {
+				if db.Migrator().HasTable(table) {
+					t.Errorf("table %s still exists after its test ended", table)
+				}
+			}
+		})
+	}
+}
