@@ -18,9 +18,12 @@
 //     three-valued logic (Ne does not match NULL; an empty string is not
 //     NULL). Each expression must select the same rows in Find, Count,
 //     Update and Claim, which backends render separately. Times compare as
-//     instants whatever zone they are given in.
+//     instants whatever zone they are given in. Strings that differ in
+//     case, accents or trailing spaces compare as the store's
+//     Capabilities().Collation declares ([dao.Collation]).
 //   - Ordering: ascending and descending, several keys, the primary key as
-//     the final tie breaker, with limits.
+//     the final tie breaker, with limits; strings in the declared
+//     collation's order.
 //   - Update (Incr, setting and clearing NULL, the count of matched rows)
 //     and bounded Delete (never more than the limit, smallest ids first,
 //     idempotent).

@@ -118,9 +118,12 @@ func Run(t *testing.T, h Harness) {
 
 func testCapabilities(t *testing.T, h Harness) {
 	c := h.NewStore(t).Capabilities()
-	t.Logf("backend %q, fast path %v, %s round trips per claim, lost race: %v", c.Backend, c.FastPath, c.ClaimRoundTrips, c.LostRace)
+	t.Logf("backend %q, fast path %v, %s round trips per claim, lost race: %v, collation: %v", c.Backend, c.FastPath, c.ClaimRoundTrips, c.LostRace, c.Collation)
 	if c.Backend == "" {
 		t.Error("Capabilities().Backend is empty")
+	}
+	if c.Collation.Name == "" {
+		t.Error("Capabilities().Collation.Name is empty: a store states how it compares strings")
 	}
 	switch c.LostRace {
 	case dao.LostRaceImpossible, dao.LostRaceSkip, dao.LostRaceBusy, dao.LostRaceConflict:

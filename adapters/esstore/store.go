@@ -210,6 +210,9 @@ func (s *Store[T]) Capabilities() dao.Capabilities {
 		FastPath:        false,
 		ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1},
 		LostRace:        dao.LostRaceConflict,
+		// keyword fields match terms exactly and sort by their UTF-8
+		// bytes (Reference, Keyword type family).
+		Collation: dao.Collation{Name: "keyword"},
 	}
 }
 

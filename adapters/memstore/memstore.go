@@ -45,6 +45,7 @@ func (s *Store[T]) Capabilities() dao.Capabilities {
 		Backend:         "memory",
 		ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1},
 		LostRace:        dao.LostRaceImpossible,
+		Collation:       dao.Collation{Name: "binary"},
 	}
 }
 
