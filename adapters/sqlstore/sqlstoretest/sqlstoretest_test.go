@@ -2,6 +2,9 @@ package sqlstoretest_test
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
@@ -52,5 +55,36 @@ func TestHarnessTables(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// envSnippet makes TestHandWrittenHarnessChild run in a child process.
+const envSnippet = "SQLSTORETEST_SNIPPET_CHILD"
+
+// TestHandWrittenHarnessChild is a hand-written harness without HoldLock
+// on PostgreSQL, the shape the documentation's snippet used to have. It
+// runs only as the child process of TestHandWrittenHarnessFails.
+func TestHandWrittenHarnessChild(t *testing.T) {
+	if os.Getenv(envSnippet) == "" {
+		t.Skip("run as a child process only")
+	}
+	db := testdb.Postgres(t)
+	full := sqlstoretest.Harness(db)
+	conformance.Run(t, conformance.Harness{NewStore: full.NewStore})
+}
+
+// TestHandWrittenHarnessFails checks that the suite, run on PostgreSQL's
+// fast path with a harness that has no HoldLock, fails its HeldLock check
+// instead of skipping it and passing.
+func TestHandWrittenHarnessFails(t *testing.T) {
+	testdb.Postgres(t) // skips, or fails when required, if the server is down
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestHandWrittenHarnessChild$/^LostRace$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), envSnippet+"=1")
+	out, err := cmd.CombinedOutput()
+	if _, exit := err.(*exec.ExitError); err != nil && !exit {
+		t.Fatal(err)
+	}
+	if err == nil || !strings.Contains(string(out), "--- FAIL: TestHandWrittenHarnessChild/LostRace/HeldLock") {
+		t.Errorf("the suite on PostgreSQL without HoldLock passed (%v); want LostRace/HeldLock to fail. Output:\n%s", err, out)
 	}
 }
