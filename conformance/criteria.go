@@ -162,8 +162,10 @@ func criteriaCases(base time.Time) []criteriaCase {
 }
 
 // testCriteria checks that every criteria case selects the same rows in
-// Find, Count, Update and Claim, which backends render separately.
+// Find, Count, Update and Claim, which backends render separately, and
+// that string comparisons follow the declared collation.
 func testCriteria(t *testing.T, h Harness) {
+	t.Run("Collation", func(t *testing.T) { testCollationCriteria(t, h) })
 	ctx := context.Background()
 	s := h.NewStore(t)
 	base := baseTime()

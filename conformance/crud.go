@@ -340,8 +340,10 @@ func testDelete(t *testing.T, h Harness) {
 }
 
 // testOrder checks Find's ordering (multi-key, both directions, the primary
-// key as the final tie breaker) and limits.
+// key as the final tie breaker) and limits, and the order of strings under
+// the declared collation.
 func testOrder(t *testing.T, h Harness) {
+	t.Run("Collation", func(t *testing.T) { testCollationOrder(t, h) })
 	ctx := context.Background()
 	s := h.NewStore(t)
 	base := baseTime()

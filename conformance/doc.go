@@ -18,16 +18,23 @@
 //     three-valued logic (Ne does not match NULL; an empty string is not
 //     NULL). Each expression must select the same rows in Find, Count,
 //     Update and Claim, which backends render separately. Times compare as
-//     instants whatever zone they are given in.
+//     instants whatever zone they are given in. Strings that differ in
+//     case, accents or trailing spaces compare as the store's
+//     Capabilities().Collation declares ([dao.Collation]).
 //   - Ordering: ascending and descending, several keys, the primary key as
-//     the final tie breaker, with limits.
+//     the final tie breaker, with limits; strings in the declared
+//     collation's order.
 //   - Update (Incr, setting and clearing NULL, the count of matched rows)
 //     and bounded Delete (never more than the limit, smallest ids first,
 //     idempotent).
 //   - Bad input: an unknown field, a value of the wrong type, an empty In,
 //     a nil Eq value, Set on the primary key, an empty Set, a Delete limit
 //     of zero, a negative Find limit and more are [dao.ErrInvalidArgument]
-//     and leave the table unchanged.
+//     and leave the table unchanged. So are values some backend would
+//     refuse or alter — a string holding NUL or not UTF-8, a NaN or
+//     infinite float, a time outside 0001-01-01 to 9999-12-31 23:59:59
+//     UTC — given to Create, to criteria and to Set; the values at the
+//     edges of that range are stored and read back unchanged.
 //   - Claim: the limit, the order (of the rows picked and of the returned
 //     slice) and the criteria are honoured, ineligible rows are untouched,
 //     the returned rows are in their post-claim state (equal to a fresh
@@ -67,35 +74,25 @@
 //
 // # Running it against your own database
 //
-// Write a test in your module that builds a [Harness]: NewStore returns a
-// store of [Job] over a fresh, empty table and drops the table when the
-// test ends. With the SQL adapter:
+// Write a test in your module that runs the suite with a [Harness]. With
+// the SQL adapter, package adapters/sqlstore/sqlstoretest builds a complete
+// one from a *gorm.DB (a fresh table per test, dropped when it ends, and
+// HoldLock):
 //
 //	func TestClaimstoreConformance(t *testing.T) {
 //		db, err := sqlstore.Open(context.Background(), "postgres", os.Getenv("DATABASE_URL"))
 //		if err != nil {
 //			t.Fatal(err)
 //		}
-//		conformance.Run(t, conformance.Harness{
-//			NewStore: func(t *testing.T) dao.Store[conformance.Job] {
-//				table := fmt.Sprintf("conformance_%d", time.Now().UnixNano())
-//				s, err := sqlstore.New[conformance.Job](db, sqlstore.WithTable(table))
-//				if err != nil {
-//					t.Fatal(err)
-//				}
-//				if err := s.Migrate(context.Background()); err != nil {
-//					t.Fatal(err)
-//				}
-//				t.Cleanup(func() { db.Migrator().DropTable(table) })
-//				return s
-//			},
-//		})
+//		conformance.Run(t, sqlstoretest.Harness(db))
 //	}
 //
 // Run it with the race detector: go test -race -run TestClaimstoreConformance.
-// Give HoldLock when the store claims on a fast path or documents
-// [dao.LostRaceBusy] (the package's example shows one for PostgreSQL);
-// without it that one test is skipped, and says so. Rows and Workers
+// For another store, NewStore returns a store of [Job] over a fresh, empty
+// table and drops the table when the test ends; give HoldLock when the
+// store claims on a fast path or documents [dao.LostRaceBusy]. Without it
+// that check fails the run, unless Harness.Skip names [CheckHeldLock]: a
+// missing harness capability never passes unnoticed. Rows and Workers
 // resize the concurrency test. The test logs the store's capabilities and
 // the claim throughput under contention.
 //

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/claimstore/claimstore/dao"
@@ -22,13 +23,52 @@ type Harness struct {
 	// IMMEDIATE). s is a store NewStore returned in the same test. The
 	// suite uses it to force the lost race on a fast-path store (one
 	// statement, no candidate stage) and on a store whose lost race is
-	// [dao.LostRaceBusy]; without it those two tests are skipped.
+	// [dao.LostRaceBusy]. Required for such a store: without it the check
+	// [CheckHeldLock] fails, unless Skip names it. The SQL adapter's
+	// complete harness, sqlstoretest.Harness, provides it.
 	HoldLock func(t *testing.T, s dao.Store[Job], id int64) (release func())
+
+	// Skip opts out of checks by name. A check that needs something the
+	// harness does not give (HoldLock for [CheckHeldLock]) fails the run,
+	// so that a missing harness capability never passes unnoticed, unless
+	// its name is listed here: then it is skipped, and says why. A name
+	// that is not one of the checks [Run] can skip ([Skippable]) fails the
+	// run.
+	Skip []string
 
 	// Rows and Workers size the concurrent no-double-claim test: Workers
 	// goroutines claim Rows rows until none is left. Zero means 5000 rows
 	// (500 with -short) and 16 workers.
 	Rows, Workers int
+}
+
+// CheckHeldLock names the check that needs [Harness.HoldLock]: the lost
+// race of a fast path or of [dao.LostRaceBusy], forced with a lock held
+// from another connection.
+const CheckHeldLock = "LostRace/HeldLock"
+
+// Skippable returns the names [Harness.Skip] accepts.
+func Skippable() []string { return []string{CheckHeldLock} }
+
+// checkSkip fails t when h.Skip names a check that cannot be skipped.
+func (h Harness) checkSkip(t *testing.T) {
+	t.Helper()
+	for _, name := range h.Skip {
+		if !slices.Contains(Skippable(), name) {
+			t.Fatalf("conformance: Harness.Skip names %q, which is not one of the checks that can be skipped: %q", name, Skippable())
+		}
+	}
+}
+
+// lacks ends the check named check, which needs the harness field field
+// for what it tests: skipped when h.Skip names the check, failed otherwise.
+func (h Harness) lacks(t *testing.T, check, field, what string) {
+	t.Helper()
+	if slices.Contains(h.Skip, check) {
+		t.Skipf("Harness.%s is nil and Harness.Skip names %q: %s is not tested", field, check, what)
+	}
+	t.Fatalf("Harness.%s is nil, so %s cannot be tested: give Harness.%s (sqlstoretest.Harness does for the SQL adapter), or name %q in Harness.Skip to opt out of this check",
+		field, what, field, check)
 }
 
 func (h Harness) rows() int {
@@ -54,12 +94,15 @@ func (h Harness) workers() int {
 // concurrency, and the documented lost-race behaviour the store's
 // [dao.Capabilities] declares, forced deterministically. Every check goes
 // through the public [dao.Store] API. A failure names the operation, the
-// input and the rows involved.
+// input and the rows involved. A check that needs a harness field h lacks
+// fails, unless h.Skip names it; a name in h.Skip that no check has fails
+// the run at once.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.NewStore == nil {
 		t.Fatal("conformance: Harness.NewStore is nil")
 	}
+	h.checkSkip(t)
 	t.Run("Capabilities", func(t *testing.T) { testCapabilities(t, h) })
 	t.Run("CRUD", func(t *testing.T) { testCRUD(t, h) })
 	t.Run("Criteria", func(t *testing.T) { testCriteria(t, h) })
@@ -76,9 +119,12 @@ func Run(t *testing.T, h Harness) {
 
 func testCapabilities(t *testing.T, h Harness) {
 	c := h.NewStore(t).Capabilities()
-	t.Logf("backend %q, fast path %v, %s round trips per claim, lost race: %v", c.Backend, c.FastPath, c.ClaimRoundTrips, c.LostRace)
+	t.Logf("backend %q, fast path %v, %s round trips per claim, lost race: %v, collation: %v", c.Backend, c.FastPath, c.ClaimRoundTrips, c.LostRace, c.Collation)
 	if c.Backend == "" {
 		t.Error("Capabilities().Backend is empty")
+	}
+	if c.Collation.Name == "" {
+		t.Error("Capabilities().Collation.Name is empty: a store states how it compares strings")
 	}
 	switch c.LostRace {
 	case dao.LostRaceImpossible, dao.LostRaceSkip, dao.LostRaceBusy, dao.LostRaceConflict:

@@ -17,9 +17,10 @@ import (
 // migration) and hands the suite a [dao.Store] of Job.
 //
 // Column names, as the criteria use them: id, status, priority, payload,
-// locked_by, locked_until, attempts, max_attempts, created_at, note.
-// LockedBy, LockedUntil and Note are nullable; Note exists for the NULL
-// tests and is never written by a claim. The index on (status, priority)
+// locked_by, locked_until, attempts, max_attempts, created_at, note,
+// weight. LockedBy, LockedUntil and Note are nullable; Note exists for the
+// NULL tests and is never written by a claim; Weight is the float column of
+// the bad-value tests. The index on (status, priority)
 // serves the claims of the concurrency tests; GORM names it after the
 // table (idx_<table>_claim).
 type Job struct {
@@ -33,6 +34,7 @@ type Job struct {
 	MaxAttempts int       `gorm:"not null"`
 	CreatedAt   time.Time `gorm:"not null"`
 	Note        *string   `gorm:"size:64"`
+	Weight      float64   `gorm:"not null"`
 }
 
 // TableName returns the default table name of [Job], conformance_jobs. A
@@ -197,6 +199,9 @@ func diffJob(want, got Job) string {
 	}
 	if !samePtr(want.Note, got.Note) {
 		add("note", fmtPtr(want.Note), fmtPtr(got.Note))
+	}
+	if want.Weight != got.Weight {
+		add("weight", want.Weight, got.Weight)
 	}
 	return strings.Join(d, "; ")
 }

@@ -265,7 +265,7 @@ func testLostRaceHeldLock(t *testing.T, h Harness) {
 		t.Skipf("%s (fast path %v, lost race %v): CandidateStage forces its lost race", caps.Backend, caps.FastPath, caps.LostRace)
 	}
 	if h.HoldLock == nil {
-		t.Skipf("Harness.HoldLock is nil: the lost race of %s (fast path %v, lost race %v) is not tested", caps.Backend, caps.FastPath, caps.LostRace)
+		h.lacks(t, CheckHeldLock, "HoldLock", fmt.Sprintf("the lost race of %s (fast path %v, lost race %v)", caps.Backend, caps.FastPath, caps.LostRace))
 	}
 	rows := seed(t, s, 5, func(i int, j *Job) { j.Priority = 10 - i })
 	order := []dao.Order{dao.Desc("priority")}

@@ -7,8 +7,10 @@ import (
 	"math"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"gorm.io/gorm/schema"
 )
@@ -239,7 +241,118 @@ func (m *Model[T]) value(f *schema.Field, v any, allowNil bool) (any, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: field %q of type %s: value of type %T does not fit", ErrInvalidArgument, f.DBName, f.FieldType, v)
 	}
+	if err := storable(f, c); err != nil {
+		return nil, fmt.Errorf("%w: field %q: %w", ErrInvalidArgument, f.DBName, err)
+	}
 	return c, nil
+}
+
+// The portable time range: every backend stores the instants from
+// minTime to maxTime (UTC) and reads them back unchanged. MySQL and MariaDB
+// DATETIME are the narrowest: they end at 9999-12-31 23:59:59.999999, and
+// a fraction is rounded (MySQL) or truncated (MariaDB) to the column's
+// precision, so the range ends at a whole second. Before year 1 the text
+// SQLite compares and the JSON Elasticsearch indexes no longer sort or
+// parse.
+var (
+	minTime = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+)
+
+// storable reports why the plain value c (of column f) cannot be stored
+// and compared the same way on every backend, or nil when it can:
+//
+//   - a string must be valid UTF-8 (PostgreSQL refuses invalid bytes with
+//     SQLSTATE 22021, MySQL with error 1366, SQLite stores them and
+//     Elasticsearch replaces them) and hold no NUL byte (PostgreSQL text
+//     cannot hold one, SQLSTATE 22021);
+//   - a float must be finite: PostgreSQL stores NaN and ±Infinity, MySQL
+//     refuses them, SQLite stores NaN as NULL and JSON has no form for
+//     them; a float for a float32 field must fit in a float32;
+//   - an integer must fit in the field's Go type and in a signed 64-bit
+//     integer (PostgreSQL, SQLite and Elasticsearch have no unsigned
+//     64-bit column);
+//   - a time's instant must lie between 0001-01-01 00:00:00 UTC and
+//     9999-12-31 23:59:59 UTC inclusive, whatever its zone.
+func storable(f *schema.Field, c any) error {
+	t := f.FieldType
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch x := c.(type) {
+	case string:
+		if !utf8.ValidString(x) {
+			return fmt.Errorf("string %q is not valid UTF-8", x)
+		}
+		if strings.IndexByte(x, 0) >= 0 {
+			return fmt.Errorf("string %q holds a NUL byte", x)
+		}
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return fmt.Errorf("float %v is not finite", x)
+		}
+		if t.Kind() == reflect.Float32 && reflect.Zero(t).OverflowFloat(x) {
+			return fmt.Errorf("float %v does not fit in %s", x, t)
+		}
+	case int64:
+		switch t.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			if reflect.Zero(t).OverflowInt(x) {
+				return fmt.Errorf("integer %d does not fit in %s", x, t)
+			}
+		}
+	case uint64:
+		if x > math.MaxInt64 {
+			return fmt.Errorf("integer %d does not fit in a signed 64-bit integer", x)
+		}
+		switch t.Kind() {
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+			if reflect.Zero(t).OverflowUint(x) {
+				return fmt.Errorf("integer %d does not fit in %s", x, t)
+			}
+		}
+	case time.Time:
+		if x.Before(minTime) || x.After(maxTime) {
+			return fmt.Errorf("time %v is outside the range every backend stores, %s to %s",
+				x, minTime.Format(time.DateTime), maxTime.Format(time.DateTime)+" UTC")
+		}
+	}
+	return nil
+}
+
+// CheckRow checks the values of row's fields as [Model.CheckSet] checks
+// values, before anything is sent: a string that is not valid UTF-8 or
+// holds a NUL byte, a float that is NaN or infinite, an unsigned integer
+// above the largest int64, a time outside 0001-01-01 00:00:00 UTC to
+// 9999-12-31 23:59:59 UTC. Every adapter's Create calls it, so that every
+// backend refuses the same rows. Fields of a type the package cannot
+// compare (JSON, custom types) are not checked. A nil row or a bad value
+// is an error wrapping [ErrInvalidArgument].
+func (m *Model[T]) CheckRow(row *T) error {
+	if row == nil {
+		return fmt.Errorf("%w: nil item", ErrInvalidArgument)
+	}
+	rv := reflect.ValueOf(row).Elem()
+	for _, name := range m.columns {
+		f := m.byName[name]
+		k := KindOf(f)
+		if k == KindOther {
+			continue
+		}
+		v, _ := f.ValueOf(context.Background(), rv)
+		p, err := plain(v)
+		if err != nil || p == nil {
+			continue
+		}
+		c, ok := coerce(k, p)
+		if !ok {
+			continue
+		}
+		if err := storable(f, c); err != nil {
+			return fmt.Errorf("%w: field %q: %w", ErrInvalidArgument, name, err)
+		}
+	}
+	return nil
 }
 
 func comparable2(a, b Kind) bool {

@@ -2,6 +2,7 @@ package dao_test
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -269,5 +270,84 @@ func TestRoundTrips(t *testing.T) {
 	}
 	if s := (dao.RoundTrips{Fixed: 1}).String(); s != "1" {
 		t.Fatalf("String = %q", s)
+	}
+}
+
+type sized struct {
+	ID     int64
+	Small  int8
+	Medium int32
+	Count  uint64
+	Ratio  float32
+	When   time.Time
+	Name   string
+	Raw    []byte
+}
+
+func TestValuesEveryBackendStores(t *testing.T) {
+	m, err := dao.NewModel[sized](nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := []struct {
+		col string
+		v   any
+	}{
+		{"name", "a\x00b"},
+		{"name", "\xff"},
+		{"ratio", math.NaN()},
+		{"ratio", math.Inf(-1)},
+		{"ratio", 1e39},
+		{"small", 128},
+		{"small", -129},
+		{"medium", int64(math.MaxInt32) + 1},
+		{"count", uint64(math.MaxInt64) + 1},
+		{"when", time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{"when", time.Date(9999, 12, 31, 23, 59, 59, 1, time.UTC)},
+		{"when", time.Date(0, 12, 31, 23, 59, 59, 0, time.UTC)},
+	}
+	for _, b := range bad {
+		if _, err := m.CheckCriteria(dao.Eq(b.col, b.v)); !errors.Is(err, dao.ErrInvalidArgument) {
+			t.Errorf("CheckCriteria(Eq(%s, %v)) error = %v, want ErrInvalidArgument", b.col, b.v, err)
+		}
+		if _, err := m.CheckSet(dao.Set{b.col: b.v}); !errors.Is(err, dao.ErrInvalidArgument) {
+			t.Errorf("CheckSet(%s: %v) error = %v, want ErrInvalidArgument", b.col, b.v, err)
+		}
+	}
+	good := []struct {
+		col string
+		v   any
+	}{
+		{"name", "é✓😀"},
+		{"raw", []byte{0, 0xff}},
+		{"ratio", math.MaxFloat32},
+		{"small", -128},
+		{"count", uint64(math.MaxInt64)},
+		{"when", time.Time{}},
+		{"when", time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)},
+		{"when", time.Date(10000, 1, 1, 1, 59, 59, 0, time.FixedZone("UTC+2", 7200))},
+	}
+	for _, g := range good {
+		if _, err := m.CheckCriteria(dao.Eq(g.col, g.v)); err != nil {
+			t.Errorf("CheckCriteria(Eq(%s, %v)): %v", g.col, g.v, err)
+		}
+	}
+	rows := map[string]sized{
+		"NUL":        {Name: "\x00"},
+		"NaN":        {Ratio: float32(math.NaN())},
+		"Inf":        {Ratio: float32(math.Inf(1))},
+		"uint64":     {Count: math.MaxUint64},
+		"year 10000": {When: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+	}
+	for name, r := range rows {
+		if err := m.CheckRow(&r); !errors.Is(err, dao.ErrInvalidArgument) {
+			t.Errorf("CheckRow(%s) error = %v, want ErrInvalidArgument", name, err)
+		}
+	}
+	if err := m.CheckRow(&sized{Name: "ok", Raw: []byte{0}}); err != nil {
+		t.Errorf("CheckRow(zero row): %v", err)
+	}
+	if err := m.CheckRow(nil); !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Errorf("CheckRow(nil) error = %v, want ErrInvalidArgument", err)
 	}
 }

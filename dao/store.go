@@ -3,6 +3,7 @@ package dao
 import (
 	"context"
 	"fmt"
+	"strings"
 )
 
 // Store is the portable contract over one table (or index) of rows of the
@@ -120,6 +121,65 @@ type Capabilities struct {
 	ClaimRoundTrips RoundTrips
 	// LostRace is the documented lost-race behaviour.
 	LostRace LostRace
+	// Collation states how the store compares and orders strings.
+	Collation Collation
+}
+
+// Collation states how a store compares strings in criteria (Eq, Ne, Lt,
+// Le, Gt, Ge, In and the field-to-field comparisons) and orders them in
+// OrderBy. The conformance suite expects exactly what it states. Strings
+// that compare equal under it are ordered by the next OrderBy term, and in
+// the end by primary key. A store with no Insensitive flag and no
+// Linguistic order (see [Collation.Binary]) compares strings as the memory
+// store does: as Go compares them, byte by byte, which for valid UTF-8 is
+// code-point order.
+type Collation struct {
+	// Name is the backend's name of the collation, such as "binary"
+	// (memory), "keyword" (Elasticsearch), "BINARY" (SQLite), the database's
+	// LC_COLLATE such as "C.UTF-8" or "en_US.UTF-8" (PostgreSQL), or the
+	// table's collation such as "utf8mb4_general_ci" (MySQL, MariaDB).
+	Name string
+	// CaseInsensitive: strings that differ only in letter case are equal
+	// ("ready" = "READY").
+	CaseInsensitive bool
+	// AccentInsensitive: letters that differ only in accents are equal
+	// ("resume" = "résumé").
+	AccentInsensitive bool
+	// PadSpace: trailing spaces are ignored ("ready " = "ready"), as
+	// SQL's PAD SPACE collations compare.
+	PadSpace bool
+	// Linguistic: the order follows a language's rules (a locale, the
+	// Unicode Collation Algorithm) rather than the code-point order of
+	// the strings as the other fields fold them (to upper case, without
+	// accents, without trailing spaces). Equality is still as the other
+	// fields state.
+	Linguistic bool
+}
+
+// Binary reports whether c compares strings as their bytes: equal only
+// when identical, ordered by code point.
+func (c Collation) Binary() bool {
+	return !c.CaseInsensitive && !c.AccentInsensitive && !c.PadSpace && !c.Linguistic
+}
+
+// String renders c as its name and the properties it declares.
+func (c Collation) String() string {
+	if c.Binary() {
+		return c.Name + " (binary)"
+	}
+	var p []string
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{
+		{c.CaseInsensitive, "case-insensitive"}, {c.AccentInsensitive, "accent-insensitive"},
+		{c.PadSpace, "pad space"}, {c.Linguistic, "linguistic order"},
+	} {
+		if f.on {
+			p = append(p, f.name)
+		}
+	}
+	return c.Name + " (" + strings.Join(p, ", ") + ")"
 }
 
 // ClaimTrace holds callbacks that observe the stages of a claim, in the

@@ -210,6 +210,9 @@ func (s *Store[T]) Capabilities() dao.Capabilities {
 		FastPath:        false,
 		ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1},
 		LostRace:        dao.LostRaceConflict,
+		// keyword fields match terms exactly and sort by their UTF-8
+		// bytes (Reference, Keyword type family).
+		Collation: dao.Collation{Name: "keyword"},
 	}
 }
 
@@ -531,10 +534,17 @@ func action(name string, meta obj) []byte {
 // not atomic: when any item fails, the documents this call created are
 // deleted again before the error is returned, and assigned keys are reset
 // to zero in the items; other readers may see them in between. Unique
-// indexes of the model other than the primary key are not enforced.
+// indexes of the model other than the primary key are not enforced. A nil
+// item, or a value [dao.Model.CheckRow] refuses, is dao.ErrInvalidArgument
+// and nothing is sent.
 func (s *Store[T]) Create(ctx context.Context, items ...*T) error {
 	if len(items) == 0 {
 		return nil
+	}
+	for _, it := range items {
+		if err := s.model.CheckRow(it); err != nil {
+			return fmt.Errorf("esstore: create: %w", err)
+		}
 	}
 	docs := make([]map[string]any, len(items))
 	var zeros []int

@@ -45,16 +45,23 @@ func (s *Store[T]) Capabilities() dao.Capabilities {
 		Backend:         "memory",
 		ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1},
 		LostRace:        dao.LostRaceImpossible,
+		Collation:       dao.Collation{Name: "binary"},
 	}
 }
 
 // Create stores copies of items. A zero integer primary key is assigned the
 // next sequence value and written back into the item. A primary key or
 // unique key already present is [dao.ErrDuplicate], and then nothing is
-// stored.
+// stored. A nil item, or a value [dao.Model.CheckRow] refuses (one no
+// other backend stores faithfully), is [dao.ErrInvalidArgument].
 func (s *Store[T]) Create(ctx context.Context, items ...*T) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	for _, it := range items {
+		if err := s.model.CheckRow(it); err != nil {
+			return fmt.Errorf("memstore: create: %w", err)
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

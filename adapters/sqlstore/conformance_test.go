@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/adapters/sqlstore/sqlstoretest"
 	"github.com/claimstore/claimstore/conformance"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
@@ -30,28 +31,6 @@ func confStore(t testing.TB, db *gorm.DB, table string, opts ...sqlstore.Option)
 		t.Fatal(err)
 	}
 	return s
-}
-
-// confHarness builds a harness whose stores live in fresh tables of the
-// database open(t) returns.
-func confHarness(open func(testing.TB) *gorm.DB, opts ...sqlstore.Option) conformance.Harness {
-	return conformance.Harness{
-		NewStore: func(t *testing.T) dao.Store[confJob] {
-			db := open(t)
-			return confStore(t, db, testdb.Table(t, db, "conf"), opts...)
-		},
-		HoldLock: confHoldLock,
-	}
-}
-
-// confHoldLock holds, from a connection the store does not use, the lock a
-// competing writer holds: SQLite's database write lock (BEGIN IMMEDIATE),
-// elsewhere a row lock on row id (SELECT … FOR UPDATE in an open
-// transaction).
-func confHoldLock(t *testing.T, ds dao.Store[confJob], id int64) func() {
-	t.Helper()
-	s := ds.(*sqlstore.Store[confJob])
-	return testdb.HoldLock(t, s.DB(), s.Table(), id)
 }
 
 // nestedLoopPostgres opens the PostgreSQL test database with sessions whose
@@ -105,13 +84,6 @@ func sqliteFile(t testing.TB) *gorm.DB {
 	return db
 }
 
-// onePool opens the database once for the calling test and hands the same
-// handle to every store of it.
-func onePool(t *testing.T, open func(testing.TB) *gorm.DB) func(testing.TB) *gorm.DB {
-	db := open(t)
-	return func(testing.TB) *gorm.DB { return db }
-}
-
 // raceEnabled reports whether the test binary was built with -race.
 func raceEnabled() bool {
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -126,8 +98,8 @@ func raceEnabled() bool {
 
 func TestConformance(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
-		// A database file per test, in the test's temporary directory.
-		h := confHarness(sqliteFile)
+		// A database file in the test's temporary directory.
+		h := sqlstoretest.Harness(sqliteFile(t))
 		if raceEnabled() {
 			// The pure-Go SQLite is C translated to Go: under the race
 			// detector every statement is some thirty times slower, so
@@ -138,25 +110,25 @@ func TestConformance(t *testing.T) {
 		conformance.Run(t, h)
 	})
 	t.Run("postgres", func(t *testing.T) {
-		conformance.Run(t, confHarness(onePool(t, testdb.Postgres)))
+		conformance.Run(t, sqlstoretest.Harness(testdb.Postgres(t)))
 	})
 	t.Run("postgres_nested_loop", func(t *testing.T) {
-		conformance.Run(t, confHarness(onePool(t, nestedLoopPostgres)))
+		conformance.Run(t, sqlstoretest.Harness(nestedLoopPostgres(t)))
 	})
 	t.Run("postgres_portable", func(t *testing.T) {
 		// The portable default on PostgreSQL, where the lost race can be
 		// forced at the candidate stage. Its 1 + N round trips under 16
 		// claimers racing for the same rows are slow, and mysql already
 		// runs the portable default over the full 5,000 rows.
-		h := confHarness(onePool(t, testdb.Postgres), sqlstore.WithoutFastPath())
+		h := sqlstoretest.Harness(testdb.Postgres(t), sqlstore.WithoutFastPath())
 		h.Rows = 1000
 		conformance.Run(t, h)
 	})
 	t.Run("mysql", func(t *testing.T) {
-		conformance.Run(t, confHarness(onePool(t, testdb.MySQL)))
+		conformance.Run(t, sqlstoretest.Harness(testdb.MySQL(t)))
 	})
 	t.Run("mysql_fast_path", func(t *testing.T) {
-		conformance.Run(t, confHarness(onePool(t, testdb.MySQL), sqlstore.WithFastPath(dialects.MySQL, dialects.MariaDB)))
+		conformance.Run(t, sqlstoretest.Harness(testdb.MySQL(t), sqlstore.WithFastPath(dialects.MySQL, dialects.MariaDB)))
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/DATA-DOG/go-sqlmock"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/adapters/sqlstore/sqlstoretest"
 	"github.com/claimstore/claimstore/conformance"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
@@ -82,7 +83,8 @@ func TestSQLServerDetectedWithoutQueries(t *testing.T) {
 		t.Fatalf("Dialect() = %q, want %q", s.Dialect(), dialects.SQLServer)
 	}
 	c := s.Capabilities()
-	want := dao.Capabilities{Backend: "sqlserver", ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip}
+	want := dao.Capabilities{Backend: "sqlserver", ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip,
+		Collation: dao.Collation{Name: "SQL_Latin1_General_CP1_CI_AS (assumed)", CaseInsensitive: true, PadSpace: true, Linguistic: true}}
 	if c != want {
 		t.Errorf("Capabilities() = %+v, want %+v", c, want)
 	}
@@ -365,9 +367,5 @@ func TestSQLServerConformance(t *testing.T) {
 			sqlDB.Close()
 		}
 	})
-	conformance.Run(t, conformance.Harness{
-		NewStore: func(t *testing.T) dao.Store[conformance.Job] {
-			return confStore(t, db, testdb.Table(t, db, "conf"))
-		},
-	})
+	conformance.Run(t, sqlstoretest.Harness(db))
 }

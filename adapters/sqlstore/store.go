@@ -39,6 +39,7 @@ type Store[T any] struct {
 	// statement's lock waits. See WithClaimTimeout and WithLockWaitLimit.
 	claimTimeout time.Duration
 	lockWait     time.Duration
+	collation    dao.Collation // read once by New; see readCollation
 	err          error
 }
 
@@ -103,10 +104,12 @@ func WithoutFastPath() Option { return func(o *options) { o.noFastPath = true } 
 
 // New returns a store of T over db. It parses T with db's naming strategy
 // (so column names match what GORM migrates), detects the dialect with
-// dialects.Detect (one SELECT VERSION() on MySQL and MariaDB) and, on
-// PostgreSQL with the fast path, reads the server's default transaction
-// isolation (one query; see the package documentation). Both queries run
-// with db's statement context.
+// dialects.Detect (one SELECT VERSION() on MySQL and MariaDB), reads how
+// the database compares strings for [Store.Capabilities] (one query on
+// PostgreSQL, two on MySQL and MariaDB, none on SQLite and SQL Server; see
+// readCollation) and, on PostgreSQL with the fast path, reads the server's
+// default transaction isolation (one query; see the package
+// documentation). The queries run with db's statement context.
 //
 // When db is itself inside a transaction (db.Begin(), db.Transaction), the
 // store is bound to it as by [Store.WithTx]: CRUD runs in the transaction
@@ -172,6 +175,9 @@ func New[T any](db *gorm.DB, opts ...Option) (*Store[T], error) {
 	}
 	s.inTx = inTransaction(s.pool)
 	s.foundRows = reportsMatchedRows(db, name)
+	if s.collation, err = readCollation(ctx, s.pool, name, table); err != nil {
+		return nil, fmt.Errorf("sqlstore: new: read collation: %w", mapError(err))
+	}
 	if s.fast && name == dialects.Postgres && !s.inTx {
 		var level string
 		row := s.pool.QueryRowContext(ctx, "SELECT current_setting('transaction_isolation')")
@@ -278,7 +284,10 @@ func (s *Store[T]) Model() *dao.Model[T] { return s.model }
 func (s *Store[T]) Table() string { return s.table.Name }
 
 // Capabilities reports the claim path, its round trips and the documented
-// lost-race behaviour for the store's dialect; it does no I/O.
+// lost-race behaviour for the store's dialect, and the collation New read
+// (see readCollation: on MariaDB and MySQL the table's collation, by
+// default case- and accent-insensitive with PAD SPACE; on PostgreSQL the
+// database's, binary under C; BINARY on SQLite); it does no I/O.
 //
 //	postgres (fast path)             1 round trip (3 when the server default isolation is not READ COMMITTED), lost race skipped
 //	postgres (WithoutFastPath)       1 + N, lost race skipped
@@ -290,6 +299,7 @@ func (s *Store[T]) Capabilities() dao.Capabilities {
 		Backend:         string(s.dialect),
 		ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1},
 		LostRace:        dao.LostRaceSkip,
+		Collation:       s.collation,
 	}
 	if s.fast {
 		c.FastPath = true
@@ -343,8 +353,11 @@ const sqliteInsertValues = 1000
 // automatic timestamps are taken in UTC, so that every stored time has the
 // same offset and text order is time order.
 //
-// No items is a no-op; a nil item is [dao.ErrInvalidArgument]; a unique
-// violation is [dao.ErrDuplicate], and then nothing is inserted.
+// No items is a no-op; a nil item, or a value [dao.Model.CheckRow] refuses
+// (text that is not UTF-8 or holds NUL, a NaN or infinite float, a time
+// outside years 1 to 9999 UTC), is [dao.ErrInvalidArgument] and nothing is
+// sent; a unique violation is [dao.ErrDuplicate], and then nothing is
+// inserted.
 func (s *Store[T]) Create(ctx context.Context, items ...*T) error {
 	if s.err != nil {
 		return s.err
@@ -352,8 +365,10 @@ func (s *Store[T]) Create(ctx context.Context, items ...*T) error {
 	if len(items) == 0 {
 		return nil
 	}
-	if slices.Contains(items, nil) {
-		return fmt.Errorf("sqlstore: create: %w: nil item", dao.ErrInvalidArgument)
+	for _, it := range items {
+		if err := s.model.CheckRow(it); err != nil {
+			return fmt.Errorf("sqlstore: create: %w", err)
+		}
 	}
 	// Rows per INSERT: as many as the dialect's bound-value limit allows
 	// (dialects.Renderer.MaxParams), or GORM's CreateBatchSize if smaller.

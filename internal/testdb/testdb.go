@@ -20,11 +20,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claimstore/claimstore/adapters/sqlstore/sqlstoretest"
 	"github.com/glebarez/sqlite"
 	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 	"gorm.io/gorm/logger"
 )
 
@@ -151,49 +151,10 @@ func Table(t testing.TB, db *gorm.DB, prefix string) string {
 	return name
 }
 
-// HoldLock takes, on a connection of db that a store's claim does not use,
-// the lock a competing writer would hold, and keeps it until release is
-// called: on SQLite the database write lock (BEGIN IMMEDIATE), elsewhere a
-// row lock on the row of table whose id is id (SELECT … FOR UPDATE in an
-// open transaction). Tests use it to force a lost race on a claim that has
-// no candidate stage, or that waits on SQLite's write lock.
+// HoldLock is [sqlstoretest.HoldLock]: it holds, from a connection of db
+// a store's claim does not use, the lock a competing writer would hold on
+// row id of table (SQLite: the database write lock) until release.
 func HoldLock(t testing.TB, db *gorm.DB, table string, id int64) (release func()) {
 	t.Helper()
-	ctx := context.Background()
-	if db.Dialector.Name() == "sqlite" {
-		sqlDB, err := db.DB()
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn, err := sqlDB.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-			conn.Close()
-			t.Fatalf("BEGIN IMMEDIATE: %v", err)
-		}
-		return func() {
-			if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
-				t.Errorf("ROLLBACK: %v", err)
-			}
-			conn.Close()
-		}
-	}
-	tx := db.WithContext(ctx).Begin()
-	if tx.Error != nil {
-		t.Fatal(tx.Error)
-	}
-	var locked []int64
-	err := tx.Table(table).Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).
-		Where("id = ?", id).Pluck("id", &locked).Error
-	if err != nil || len(locked) != 1 {
-		tx.Rollback()
-		t.Fatalf("lock row %d of %s: %v (got %v)", id, table, err, locked)
-	}
-	return func() {
-		if err := tx.Rollback().Error; err != nil {
-			t.Errorf("rollback: %v", err)
-		}
-	}
+	return sqlstoretest.HoldLock(t, db, table, id)
 }
