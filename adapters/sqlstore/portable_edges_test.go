@@ -353,9 +353,9 @@ func TestPortableClaimConnectionKilled(t *testing.T) {
 func TestPortableClaimContentionWithoutErrors(t *testing.T) {
 	db := testdb.MySQL(t)
 	s := confStore(t, db, testdb.Table(t, db, "contend"), sqlstore.WithoutFastPath())
-	n := 3000
+	n := 1000
 	if testing.Short() {
-		n = 500
+		n = 300
 	}
 	items := make([]*confJob, n)
 	for i := range items {
