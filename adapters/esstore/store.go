@@ -887,6 +887,10 @@ func (s *Store[T]) Claim(ctx context.Context, req dao.ClaimRequest) ([]T, error)
 
 type seqPT struct{ seqNo, primaryTerm int64 }
 
+// claimWriteTimeout bounds how long a claim waits for the answer to an
+// update it has sent, after the caller's context ended or not.
+const claimWriteTimeout = 30 * time.Second
+
 // claimOps is dao.PortableOps for one claim: it remembers the _seq_no and
 // _primary_term of every candidate it read.
 type claimOps[T any] struct {
@@ -938,11 +942,19 @@ func (o *claimOps[T]) ClaimRow(ctx context.Context, row *T, where dao.Criteria, 
 		return false, err
 	}
 	op := "claim " + did
-	_, body, esErr, err := s.do(ctx, op, esapi.UpdateRequest{
+	// Once sent, the update's outcome is waited for whatever becomes of
+	// ctx: abandoning the request would leave a document claimed that no
+	// caller received. claimWriteTimeout bounds the wait.
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimWriteTimeout)
+	defer cancel()
+	_, body, esErr, err := s.do(uctx, op, esapi.UpdateRequest{
 		Index: s.index, DocumentID: url.PathEscape(did), Body: r,
 		IfSeqNo: ptr(int(sp.seqNo)), IfPrimaryTerm: ptr(int(sp.primaryTerm)),
 		Refresh: string(s.refresh),
 	})
+	if err != nil && uctx.Err() != nil {
+		return false, fmt.Errorf("esstore: %s: %w: no answer within %v, outcome unknown (%v)", op, dao.ErrUnavailable, claimWriteTimeout, err)
+	}
 	if err != nil {
 		return false, err
 	}

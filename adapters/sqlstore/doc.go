@@ -46,7 +46,13 @@
 //
 // The portable default (dao.PortableClaim) reads up to Limit candidates
 // and writes each with a guarded UPDATE ... WHERE pk = ? AND <where>,
-// keeping the rows whose update affected one row.
+// keeping the rows whose update affected one row. Each statement runs on
+// a context detached from the caller's cancellation, bounded by the claim
+// timeout ([WithClaimTimeout]) and by a server-side lock-wait limit set for
+// that statement alone ([WithLockWaitLimit]): a statement once sent always
+// has its outcome learned, a cancelled claim sends nothing more and
+// returns the rows it committed with the context's error. [Store.Claim]
+// lists the outcome of each edge per backend.
 //
 // # Affected rows on MySQL and MariaDB
 //
@@ -75,7 +81,9 @@
 //
 // Driver errors are mapped to dao sentinels in one function (see the
 // rules in errors.go): unique violations are dao.ErrDuplicate; deadlocks,
-// lock-wait timeouts and serialization failures dao.ErrConflict; SQLite's
+// lock-wait timeouts and serialization failures dao.ErrConflict (except in
+// the portable claim, where a deadlocked guarded update is a lost race and
+// a lock wait past the limit dao.ErrBusy); SQLite's
 // SQLITE_BUSY and SQLITE_LOCKED dao.ErrBusy; refused, reset or closed
 // connections dao.ErrUnavailable. The native error stays reachable with
 // errors.As.

@@ -231,8 +231,21 @@ func TestPortableClaimLockWaitLimit(t *testing.T) {
 		for _, iso := range holderIsolations {
 			t.Run(b.name+"/"+iso.name, func(t *testing.T) {
 				db := b.open(t)
+				sqlDB, err := db.DB()
+				if err != nil {
+					t.Fatal(err)
+				}
+				sqlDB.SetMaxOpenConns(1) // the settings read below are the claim's connection's
 				s := newStore(t, db, sqlstore.WithoutFastPath(), sqlstore.WithLockWaitLimit(time.Second))
 				all := seedOrdered(t, s, 4)
+				setting := "SELECT current_setting('lock_timeout')"
+				if b.name == "mysql" {
+					setting = "SELECT CAST(@@innodb_lock_wait_timeout AS CHAR)"
+				}
+				var before, after string
+				if err := sqlDB.QueryRow(setting).Scan(&before); err != nil {
+					t.Fatal(err)
+				}
 				h := hold(t, b.open(t), s, iso.iso, all[2])
 				time.AfterFunc(5*time.Second, h.release)
 				began := time.Now()
@@ -246,6 +259,11 @@ func TestPortableClaimLockWaitLimit(t *testing.T) {
 				if !slices.Equal(ids(got), all[:2]) {
 					t.Errorf("claim returned %v, want %v, the rows before the held one", ids(got), all[:2])
 				}
+				// The limit was the statement's alone: the session keeps
+				// its own setting.
+				if err := sqlDB.QueryRow(setting).Scan(&after); err != nil || after != before {
+					t.Errorf("session lock-wait setting after the claim = %q (%v), want %q as before", after, err, before)
+				}
 				time.Sleep(200 * time.Millisecond)
 				checkClaimed(t, s, all, "me", got)
 				claimAll(t, s, all[2:])
@@ -254,64 +272,77 @@ func TestPortableClaimLockWaitLimit(t *testing.T) {
 	}
 }
 
-// MariaDB KILL CONNECTION of the claimer's connection while its guarded
-// update waits for a lock: the rows committed before are returned, the
-// error is ErrUnavailable, and no row is returned that is not claimed.
+// The claimer's connection killed by the server while its guarded update
+// waits for a lock (MariaDB KILL CONNECTION, PostgreSQL
+// pg_terminate_backend): the rows committed before are returned, the error
+// is ErrUnavailable, the update under way is rolled back, and no row is
+// returned that is not claimed.
 func TestPortableClaimConnectionKilled(t *testing.T) {
-	admin := testdb.MySQL(t)
-	db := testdb.MySQL(t)
-	sqlDB, err := db.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sqlDB.SetMaxOpenConns(1) // the claim runs on the one connection whose id is read below
-	s := newStore(t, db, sqlstore.WithoutFastPath(), sqlstore.WithLockWaitLimit(10*time.Second))
-	all := seedOrdered(t, s, 4)
-	var connID int64
-	if err := sqlDB.QueryRow("SELECT CONNECTION_ID()").Scan(&connID); err != nil {
-		t.Fatal(err)
-	}
-	h := hold(t, admin, s, sql.LevelReadCommitted, all[2])
-	killed := make(chan error, 1)
-	go func() {
-		// Kill once the claim waits for the held row's lock: the rows
-		// before it are claimed and the connection runs an UPDATE.
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			var done, running int64
-			err := admin.Raw("SELECT COUNT(*) FROM " + quoteTable(s) + " WHERE owner = 'me'").Scan(&done).Error
-			if err == nil {
-				err = admin.Raw("SELECT COUNT(*) FROM information_schema.processlist WHERE id = ? AND info LIKE '%UPDATE%'", connID).Scan(&running).Error
+	for _, b := range rowLockBackends {
+		t.Run(b.name, func(t *testing.T) {
+			idQuery, waiting, kill := "SELECT CONNECTION_ID()",
+				"SELECT COUNT(*) FROM information_schema.processlist WHERE id = ? AND info LIKE '%UPDATE%'",
+				"KILL CONNECTION %d"
+			if b.name == "postgres" {
+				idQuery, waiting, kill = "SELECT pg_backend_pid()",
+					"SELECT COUNT(*) FROM pg_stat_activity WHERE pid = ? AND wait_event_type = 'Lock'",
+					"SELECT pg_terminate_backend(%d)"
 			}
+			admin := b.open(t)
+			db := b.open(t)
+			sqlDB, err := db.DB()
 			if err != nil {
-				killed <- err
-				return
+				t.Fatal(err)
 			}
-			if done == 2 && running == 1 {
-				killed <- admin.Exec(fmt.Sprintf("KILL CONNECTION %d", connID)).Error
-				return
+			sqlDB.SetMaxOpenConns(1) // the claim runs on the one connection whose id is read below
+			s := newStore(t, db, sqlstore.WithoutFastPath(), sqlstore.WithLockWaitLimit(10*time.Second))
+			all := seedOrdered(t, s, 4)
+			var connID int64
+			if err := sqlDB.QueryRow(idQuery).Scan(&connID); err != nil {
+				t.Fatal(err)
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		killed <- errors.New("the claim never waited for the held row")
-	}()
-	began := time.Now()
-	got, err := s.Claim(context.Background(), edgeClaim("me", 4))
-	t.Logf("claim returned after %v", time.Since(began).Round(time.Millisecond))
-	if kerr := <-killed; kerr != nil {
-		t.Fatalf("kill: %v", kerr)
+			h := hold(t, admin, s, sql.LevelReadCommitted, all[2])
+			killed := make(chan error, 1)
+			go func() {
+				// Kill once the claim waits for the held row's lock: the
+				// rows before it are claimed and the connection runs an
+				// UPDATE.
+				deadline := time.Now().Add(10 * time.Second)
+				for time.Now().Before(deadline) {
+					var done, running int64
+					err := admin.Raw("SELECT COUNT(*) FROM " + quoteTable(s) + " WHERE owner = 'me'").Scan(&done).Error
+					if err == nil {
+						err = admin.Raw(waiting, connID).Scan(&running).Error
+					}
+					if err != nil {
+						killed <- err
+						return
+					}
+					if done == 2 && running == 1 {
+						killed <- admin.Exec(fmt.Sprintf(kill, connID)).Error
+						return
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				killed <- errors.New("the claim never waited for the held row")
+			}()
+			got, err := s.Claim(context.Background(), edgeClaim("me", 4))
+			if kerr := <-killed; kerr != nil {
+				t.Fatalf("kill: %v", kerr)
+			}
+			h.release()
+			t.Logf("claim whose connection was killed returned %v, %v", ids(got), err)
+			if !errors.Is(err, dao.ErrUnavailable) || !dao.IsRetryable(err) {
+				t.Errorf("error = %v, want a retryable ErrUnavailable", err)
+			}
+			if !slices.Equal(ids(got), all[:2]) {
+				t.Errorf("claim returned %v, want %v, the rows committed before the kill", ids(got), all[:2])
+			}
+			time.Sleep(200 * time.Millisecond)
+			checkClaimed(t, s, all, "me", got)
+			claimAll(t, s, all[2:])
+		})
 	}
-	h.release()
-	t.Logf("claim whose connection was killed returned %v, %v", ids(got), err)
-	if !errors.Is(err, dao.ErrUnavailable) || !dao.IsRetryable(err) {
-		t.Errorf("error = %v, want a retryable ErrUnavailable", err)
-	}
-	if !slices.Equal(ids(got), all[:2]) {
-		t.Errorf("claim returned %v, want %v, the rows committed before the kill", ids(got), all[:2])
-	}
-	time.Sleep(200 * time.Millisecond)
-	checkClaimed(t, s, all, "me", got)
-	claimAll(t, s, all[2:])
 }
 
 // Many claimers contending for the same rows on MySQL and MariaDB: InnoDB
@@ -322,9 +353,9 @@ func TestPortableClaimConnectionKilled(t *testing.T) {
 func TestPortableClaimContentionWithoutErrors(t *testing.T) {
 	db := testdb.MySQL(t)
 	s := confStore(t, db, testdb.Table(t, db, "contend"), sqlstore.WithoutFastPath())
-	n := 3000
+	n := 1000
 	if testing.Short() {
-		n = 500
+		n = 300
 	}
 	items := make([]*confJob, n)
 	for i := range items {
