@@ -158,7 +158,9 @@ func balanced(s string) bool {
 // value per placeholder and the same text as the others up to quoting and
 // placeholder spelling; the SQLite rendering, run over a fixed table of
 // NULL-heavy rows, must select exactly the rows dao's Go evaluator
-// (Model.Match) selects.
+// (Model.Match) selects. The seed corpus runs with every go test; to fuzz:
+//
+//	go test -run '^$' -fuzz '^FuzzCriteria$' -fuzztime 2m ./dialects/
 func FuzzCriteria(f *testing.F) {
 	for _, seed := range [][]byte{
 		// And(Eq("a", 1), Or(Or(Eq("s", ""), Eq("s", "a"))))

@@ -62,6 +62,24 @@ func diffTarget(t *testing.T, db *gorm.DB, opts ...sqlstore.Option) difftest.Tar
 	}
 }
 
+// mysqlFoundRows opens the MySQL/MariaDB test database with Open, which
+// sets clientFoundRows: Update and the guarded claim write then trust the
+// affected-row count instead of counting the matching rows first.
+func mysqlFoundRows(t testing.TB) *gorm.DB {
+	t.Helper()
+	testdb.MySQL(t) // skips, or fails when required, if the server is down
+	db, err := sqlstore.Open(context.Background(), "mysql", testdb.MySQLDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	return db
+}
+
 // TestDifferential runs random call sequences on every SQL backend and
 // claim path and on the memory store, and compares results and tables
 // after every call. CLAIMSTORE_DIFF_SEED and CLAIMSTORE_DIFF_ITERATIONS
@@ -76,6 +94,7 @@ func TestDifferential(t *testing.T) {
 		{"postgres", testdb.Postgres, nil},
 		{"postgres_portable", testdb.Postgres, []sqlstore.Option{sqlstore.WithoutFastPath()}},
 		{"mysql", testdb.MySQL, nil},
+		{"mysql_found_rows", mysqlFoundRows, nil},
 		{"mysql_fast_path", testdb.MySQL, []sqlstore.Option{sqlstore.WithFastPath(dialects.MySQL, dialects.MariaDB)}},
 	}
 	for _, c := range cases {

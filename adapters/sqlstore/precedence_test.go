@@ -8,6 +8,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
+	"github.com/claimstore/claimstore/internal/difftest"
 	"github.com/claimstore/claimstore/internal/testdb"
 	"gorm.io/gorm"
 )
@@ -121,5 +122,14 @@ func TestClaimOrCriteriaClaimsOnlyReturnedRows(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// The shared precedence check of every store, on each claim path.
+func TestCriteriaPrecedenceShared(t *testing.T) {
+	for _, v := range precedenceVariants {
+		t.Run(v.name, func(t *testing.T) {
+			difftest.Precedence(t, diffTarget(t, v.open(t), v.opts...).Store)
+		})
 	}
 }
