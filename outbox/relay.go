@@ -274,7 +274,10 @@ func (r *Relay) loop(ctx context.Context, worker string) error {
 				}
 				return nil
 			}
-			r.process(ctx, log, worker, batch)
+			// The lease began no earlier than the claim was sent: start +
+			// Lease on the local monotonic clock is a lower bound of its
+			// end, whatever the clock that wrote LockedUntil says.
+			r.process(ctx, log, worker, batch, start.Add(r.cfg.Lease))
 		}
 		if err != nil {
 			if errors.Is(err, dao.ErrInvalidArgument) {
@@ -303,11 +306,15 @@ func (r *Relay) loop(ctx context.Context, worker string) error {
 	return nil
 }
 
-// process publishes one claimed batch and marks the outcome.
-func (r *Relay) process(ctx context.Context, log *slog.Logger, worker string, batch []Message) {
+// process publishes one claimed batch and marks the outcome. leaseEnd is
+// the end of the batch's lease on the local monotonic clock (time.Now plus
+// a duration), which the publish deadline never passes. The batch's
+// LockedUntil is not used: it was computed by the repository's clock, which
+// may be skewed against this host's by any amount.
+func (r *Relay) process(ctx context.Context, log *slog.Logger, worker string, batch []Message, leaseEnd time.Time) {
 	deadline := time.Now().Add(r.cfg.PublishTimeout)
-	if lu := batch[0].LockedUntil; lu != nil && lu.Before(deadline) {
-		deadline = *lu
+	if leaseEnd.Before(deadline) {
+		deadline = leaseEnd
 	}
 	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()

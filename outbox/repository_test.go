@@ -696,3 +696,75 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 		})
 	}
 }
+
+// A worker whose clock is off by more than the lease loses its rows to a
+// worker on time (behind: its lease was over when it was written) or takes
+// them from one (ahead: the other's lease looks over to it). Either way the
+// worker that lost the rows cannot overwrite the new owner's state with any
+// mark, and the new owner's marks apply.
+func TestSkewedWorkerFence(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		first, later time.Duration // clock skews of the first and the later claimer
+	}{
+		{"behind loses to on-time", -time.Hour, 0},
+		{"on-time loses to ahead", 0, time.Hour},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, b backend) {
+				ctx := context.Background()
+				s, _ := b.open(t)
+				const lease = 2 * time.Second
+				first := newRepo(t, s, outbox.WithClock(skewedClock(c.first)), outbox.WithLease(lease))
+				later := newRepo(t, s, outbox.WithClock(skewedClock(c.later)), outbox.WithLease(lease))
+				if err := first.Add(ctx, nil, msgs("skewfence", "t", 4)...); err != nil {
+					t.Fatal(err)
+				}
+				stale, err := first.ClaimBatch(ctx, "old", 4, "")
+				if err != nil || len(stale) != 4 {
+					t.Fatalf("first claim: %v, %d rows", err, len(stale))
+				}
+				owner, err := later.ClaimBatch(ctx, "new", 4, "")
+				if err != nil || len(owner) != 4 {
+					t.Fatalf("later claim took %d rows (%v); the skew should make all 4 look expired", len(owner), err)
+				}
+				all := ids(stale)
+				slices.Sort(all)
+				before := map[int64]outbox.Message{}
+				for _, id := range all {
+					before[id] = get(t, s, id)
+				}
+				check := func(op string, notApplied []int64, err error) {
+					t.Helper()
+					slices.Sort(notApplied)
+					if !errors.Is(err, outbox.ErrLeaseLost) || !slices.Equal(notApplied, all) {
+						t.Fatalf("%s by the old owner: not applied %v, err %v; want all of %v refused", op, notApplied, err, all)
+					}
+					for _, id := range all {
+						got, was := get(t, s, id), before[id]
+						if got.Status != outbox.StatusProcessing || got.LockedBy != "new" || got.RetryCount != 0 ||
+							got.LockedUntil == nil || !sameTime(*got.LockedUntil, *was.LockedUntil) || got.LastError != "" {
+							t.Fatalf("%s by the old owner changed the new owner's row: %+v", op, got)
+						}
+					}
+				}
+				n, err := first.MarkPublished(ctx, "old", all...)
+				check("mark published", n, err)
+				var fails []outbox.Failure
+				for i := range stale {
+					fails = append(fails, outbox.Failed(&stale[i], errors.New("late")))
+				}
+				res, err := first.MarkFailed(ctx, "old", fails...)
+				check("mark failed", res.NotApplied, err)
+				n, err = first.Release(ctx, "old", all...)
+				check("release", n, err)
+				if n, err := later.MarkPublished(ctx, "new", all...); err != nil || len(n) != 0 {
+					t.Fatalf("new owner's mark: %v %v", n, err)
+				}
+				if got, err := later.Counts(ctx); err != nil || got[outbox.StatusPublished] != 4 {
+					t.Fatalf("counts %v %v", got, err)
+				}
+			})
+		})
+	}
+}
