@@ -37,6 +37,18 @@
 // log/slog and reports OpenTelemetry metrics (see [MetricPublished] and the
 // other Metric names) to the meter provider it is given.
 //
+// # Clocks
+//
+// A relay bounds its own I/O (claim, publish, marks, shutdown) with
+// durations on the host's monotonic clock, so a relay whose wall clock is
+// hours off still publishes. The lease arithmetic — LockedUntil, NextRetryAt
+// and which rows a claim may take — uses the repository's clock
+// ([WithClock], default time.Now) consistently, since the store API has no
+// way to ask for the database's time; relays sharing a table should keep
+// their clocks in step to well within the lease. When they do not, a batch
+// may be published twice (the broker keeps one copy) while the fences keep
+// every row's final state right.
+//
 // # Operating
 //
 // [Repository.Counts], [Repository.List] and its shorthands inspect the

@@ -89,8 +89,32 @@ func WithLease(d time.Duration) Option {
 	}
 }
 
-// WithClock sets the function the repository reads the time from (default
-// time.Now). Times are stored in UTC.
+// WithClock sets the clock of the repository's time arithmetic (default
+// time.Now). It is read once per call and gives:
+//   - the lease a claim writes: LockedUntil = now + lease;
+//   - the eligibility of a claim: a lock has expired when LockedUntil < now,
+//     a failed message is due when NextRetryAt <= now;
+//   - the retry time a failure writes: NextRetryAt = now + the policy's
+//     delay;
+//   - the times kept for the record (CreatedAt when zero, PublishedAt,
+//     LastProcessedAt), the cutoff of [Repository.Purge] and the age of the
+//     oldest message in the relay's metrics.
+//
+// Times are stored in UTC. A relay's timeouts never read this clock: they
+// are durations on the host's monotonic clock (see [RelayConfig]).
+//
+// The store API cannot ask for the database's own time, so leases are
+// judged by each claimer's clock, and the repositories and relays sharing a
+// table should read clocks that agree to well within the lease (NTP). A
+// claimer whose clock is behind by more than the lease writes leases the
+// others already see as expired; one that is ahead sees their leases as
+// expired. Either way a batch may be claimed again while its first owner
+// still publishes it: the broker's de-duplication by message id keeps one
+// copy, the fences ([Repository.MarkPublished]) refuse the first owner's
+// marks and keep the new owner's state, and no message is lost, failed or
+// abandoned for it — the skew costs repeated work, not correctness. A
+// claimer whose clock is skewed alone, with no other claimer on the table,
+// is consistent with itself and works as if its clock were right.
 func WithClock(now func() time.Time) Option {
 	return func(r *Repository) error {
 		if now == nil {
@@ -298,7 +322,8 @@ func (r *Repository) ClaimBatch(ctx context.Context, workerID string, limit int,
 // messages whose lease has expired (their worker died). They are taken in
 // priority order (higher first), then oldest first, and returned in that
 // order with status processing, LockedBy workerID and LockedUntil now +
-// lease. No two concurrent callers receive the same message.
+// lease. No two concurrent callers receive the same message. "Now" is the
+// repository's clock (see [WithClock]), not the database's.
 //
 // Errors: [dao.ErrInvalidArgument] for an empty workerID (or one over
 // [MaxNameLen] bytes), a negative limit or a non-positive lease; limit 0
