@@ -502,3 +502,50 @@ func TestRelaysWithSkewedClocksShareATable(t *testing.T) {
 		nb.checkExactlyOnce(t, want)
 	})
 }
+
+// Relays on hosts whose wall clocks are an hour behind, right and an hour
+// ahead share one table on the database clock (the repositories' default
+// over a SQL store): they agree on every lease, so no relay takes over
+// another's batch, no mark is refused, nothing fails and the stream holds
+// each message once.
+func TestRelaysOnDatabaseClockIgnoreHostSkew(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		if b.name == "memory" {
+			t.Skip("memstore's database clock is this host's")
+		}
+		s, db := b.open(t)
+		nb := startBroker(t)
+		const n = 150
+		var want []string
+		var rs []*running
+		var repo *outbox.Repository
+		for i, skew := range []time.Duration{-time.Hour, 0, time.Hour} {
+			repo = newRepo(t, s)
+			if !outbox.SetHostClock(repo, skewedClock(skew)) {
+				t.Fatal("the repository does not read the database clock")
+			}
+			if i == 0 {
+				want = write(t, repo, db, msgs("dbclock", testSubject, n))
+			}
+			rs = append(rs, startRelay(t, repo, nb.publisher(t, 5*time.Second), outbox.RelayConfig{
+				WorkerID: fmt.Sprintf("host%+d", int(skew.Hours())), BatchSize: 10, Lease: 2 * time.Second,
+				PollInterval: 10 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond,
+			}))
+		}
+		waitSettled(t, repo, n)
+		var published int64
+		for _, r := range rs {
+			r.stop(t)
+			st := r.relay.Stats()
+			t.Logf("relay %s: %+v", r.relay.Config().WorkerID, st)
+			published += st.Published
+			if st.Failed != 0 || st.Abandoned != 0 || st.LeaseLost != 0 || st.MarkErrors != 0 {
+				t.Errorf("relay %s: %+v; want no failure, abandonment, refused mark or mark error", r.relay.Config().WorkerID, st)
+			}
+		}
+		if c := counts(t, repo); c[outbox.StatusPublished] != n || published != n {
+			t.Fatalf("counts %v, relays marked %d published; want all %d, each marked once", c, published, n)
+		}
+		nb.checkExactlyOnce(t, want)
+	})
+}

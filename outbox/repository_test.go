@@ -768,3 +768,66 @@ func TestSkewedWorkerFence(t *testing.T) {
 		})
 	}
 }
+
+// Without an injected clock a repository over a SQL store reads the
+// database's clock: the leases and retry times it writes are the
+// database's time plus the lease or delay, whatever its host's wall clock
+// says. The database servers here run on this machine, so their clock is
+// the real time.
+func TestDatabaseClock(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s, _ := b.open(t)
+		if r := newRepo(t, s, outbox.WithClock(time.Now)); r.DatabaseClock() {
+			t.Fatal("an injected clock must replace the database clock")
+		}
+		if b.name == "memory" {
+			if newRepo(t, s).DatabaseClock() {
+				t.Fatal("memstore has no database clock of its own")
+			}
+			return
+		}
+		for _, skew := range []time.Duration{-time.Hour, time.Hour} {
+			ctx := context.Background()
+			const lease, delay = 10 * time.Second, 30 * time.Second
+			policy := outbox.RetryPolicy{BaseDelay: delay, Multiplier: 1, MaxDelay: delay, MaxRetries: 3}
+			r := newRepo(t, s, outbox.WithLease(lease), outbox.WithRetryPolicy(policy))
+			if !r.DatabaseClock() || !outbox.SetHostClock(r, skewedClock(skew)) {
+				t.Fatal("a repository over a SQL store must read the database clock")
+			}
+			prefix := fmt.Sprintf("dbclock%d", int(skew.Hours()))
+			if err := r.Add(ctx, nil, msgs(prefix, "t", 2)...); err != nil {
+				t.Fatal(err)
+			}
+			// near reports whether got is want, on the real clock, within
+			// the time the calls took plus a second of slack.
+			near := func(got time.Time, from, to time.Time, d time.Duration) bool {
+				return !got.Before(from.Add(d-time.Second)) && !got.After(to.Add(d+time.Second))
+			}
+			from := time.Now()
+			got, err := r.ClaimBatch(ctx, "w", 2, "")
+			to := time.Now()
+			if err != nil || len(got) != 2 {
+				t.Fatalf("skew %v: claim: %v, %d rows", skew, err, len(got))
+			}
+			for _, m := range got {
+				if !near(*m.LockedUntil, from, to, lease) {
+					t.Fatalf("skew %v: LockedUntil %v, want the real time %v + %v", skew, *m.LockedUntil, from, lease)
+				}
+			}
+			from = time.Now()
+			if _, err := r.MarkFailed(ctx, "w", outbox.Failed(&got[0], errors.New("x"))); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.MarkPublished(ctx, "w", got[1].ID); err != nil {
+				t.Fatal(err)
+			}
+			to = time.Now()
+			if m := get(t, s, got[0].ID); m.NextRetryAt == nil || !near(*m.NextRetryAt, from, to, delay) {
+				t.Fatalf("skew %v: NextRetryAt %v, want the real time %v + %v", skew, m.NextRetryAt, from, delay)
+			}
+			if m := get(t, s, got[1].ID); m.PublishedAt == nil || !near(*m.PublishedAt, from, to, 0) {
+				t.Fatalf("skew %v: PublishedAt %v, want the real time %v", skew, m.PublishedAt, from)
+			}
+		}
+	})
+}
