@@ -26,6 +26,8 @@ type dbClock struct {
 	read func(ctx context.Context) (time.Time, error)
 	host func() time.Time // the host clock; its monotonic reading is used
 
+	read1 sync.Mutex // held by the one caller that reads the database's time
+
 	mu   sync.Mutex
 	ok   bool      // a sample was taken
 	base time.Time // the database's time at the sample
@@ -37,17 +39,43 @@ type dbClock struct {
 func (c *dbClock) estimate() time.Time { return c.base.Add(c.host().Sub(c.at)) }
 
 // now returns the database's current time, reading it when the last
-// sample is older than DatabaseClockResync. When that read fails it keeps
-// the older estimate; without one it returns the read's error.
+// sample is older than DatabaseClockResync. One caller reads at a time;
+// while it does, the others use the older estimate when there is one. When
+// the read fails the older estimate is kept; without one now returns the
+// read's error.
 func (c *dbClock) now(ctx context.Context) (time.Time, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ok && c.host().Sub(c.at) < DatabaseClockResync {
-		return c.estimate(), nil
+	fresh := c.ok && c.host().Sub(c.at) < DatabaseClockResync
+	if fresh {
+		t := c.estimate()
+		c.mu.Unlock()
+		return t, nil
+	}
+	if c.ok && !c.read1.TryLock() {
+		t := c.estimate() // another caller is reading
+		c.mu.Unlock()
+		return t, nil
+	}
+	ok := c.ok
+	c.mu.Unlock()
+	if ok {
+		defer c.read1.Unlock()
+	} else {
+		c.read1.Lock() // no estimate yet: wait for the read under way, if any
+		defer c.read1.Unlock()
+		c.mu.Lock()
+		done := c.ok
+		t := c.estimate()
+		c.mu.Unlock()
+		if done {
+			return t, nil
+		}
 	}
 	t0 := c.host()
 	db, err := c.read(ctx)
 	t1 := c.host()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err != nil {
 		if c.ok {
 			return c.estimate(), nil
