@@ -37,6 +37,21 @@
 // log/slog and reports OpenTelemetry metrics (see [MetricPublished] and the
 // other Metric names) to the meter provider it is given.
 //
+// # Clocks
+//
+// A relay bounds its own I/O (claim, publish, marks, shutdown) with
+// durations on the host's monotonic clock, so a relay whose wall clock is
+// hours off still publishes. The lease arithmetic — LockedUntil, NextRetryAt
+// and which rows a claim may take — uses one clock per repository: by
+// default the database's, read at most once a minute and advanced with the
+// monotonic clock in between, so relays on hosts whose clocks disagree
+// still agree on every lease; or the clock given with [WithClock]. The
+// time is computed in the process and bound as a value: the store API has
+// no way to name the database's CURRENT_TIMESTAMP in criteria. When
+// injected clocks disagree by more than the lease, a batch may be published
+// twice (the broker keeps one copy) while the fences keep every row's final
+// state right.
+//
 // # Operating
 //
 // [Repository.Counts], [Repository.List] and its shorthands inspect the

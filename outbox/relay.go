@@ -32,6 +32,15 @@ const (
 
 // RelayConfig configures a [Relay]. Zero fields take their defaults;
 // negative durations or sizes are invalid.
+//
+// Clocks: every bound the relay puts on its own I/O — the claim's timeout,
+// PublishTimeout, the end of a batch's lease as far as its publish is
+// concerned, ShutdownTimeout and MarkTimeout — is a duration measured on
+// this host's monotonic clock from the moment the operation starts, so a
+// wall clock that is skewed against the database, or stepped while the
+// relay runs, neither shortens nor lengthens them. The times written in the
+// table (LockedUntil, NextRetryAt) and the choice of the rows a claim may
+// take come from the repository's clock; see [WithClock].
 type RelayConfig struct {
 	// WorkerID names this relay in LockedBy; default
 	// "<hostname>-<pid>-<random>". With Concurrency > 1 each batch loop
@@ -48,10 +57,13 @@ type RelayConfig struct {
 	// claim (adaptive idle backoff); default 5 s.
 	MaxPollInterval time.Duration
 	// Lease is how long a claimed batch stays locked to this relay;
-	// default the repository's lease.
+	// default the repository's lease. The repository writes LockedUntil =
+	// now + Lease by its clock; the relay itself ends a batch's publish no
+	// later than Lease after it sent the claim, on its monotonic clock.
 	Lease time.Duration
-	// PublishTimeout bounds one batch's publish; default and maximum
-	// Lease/2, so that a batch is marked well before its lease ends.
+	// PublishTimeout bounds one batch's publish, from the moment the
+	// publish starts; default and maximum Lease/2, so that a batch is
+	// marked well before its lease ends.
 	PublishTimeout time.Duration
 	// Concurrency is the number of batches in flight at once, each claimed,
 	// published and marked by its own loop; default 1.
@@ -274,7 +286,10 @@ func (r *Relay) loop(ctx context.Context, worker string) error {
 				}
 				return nil
 			}
-			r.process(ctx, log, worker, batch)
+			// The lease began no earlier than the claim was sent: start +
+			// Lease on the local monotonic clock is a lower bound of its
+			// end, whatever the clock that wrote LockedUntil says.
+			r.process(ctx, log, worker, batch, start.Add(r.cfg.Lease))
 		}
 		if err != nil {
 			if errors.Is(err, dao.ErrInvalidArgument) {
@@ -303,11 +318,15 @@ func (r *Relay) loop(ctx context.Context, worker string) error {
 	return nil
 }
 
-// process publishes one claimed batch and marks the outcome.
-func (r *Relay) process(ctx context.Context, log *slog.Logger, worker string, batch []Message) {
+// process publishes one claimed batch and marks the outcome. leaseEnd is
+// the end of the batch's lease on the local monotonic clock (time.Now plus
+// a duration), which the publish deadline never passes. The batch's
+// LockedUntil is not used: it was computed by the repository's clock, which
+// may be skewed against this host's by any amount.
+func (r *Relay) process(ctx context.Context, log *slog.Logger, worker string, batch []Message, leaseEnd time.Time) {
 	deadline := time.Now().Add(r.cfg.PublishTimeout)
-	if lu := batch[0].LockedUntil; lu != nil && lu.Before(deadline) {
-		deadline = *lu
+	if leaseEnd.Before(deadline) {
+		deadline = leaseEnd
 	}
 	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()

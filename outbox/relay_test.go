@@ -400,3 +400,152 @@ func TestRelayIdleBackoff(t *testing.T) {
 	}
 	r.stop(t)
 }
+
+// skewedClock reads the real time shifted by skew: the clock of a host that
+// is ahead of (skew > 0) or behind (skew < 0) the database and the other
+// relays.
+func skewedClock(skew time.Duration) func() time.Time {
+	return func() time.Time { return time.Now().Add(skew) }
+}
+
+// waitSettled waits until every one of n messages is published, or until a
+// publish has failed or a message was abandoned (which the skew tests
+// forbid, so there is no point waiting for the retries).
+func waitSettled(t *testing.T, repo *outbox.Repository, n int64) {
+	t.Helper()
+	waitFor(t, 60*time.Second, "all messages published (or a failure)", func() bool {
+		c := counts(t, repo)
+		return c[outbox.StatusPublished] == n || c[outbox.StatusFailed]+c[outbox.StatusAbandoned] > 0
+	})
+}
+
+// A relay whose repository clock is off by far more than the lease, behind
+// or ahead of the real time, publishes every message once: the publish
+// deadline comes from the local monotonic clock, never from the lease time
+// the skewed clock wrote, so no publish times out, nothing fails, nothing is
+// abandoned and no mark is refused.
+func TestRelaySkewedClockPublishes(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		for _, skew := range []time.Duration{-time.Hour, time.Hour} {
+			t.Run(fmt.Sprintf("skew=%v", skew), func(t *testing.T) {
+				s, db := b.open(t)
+				nb := startBroker(t)
+				repo := newRepo(t, s, outbox.WithClock(skewedClock(skew)))
+				const n = 100
+				want := write(t, repo, db, msgs("skew", testSubject, n))
+				r := startRelay(t, repo, nb.publisher(t, 5*time.Second), outbox.RelayConfig{
+					WorkerID: "skewed", BatchSize: 20, Concurrency: 2, Lease: 2 * time.Second,
+					PollInterval: 10 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond,
+				})
+				waitSettled(t, repo, n)
+				r.stop(t)
+				c := counts(t, repo)
+				st := r.relay.Stats()
+				t.Logf("skew %v: counts %v, relay %+v", skew, c, st)
+				if c[outbox.StatusPublished] != n || c[outbox.StatusFailed] != 0 || c[outbox.StatusAbandoned] != 0 {
+					t.Fatalf("counts %v: want all %d published, none failed or abandoned", c, n)
+				}
+				if st.Published != n || st.Failed != 0 || st.Abandoned != 0 || st.LeaseLost != 0 || st.MarkErrors != 0 {
+					t.Fatalf("relay stats %+v: want %d published and no failure, abandonment or refused mark", st, n)
+				}
+				nb.checkExactlyOnce(t, want)
+			})
+		}
+	})
+}
+
+// Relays whose clocks disagree by far more than the lease share one table:
+// one an hour behind, one on time, one an hour ahead. Their leases are
+// judged by different clocks, so a relay may take over a batch another
+// still works on; the fences keep every row's final state the new owner's,
+// no publish fails, nothing is abandoned, and the stream holds each message
+// once.
+func TestRelaysWithSkewedClocksShareATable(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s, db := b.open(t)
+		nb := startBroker(t)
+		const n = 150
+		var want []string
+		var rs []*running
+		var repos []*outbox.Repository
+		for i, skew := range []time.Duration{-time.Hour, 0, time.Hour} {
+			repo := newRepo(t, s, outbox.WithClock(skewedClock(skew)))
+			repos = append(repos, repo)
+			if i == 0 {
+				want = write(t, repo, db, msgs("mixed", testSubject, n))
+			}
+			rs = append(rs, startRelay(t, repo, nb.publisher(t, 5*time.Second), outbox.RelayConfig{
+				WorkerID: fmt.Sprintf("skew%+d", int(skew.Hours())), BatchSize: 10, Lease: 2 * time.Second,
+				PollInterval: 10 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond,
+			}))
+		}
+		waitSettled(t, repos[1], n)
+		var published, lost int64
+		for _, r := range rs {
+			r.stop(t)
+			st := r.relay.Stats()
+			t.Logf("relay %s: %+v", r.relay.Config().WorkerID, st)
+			published += st.Published
+			lost += st.LeaseLost
+			// A mark may fail when two relays mark the same rows at once
+			// (a deadlock between them); its rows are claimed again after
+			// their lease, so that is not asserted.
+			if st.Failed != 0 || st.Abandoned != 0 {
+				t.Errorf("relay %s: %+v; want no failure or abandonment", r.relay.Config().WorkerID, st)
+			}
+		}
+		c := counts(t, repos[1])
+		t.Logf("counts %v; marked published %d, marks refused by the fence %d", c, published, lost)
+		if c[outbox.StatusPublished] != n || published != n {
+			t.Fatalf("counts %v, relays marked %d published; want all %d, each marked once", c, published, n)
+		}
+		nb.checkExactlyOnce(t, want)
+	})
+}
+
+// Relays on hosts whose wall clocks are an hour behind, right and an hour
+// ahead share one table on the database clock (the repositories' default
+// over a SQL store): they agree on every lease, so no relay takes over
+// another's batch, no mark is refused, nothing fails and the stream holds
+// each message once.
+func TestRelaysOnDatabaseClockIgnoreHostSkew(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		if b.name == "memory" {
+			t.Skip("memstore's database clock is this host's")
+		}
+		s, db := b.open(t)
+		nb := startBroker(t)
+		const n = 150
+		var want []string
+		var rs []*running
+		var repo *outbox.Repository
+		for i, skew := range []time.Duration{-time.Hour, 0, time.Hour} {
+			repo = newRepo(t, s)
+			if !outbox.SetHostClock(repo, skewedClock(skew)) {
+				t.Fatal("the repository does not read the database clock")
+			}
+			if i == 0 {
+				want = write(t, repo, db, msgs("dbclock", testSubject, n))
+			}
+			rs = append(rs, startRelay(t, repo, nb.publisher(t, 5*time.Second), outbox.RelayConfig{
+				WorkerID: fmt.Sprintf("host%+d", int(skew.Hours())), BatchSize: 10, Lease: 2 * time.Second,
+				PollInterval: 10 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond,
+			}))
+		}
+		waitSettled(t, repo, n)
+		var published int64
+		for _, r := range rs {
+			r.stop(t)
+			st := r.relay.Stats()
+			t.Logf("relay %s: %+v", r.relay.Config().WorkerID, st)
+			published += st.Published
+			if st.Failed != 0 || st.Abandoned != 0 || st.LeaseLost != 0 || st.MarkErrors != 0 {
+				t.Errorf("relay %s: %+v; want no failure, abandonment, refused mark or mark error", r.relay.Config().WorkerID, st)
+			}
+		}
+		if c := counts(t, repo); c[outbox.StatusPublished] != n || published != n {
+			t.Fatalf("counts %v, relays marked %d published; want all %d, each marked once", c, published, n)
+		}
+		nb.checkExactlyOnce(t, want)
+	})
+}

@@ -59,7 +59,10 @@ type Repository struct {
 	policy RetryPolicy
 	lease  time.Duration
 	now    func() time.Time
+	dbc    *dbClock // the database clock, nil when now is used
 	random func() float64
+
+	clockSet bool // WithClock was given
 }
 
 // Option configures a [Repository].
@@ -89,14 +92,53 @@ func WithLease(d time.Duration) Option {
 	}
 }
 
-// WithClock sets the function the repository reads the time from (default
-// time.Now). Times are stored in UTC.
+// WithClock sets the clock of the repository's time arithmetic, replacing
+// the database clock. Without it the repository reads the database's clock
+// when the store can give it — a store with a method DB() *gorm.DB on
+// PostgreSQL, MySQL, MariaDB, SQL Server or SQLite, as sqlstore's stores
+// have — and the host's clock (time.Now) otherwise (memstore, where the
+// database is this process; esstore). The database's time is read with one
+// query at most every [DatabaseClockResync] and advanced in between with
+// the host's monotonic clock.
+//
+// This clock, whichever it is, is read once per call and gives:
+//   - the lease a claim writes: LockedUntil = now + lease;
+//   - the eligibility of a claim: a lock has expired when LockedUntil < now,
+//     a failed message is due when NextRetryAt <= now;
+//   - the retry time a failure writes: NextRetryAt = now + the policy's
+//     delay;
+//   - the times kept for the record (CreatedAt when zero, PublishedAt,
+//     LastProcessedAt), the cutoff of [Repository.Purge] and the age of the
+//     oldest message in the relay's metrics. [Repository.Add] does no I/O
+//     for the time: it uses the last estimate of the database clock, or the
+//     host's clock before the first claim or mark.
+//
+// Times are stored in UTC. A relay's timeouts never read this clock: they
+// are durations on the host's monotonic clock (see [RelayConfig]).
+//
+// "Now" is a value computed in this process and sent as a bound parameter:
+// the store API cannot name the database's CURRENT_TIMESTAMP in criteria or
+// in a claim's Set. On the database clock every repository over a table
+// agrees on the time, whatever its host's clock says. With an injected
+// clock, the repositories and relays sharing a table should read clocks
+// that agree to well within the lease. A claimer whose clock is behind by
+// more than the lease writes leases the others already see as expired; one
+// that is ahead sees their leases as expired. Either way a batch may be
+// claimed again while its first owner still publishes it: the broker's
+// de-duplication by message id keeps one copy, the fences
+// ([Repository.MarkPublished]) refuse the first owner's marks and keep the
+// new owner's state, and no message is lost, failed or abandoned for it —
+// the skew costs repeated work, not correctness. A claimer alone on a table
+// is consistent with its own clock, however skewed.
+//
+// A nil clock is [dao.ErrInvalidArgument].
 func WithClock(now func() time.Time) Option {
 	return func(r *Repository) error {
 		if now == nil {
 			return fmt.Errorf("%w: nil clock", dao.ErrInvalidArgument)
 		}
 		r.now = now
+		r.clockSet = true
 		return nil
 	}
 }
@@ -142,6 +184,9 @@ func New(store dao.Store[Message], opts ...Option) (*Repository, error) {
 			return nil, fmt.Errorf("outbox: new repository: %w", err)
 		}
 	}
+	if !r.clockSet {
+		r.dbc = databaseClockOf(store)
+	}
 	return r, nil
 }
 
@@ -154,7 +199,28 @@ func (r *Repository) RetryPolicy() RetryPolicy { return r.policy }
 // Lease returns the lease [Repository.ClaimBatch] takes.
 func (r *Repository) Lease() time.Duration { return r.lease }
 
-func (r *Repository) clock() time.Time { return r.now().UTC() }
+// clock returns the repository's time without I/O: the injected clock, or
+// the last estimate of the database clock.
+func (r *Repository) clock() time.Time {
+	if r.dbc != nil {
+		return r.dbc.peek().UTC()
+	}
+	return r.now().UTC()
+}
+
+// time returns the repository's time, reading the database's clock when
+// its estimate is due for a new sample.
+func (r *Repository) time(ctx context.Context) (time.Time, error) {
+	if r.dbc == nil {
+		return r.now().UTC(), nil
+	}
+	t, err := r.dbc.now(ctx)
+	return t.UTC(), err
+}
+
+// DatabaseClock reports whether the repository reads the database's clock
+// (see [WithClock]).
+func (r *Repository) DatabaseClock() bool { return r.dbc != nil }
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{dao.ErrInvalidArgument}, args...)...)
@@ -298,12 +364,14 @@ func (r *Repository) ClaimBatch(ctx context.Context, workerID string, limit int,
 // messages whose lease has expired (their worker died). They are taken in
 // priority order (higher first), then oldest first, and returned in that
 // order with status processing, LockedBy workerID and LockedUntil now +
-// lease. No two concurrent callers receive the same message.
+// lease. No two concurrent callers receive the same message. "Now" is the
+// repository's clock: the database's by default (see [WithClock]).
 //
 // Errors: [dao.ErrInvalidArgument] for an empty workerID (or one over
 // [MaxNameLen] bytes), a negative limit or a non-positive lease; limit 0
 // claims nothing. Store errors are returned wrapped, together with the
-// messages claimed before the failure, which the caller owns.
+// messages claimed before the failure, which the caller owns; so is the
+// error of the first read of the database's clock, with no message.
 func (r *Repository) ClaimBatchLease(ctx context.Context, workerID string, limit int, targetBroker string, lease time.Duration) ([]Message, error) {
 	if err := checkWorker(workerID); err != nil {
 		return nil, fmt.Errorf("outbox: claim: %w", err)
@@ -317,7 +385,10 @@ func (r *Repository) ClaimBatchLease(ctx context.Context, workerID string, limit
 	if limit == 0 {
 		return nil, nil
 	}
-	now := r.clock()
+	now, err := r.time(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: claim: %w", err)
+	}
 	rows, err := r.store.Claim(ctx, dao.ClaimRequest{
 		Where: claimable(targetBroker, now),
 		Set: dao.Set{
@@ -411,7 +482,8 @@ func (r *Repository) fencedUpdate(ctx context.Context, worker string, ids []int6
 // It returns the ids that were not changed together with a [*FenceError]
 // (errors.Is(err, [ErrLeaseLost])), or (nil, nil) when all were.
 // Errors: [dao.ErrInvalidArgument] for an empty workerID; store errors
-// wrapped, with the refused ids found before the failure.
+// wrapped, with the refused ids found before the failure (among them that
+// of a failed first read of the database's clock, before any write).
 func (r *Repository) MarkPublished(ctx context.Context, workerID string, ids ...int64) ([]int64, error) {
 	if err := checkWorker(workerID); err != nil {
 		return nil, fmt.Errorf("outbox: mark published: %w", err)
@@ -420,7 +492,10 @@ func (r *Repository) MarkPublished(ctx context.Context, workerID string, ids ...
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	now := r.clock()
+	now, err := r.time(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: mark published: %w", err)
+	}
 	set := dao.Set{
 		colStatus:          string(StatusPublished),
 		colPublishedAt:     now,
@@ -452,7 +527,10 @@ func (r *Repository) Release(ctx context.Context, workerID string, ids ...int64)
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	now := r.clock()
+	now, err := r.time(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: release: %w", err)
+	}
 	set := dao.Set{
 		colStatus:          string(StatusPending),
 		colLockedBy:        "",
@@ -549,7 +627,8 @@ func errorText(err error) string {
 // the result's NotApplied and reported with a [*FenceError]
 // (errors.Is(err, [ErrLeaseLost])). Errors: [dao.ErrInvalidArgument] for an
 // empty workerID or a repeated id; store errors wrapped, with the result so
-// far.
+// far (among them that of a failed first read of the database's clock,
+// before any write).
 func (r *Repository) MarkFailed(ctx context.Context, workerID string, failures ...Failure) (FailResult, error) {
 	var res FailResult
 	if err := checkWorker(workerID); err != nil {
@@ -577,7 +656,10 @@ func (r *Repository) MarkFailed(ctx context.Context, workerID string, failures .
 		}
 		groups[g] = append(groups[g], f.ID)
 	}
-	now := r.clock()
+	now, err := r.time(ctx)
+	if err != nil {
+		return res, fmt.Errorf("outbox: mark failed: %w", err)
+	}
 	for _, g := range order {
 		ids := groups[g]
 		set := dao.Set{
@@ -813,7 +895,9 @@ type PurgeRequest struct {
 // after a short pause, up to 5 times.
 //
 // Errors: [dao.ErrInvalidArgument] for another status, a negative age or
-// batch size; store and context errors wrapped, with the count so far.
+// batch size; store and context errors wrapped, with the count so far
+// (among them that of a failed first read of the database's clock, before
+// any delete).
 func (r *Repository) Purge(ctx context.Context, req PurgeRequest) (int64, error) {
 	var col string
 	switch req.Status {
@@ -830,7 +914,11 @@ func (r *Repository) Purge(ctx context.Context, req PurgeRequest) (int64, error)
 	if req.BatchSize == 0 {
 		req.BatchSize = 1000
 	}
-	where := dao.And(dao.Eq(colStatus, string(req.Status)), dao.Lt(col, r.clock().Add(-req.OlderThan)))
+	now, err := r.time(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("outbox: purge: %w", err)
+	}
+	where := dao.And(dao.Eq(colStatus, string(req.Status)), dao.Lt(col, now.Add(-req.OlderThan)))
 	var total int64
 	for batch := 0; req.MaxBatches == 0 || batch < req.MaxBatches; batch++ {
 		var n int64

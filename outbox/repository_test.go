@@ -696,3 +696,138 @@ func TestMigrateConcurrentAndIdempotent(t *testing.T) {
 		})
 	}
 }
+
+// A worker whose clock is off by more than the lease loses its rows to a
+// worker on time (behind: its lease was over when it was written) or takes
+// them from one (ahead: the other's lease looks over to it). Either way the
+// worker that lost the rows cannot overwrite the new owner's state with any
+// mark, and the new owner's marks apply.
+func TestSkewedWorkerFence(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		first, later time.Duration // clock skews of the first and the later claimer
+	}{
+		{"behind loses to on-time", -time.Hour, 0},
+		{"on-time loses to ahead", 0, time.Hour},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			forEachBackend(t, func(t *testing.T, b backend) {
+				ctx := context.Background()
+				s, _ := b.open(t)
+				const lease = 2 * time.Second
+				first := newRepo(t, s, outbox.WithClock(skewedClock(c.first)), outbox.WithLease(lease))
+				later := newRepo(t, s, outbox.WithClock(skewedClock(c.later)), outbox.WithLease(lease))
+				if err := first.Add(ctx, nil, msgs("skewfence", "t", 4)...); err != nil {
+					t.Fatal(err)
+				}
+				stale, err := first.ClaimBatch(ctx, "old", 4, "")
+				if err != nil || len(stale) != 4 {
+					t.Fatalf("first claim: %v, %d rows", err, len(stale))
+				}
+				owner, err := later.ClaimBatch(ctx, "new", 4, "")
+				if err != nil || len(owner) != 4 {
+					t.Fatalf("later claim took %d rows (%v); the skew should make all 4 look expired", len(owner), err)
+				}
+				all := ids(stale)
+				slices.Sort(all)
+				before := map[int64]outbox.Message{}
+				for _, id := range all {
+					before[id] = get(t, s, id)
+				}
+				check := func(op string, notApplied []int64, err error) {
+					t.Helper()
+					slices.Sort(notApplied)
+					if !errors.Is(err, outbox.ErrLeaseLost) || !slices.Equal(notApplied, all) {
+						t.Fatalf("%s by the old owner: not applied %v, err %v; want all of %v refused", op, notApplied, err, all)
+					}
+					for _, id := range all {
+						got, was := get(t, s, id), before[id]
+						if got.Status != outbox.StatusProcessing || got.LockedBy != "new" || got.RetryCount != 0 ||
+							got.LockedUntil == nil || !sameTime(*got.LockedUntil, *was.LockedUntil) || got.LastError != "" {
+							t.Fatalf("%s by the old owner changed the new owner's row: %+v", op, got)
+						}
+					}
+				}
+				n, err := first.MarkPublished(ctx, "old", all...)
+				check("mark published", n, err)
+				var fails []outbox.Failure
+				for i := range stale {
+					fails = append(fails, outbox.Failed(&stale[i], errors.New("late")))
+				}
+				res, err := first.MarkFailed(ctx, "old", fails...)
+				check("mark failed", res.NotApplied, err)
+				n, err = first.Release(ctx, "old", all...)
+				check("release", n, err)
+				if n, err := later.MarkPublished(ctx, "new", all...); err != nil || len(n) != 0 {
+					t.Fatalf("new owner's mark: %v %v", n, err)
+				}
+				if got, err := later.Counts(ctx); err != nil || got[outbox.StatusPublished] != 4 {
+					t.Fatalf("counts %v %v", got, err)
+				}
+			})
+		})
+	}
+}
+
+// Without an injected clock a repository over a SQL store reads the
+// database's clock: the leases and retry times it writes are the
+// database's time plus the lease or delay, whatever its host's wall clock
+// says. The database servers here run on this machine, so their clock is
+// the real time.
+func TestDatabaseClock(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, b backend) {
+		s, _ := b.open(t)
+		if r := newRepo(t, s, outbox.WithClock(time.Now)); r.DatabaseClock() {
+			t.Fatal("an injected clock must replace the database clock")
+		}
+		if b.name == "memory" {
+			if newRepo(t, s).DatabaseClock() {
+				t.Fatal("memstore has no database clock of its own")
+			}
+			return
+		}
+		for _, skew := range []time.Duration{-time.Hour, time.Hour} {
+			ctx := context.Background()
+			const lease, delay = 10 * time.Second, 30 * time.Second
+			policy := outbox.RetryPolicy{BaseDelay: delay, Multiplier: 1, MaxDelay: delay, MaxRetries: 3}
+			r := newRepo(t, s, outbox.WithLease(lease), outbox.WithRetryPolicy(policy))
+			if !r.DatabaseClock() || !outbox.SetHostClock(r, skewedClock(skew)) {
+				t.Fatal("a repository over a SQL store must read the database clock")
+			}
+			prefix := fmt.Sprintf("dbclock%d", int(skew.Hours()))
+			if err := r.Add(ctx, nil, msgs(prefix, "t", 2)...); err != nil {
+				t.Fatal(err)
+			}
+			// near reports whether got is want, on the real clock, within
+			// the time the calls took plus a second of slack.
+			near := func(got time.Time, from, to time.Time, d time.Duration) bool {
+				return !got.Before(from.Add(d-time.Second)) && !got.After(to.Add(d+time.Second))
+			}
+			from := time.Now()
+			got, err := r.ClaimBatch(ctx, "w", 2, "")
+			to := time.Now()
+			if err != nil || len(got) != 2 {
+				t.Fatalf("skew %v: claim: %v, %d rows", skew, err, len(got))
+			}
+			for _, m := range got {
+				if !near(*m.LockedUntil, from, to, lease) {
+					t.Fatalf("skew %v: LockedUntil %v, want the real time %v + %v", skew, *m.LockedUntil, from, lease)
+				}
+			}
+			from = time.Now()
+			if _, err := r.MarkFailed(ctx, "w", outbox.Failed(&got[0], errors.New("x"))); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.MarkPublished(ctx, "w", got[1].ID); err != nil {
+				t.Fatal(err)
+			}
+			to = time.Now()
+			if m := get(t, s, got[0].ID); m.NextRetryAt == nil || !near(*m.NextRetryAt, from, to, delay) {
+				t.Fatalf("skew %v: NextRetryAt %v, want the real time %v + %v", skew, m.NextRetryAt, from, delay)
+			}
+			if m := get(t, s, got[1].ID); m.PublishedAt == nil || !near(*m.PublishedAt, from, to, 0) {
+				t.Fatalf("skew %v: PublishedAt %v, want the real time %v", skew, m.PublishedAt, from)
+			}
+		}
+	})
+}
