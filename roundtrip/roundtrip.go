@@ -9,10 +9,10 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/glebarez/sqlite"
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/ncruces/go-sqlite3/gormlite"
 	"github.com/ngrok/sqlmw"
 	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
@@ -21,6 +21,8 @@ import (
 
 	// Registers the "sqlserver" database/sql driver.
 	_ "github.com/microsoft/go-mssqldb"
+	// Registers the "sqlite3" database/sql driver.
+	_ "github.com/ncruces/go-sqlite3/driver"
 )
 
 // Counter counts database round trips. One count is one request the
@@ -150,7 +152,8 @@ func registered(name string) (driver.Driver, error) {
 //   - postgres: pgx (pgx.ParseConfig, stdlib.GetConnector);
 //   - mysql, mariadb: go-sql-driver (mysql.ParseDSN, mysql.NewConnector),
 //     dsn used as given;
-//   - sqlite: the pure-Go driver registered by github.com/glebarez/sqlite;
+//   - sqlite: the pure-Go driver registered by
+//     github.com/ncruces/go-sqlite3/driver (as "sqlite3");
 //   - sqlserver: the driver registered by github.com/microsoft/go-mssqldb.
 //
 // It does not connect; the first call does. Errors: an unknown backend or
@@ -175,7 +178,7 @@ func Open(backend, dsn string, c *Counter) (*sql.DB, error) {
 		}
 		return sql.OpenDB(Connector(conn, c)), nil
 	case "sqlite", "sqlserver":
-		name := sqlite.DriverName
+		name := "sqlite3" // github.com/ncruces/go-sqlite3/driver
 		if backend == "sqlserver" {
 			name = "sqlserver"
 		}
@@ -195,7 +198,7 @@ func Open(backend, dsn string, c *Counter) (*sql.DB, error) {
 // Gorm returns a GORM handle for backend over the existing sqlDB (as
 // returned by [Open]), with GORM configuration cfg (nil: GORM's defaults).
 // The GORM dialectors accept an existing connection pool
-// (postgres.Config.Conn, mysql.Config.Conn, sqlite.Dialector.Conn,
+// (postgres.Config.Conn, mysql.Config.Conn, gormlite.OpenDB,
 // sqlserver.Config.Conn). Opening for MySQL and MariaDB runs one
 // SELECT VERSION(), which the counter sees. Closing the returned handle's
 // pool closes sqlDB.
@@ -217,7 +220,7 @@ func gormOver(backend string, sqlDB *sql.DB, mycfg *gomysql.Config, cfg *gorm.Co
 	case "mysql", "mariadb":
 		d = mysql.New(mysql.Config{Conn: sqlDB, DSNConfig: mycfg})
 	case "sqlite":
-		d = sqlite.Dialector{Conn: sqlDB}
+		d = gormlite.OpenDB(sqlDB)
 	case "sqlserver":
 		d = sqlserver.New(sqlserver.Config{Conn: sqlDB})
 	default:

@@ -11,10 +11,10 @@ import (
 	"syscall"
 
 	"github.com/claimstore/claimstore/dao"
-	gosqlite "github.com/glebarez/go-sqlite"
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 	mssql "github.com/microsoft/go-mssqldb"
+	"github.com/ncruces/go-sqlite3"
 	"gorm.io/gorm"
 )
 
@@ -45,8 +45,8 @@ const (
 //     Reference"): 1062 ER_DUP_ENTRY and 1586 ER_DUP_ENTRY_WITH_KEY_NAME ->
 //     ErrDuplicate; 1213 ER_LOCK_DEADLOCK and 1205 ER_LOCK_WAIT_TIMEOUT ->
 //     ErrConflict; mysql.ErrInvalidConn -> ErrUnavailable.
-//   - SQLite (the modernc driver behind github.com/glebarez/sqlite, "Result
-//     and Error Codes"): SQLITE_BUSY and SQLITE_LOCKED with their extended
+//   - SQLite (sqlite3.Error of github.com/ncruces/go-sqlite3, "Result and
+//     Error Codes"): SQLITE_BUSY and SQLITE_LOCKED with their extended
 //     codes -> ErrBusy; SQLITE_CONSTRAINT_UNIQUE and
 //     SQLITE_CONSTRAINT_PRIMARYKEY -> ErrDuplicate.
 //   - SQL Server (mssql.Error, "Database engine events and errors"): 2627
@@ -110,9 +110,9 @@ func classify(err error) error {
 		}
 		return nil
 	}
-	var liteErr *gosqlite.Error
+	var liteErr *sqlite3.Error
 	if errors.As(err, &liteErr) {
-		switch code := liteErr.Code(); {
+		switch code := int(liteErr.ExtendedCode()); {
 		case code&0xff == sqliteBusy, code&0xff == sqliteLocked:
 			return dao.ErrBusy
 		case code == sqliteConstraintUnique, code == sqliteConstraintPrimaryKey:
