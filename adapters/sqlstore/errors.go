@@ -18,15 +18,6 @@ import (
 	"gorm.io/gorm"
 )
 
-// SQLite primary result codes (https://www.sqlite.org/rescode.html). The
-// driver reports extended codes, whose low byte is the primary code.
-const (
-	sqliteBusy                 = 5    // SQLITE_BUSY
-	sqliteLocked               = 6    // SQLITE_LOCKED
-	sqliteConstraintPrimaryKey = 1555 // SQLITE_CONSTRAINT_PRIMARYKEY
-	sqliteConstraintUnique     = 2067 // SQLITE_CONSTRAINT_UNIQUE
-)
-
 // mapError is the one place where native errors of every supported driver
 // become dao sentinels. The result wraps both the sentinel and the native
 // error ("%w: %w"), so errors.Is(err, dao.ErrX) and errors.As(err,
@@ -110,12 +101,15 @@ func classify(err error) error {
 		}
 		return nil
 	}
-	var liteErr *sqlite3.Error
-	if errors.As(err, &liteErr) {
-		switch code := int(liteErr.ExtendedCode()); {
-		case code&0xff == sqliteBusy, code&0xff == sqliteLocked:
+	// The driver returns a *sqlite3.Error, or a bare result code when
+	// SQLite gave no message; both convert to the extended code, whose
+	// Code() is the primary code (https://www.sqlite.org/rescode.html).
+	var liteCode sqlite3.ExtendedErrorCode
+	if errors.As(err, &liteCode) {
+		switch {
+		case liteCode.Code() == sqlite3.BUSY, liteCode.Code() == sqlite3.LOCKED:
 			return dao.ErrBusy
-		case code == sqliteConstraintUnique, code == sqliteConstraintPrimaryKey:
+		case liteCode == sqlite3.CONSTRAINT_UNIQUE, liteCode == sqlite3.CONSTRAINT_PRIMARYKEY:
 			return dao.ErrDuplicate
 		}
 		return nil

@@ -44,8 +44,7 @@ func TestDuplicateIsMapped(t *testing.T) {
 				t.Fatalf("native error not reachable: %v", err)
 			}
 		case "sqlite":
-			var se *sqlite3.Error
-			if !errors.As(err, &se) || se.ExtendedCode() != sqlite3.CONSTRAINT_UNIQUE {
+			if !errors.Is(err, sqlite3.CONSTRAINT_UNIQUE) {
 				t.Fatalf("native error not reachable: %v", err)
 			}
 		}
@@ -97,8 +96,7 @@ func TestSQLiteBusy(t *testing.T) {
 	if !errors.Is(err, dao.ErrBusy) || !dao.IsRetryable(err) {
 		t.Fatalf("update under a held write lock: %v; want ErrBusy, retryable", err)
 	}
-	var se *sqlite3.Error
-	if !errors.As(err, &se) || se.Code() != sqlite3.BUSY {
+	if !errors.Is(err, sqlite3.BUSY) {
 		t.Fatalf("native SQLITE_BUSY not reachable: %v", err)
 	}
 	rows, err := s.Claim(ctx, claimReq("w", 3))
