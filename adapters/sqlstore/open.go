@@ -54,9 +54,11 @@ func Config() *gorm.Config {
 //   - sqlite: github.com/ncruces/go-sqlite3/gormlite over the
 //     github.com/ncruces/go-sqlite3 driver, SQLite translated to Go
 //     without cgo, so nothing but Go is needed; build dsn with
-//     [SQLiteDSN]. An in-memory database (":memory:" or mode=memory) is
-//     limited to one open connection, since each connection would see its
-//     own database.
+//     [SQLiteDSN]. A "file:" URI without _timefmt gets
+//     _timefmt=[SQLiteTimeLayout], so stored times sort as text (the
+//     driver's own default, RFC 3339 with "Z", does not). An in-memory
+//     database (":memory:" or mode=memory) is limited to one open
+//     connection, since each connection would see its own database.
 //   - sqlserver: gorm.io/driver/sqlserver over microsoft/go-mssqldb.
 //
 // Errors: an unknown backend or a malformed MySQL DSN is
@@ -79,7 +81,7 @@ func Open(ctx context.Context, backend string, dsn string) (*gorm.DB, error) {
 		}
 		d = mysql.Open(full)
 	case dialects.SQLite:
-		d = gormlite.Open(dsn)
+		d = gormlite.Open(sqliteTimeDefault(dsn))
 	case dialects.SQLServer:
 		d = sqlserver.Open(dsn)
 	}
@@ -190,4 +192,26 @@ func SQLiteDSNTimeout(path string, busyTimeout time.Duration) string {
 	return "file:" + esc + "?_pragma=busy_timeout(" + strconv.FormatInt(ms, 10) +
 		")&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate&_timefmt=" +
 		url.QueryEscape(SQLiteTimeLayout)
+}
+
+// sqliteTimeDefault returns dsn with _timefmt=[SQLiteTimeLayout] added when
+// dsn is a "file:" URI that does not set _timefmt; other DSNs (a plain
+// file name, ":memory:") are returned as they are, since a query string
+// added to them would become part of the file name.
+func sqliteTimeDefault(dsn string) string {
+	if !strings.HasPrefix(dsn, "file:") {
+		return dsn
+	}
+	query := ""
+	if i := strings.IndexByte(dsn, '?'); i >= 0 {
+		query = dsn[i+1:]
+	}
+	if params, err := url.ParseQuery(query); err == nil && params.Has("_timefmt") {
+		return dsn
+	}
+	sep := "&"
+	if !strings.Contains(dsn, "?") {
+		sep = "?"
+	}
+	return dsn + sep + "_timefmt=" + url.QueryEscape(SQLiteTimeLayout)
 }

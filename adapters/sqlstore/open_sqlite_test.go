@@ -100,3 +100,28 @@ func TestSQLiteDSNSettings(t *testing.T) {
 		t.Errorf("SQLiteDSN lacks _txlock=immediate: %s", sqlstore.SQLiteDSN(path))
 	}
 }
+
+// A "file:" DSN of the user's own that does not set _timefmt still stores
+// times in SQLiteTimeLayout, so they sort as text; one that sets it keeps
+// its own.
+func TestSQLiteOpenAddsTimeLayout(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2031, 2, 3, 4, 5, 6, 0, time.UTC)
+	for _, tc := range []struct{ query, want string }{
+		{"", at.Format(sqlstore.SQLiteTimeLayout)},
+		{"?_pragma=busy_timeout(2000)", at.Format(sqlstore.SQLiteTimeLayout)},
+		{"?_timefmt=rfc3339", at.Format(time.RFC3339Nano)},
+	} {
+		path := filepath.Join(t.TempDir(), "own.db")
+		db, err := sqlstore.Open(ctx, "sqlite", "file:"+path+tc.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw string
+		err = db.Raw("SELECT CAST(? AS TEXT)", at).Scan(&raw).Error
+		closeDB(db)
+		if err != nil || raw != tc.want {
+			t.Errorf("DSN query %q: time stored as %q, %v; want %q", tc.query, raw, err, tc.want)
+		}
+	}
+}
