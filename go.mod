@@ -2,16 +2,7 @@ module github.com/claimstore/claimstore
 
 go 1.26.0
 
-require (
-	github.com/ncruces/go-sqlite3 v0.36.0
-	github.com/ncruces/go-sqlite3/gormlite v0.34.0
-	gorm.io/gorm v1.31.2
-)
-
-require (
-	github.com/ncruces/go-sqlite3-wasm/v6 v6.4.35401 // indirect
-	github.com/ncruces/julianday v1.0.0 // indirect
-)
+require gorm.io/gorm v1.31.2
 
 require (
 	filippo.io/edwards25519 v1.1.0 // indirect
@@ -42,6 +33,10 @@ require (
 	github.com/nats-io/nats.go v1.55.0
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
+	github.com/ncruces/go-sqlite3 v0.36.0
+	github.com/ncruces/go-sqlite3-wasm/v6 v6.4.35401 // indirect
+	github.com/ncruces/go-sqlite3/gormlite v0.34.0
+	github.com/ncruces/julianday v1.0.0 // indirect
 	github.com/ngrok/sqlmw v0.0.0-20220520173518-97c9c04efc79
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.9 // indirect
