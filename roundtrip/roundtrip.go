@@ -9,10 +9,10 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/glebarez/sqlite"
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/ncruces/go-sqlite3/gormlite"
 	"github.com/ngrok/sqlmw"
 	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
@@ -21,14 +21,17 @@ import (
 
 	// Registers the "sqlserver" database/sql driver.
 	_ "github.com/microsoft/go-mssqldb"
+	// Registers the "sqlite3" database/sql driver.
+	_ "github.com/ncruces/go-sqlite3/driver"
 )
 
 // Counter counts database round trips. One count is one request the
 // application sends through database/sql and waits on, one of:
 //
 //   - a statement run on a connection (ExecContext, QueryContext);
-//   - a statement prepared (PrepareContext), and each execution of a
-//     prepared statement (Stmt.ExecContext, Stmt.QueryContext);
+//   - a statement prepared (PrepareContext; not for SQLite, see below),
+//     and each execution of a prepared statement (Stmt.ExecContext,
+//     Stmt.QueryContext);
 //   - BeginTx, Commit and Rollback.
 //
 // Not counted: Ping; closing a prepared statement (MySQL's
@@ -40,8 +43,12 @@ import (
 // than a second before reusing it (stdlib Conn.ResetSession), and pgx's
 // statement cache prepares a statement text the first time a connection
 // runs it. Measure steady state, on warmed connections, to count what a
-// call costs. For SQLite, which runs in the process, a count is one call
-// into the database engine, the same unit.
+// call costs. For SQLite, which runs in the process, a count is one
+// statement run (or BeginTx, Commit, Rollback), the unit a claim's promise
+// of 1 + N statements is stated in; preparing is not counted there: the
+// SQLite driver prepares in the process every query, and every statement
+// with arguments (it answers driver.ErrSkip to a direct run), before
+// running it, so a prepare is not a request of its own.
 //
 // The zero Counter is ready to use and safe for concurrent use.
 type Counter struct {
@@ -58,6 +65,9 @@ func (c *Counter) Reset() int64 { return c.n.Swap(0) }
 type interceptor struct {
 	sqlmw.NullInterceptor
 	c *Counter
+	// inProcess: the database runs in the process (SQLite); preparing a
+	// statement is not counted.
+	inProcess bool
 }
 
 func (i interceptor) add(err error) {
@@ -73,7 +83,9 @@ func (i interceptor) ConnBeginTx(ctx context.Context, conn driver.ConnBeginTx, o
 
 func (i interceptor) ConnPrepareContext(ctx context.Context, conn driver.ConnPrepareContext, query string) (context.Context, driver.Stmt, error) {
 	ctx, st, err := i.NullInterceptor.ConnPrepareContext(ctx, conn, query)
-	i.add(err)
+	if !i.inProcess {
+		i.add(err)
+	}
 	return ctx, st, err
 }
 
@@ -150,7 +162,8 @@ func registered(name string) (driver.Driver, error) {
 //   - postgres: pgx (pgx.ParseConfig, stdlib.GetConnector);
 //   - mysql, mariadb: go-sql-driver (mysql.ParseDSN, mysql.NewConnector),
 //     dsn used as given;
-//   - sqlite: the pure-Go driver registered by github.com/glebarez/sqlite;
+//   - sqlite: the pure-Go driver registered by
+//     github.com/ncruces/go-sqlite3/driver (as "sqlite3");
 //   - sqlserver: the driver registered by github.com/microsoft/go-mssqldb.
 //
 // It does not connect; the first call does. Errors: an unknown backend or
@@ -175,7 +188,7 @@ func Open(backend, dsn string, c *Counter) (*sql.DB, error) {
 		}
 		return sql.OpenDB(Connector(conn, c)), nil
 	case "sqlite", "sqlserver":
-		name := sqlite.DriverName
+		name := "sqlite3" // github.com/ncruces/go-sqlite3/driver
 		if backend == "sqlserver" {
 			name = "sqlserver"
 		}
@@ -183,7 +196,7 @@ func Open(backend, dsn string, c *Counter) (*sql.DB, error) {
 		if err != nil {
 			return nil, fmt.Errorf("roundtrip: %s driver: %w", backend, err)
 		}
-		conn, err := Driver(d, c).(driver.DriverContext).OpenConnector(dsn)
+		conn, err := sqlmw.Driver(d, interceptor{c: c, inProcess: backend == "sqlite"}).(driver.DriverContext).OpenConnector(dsn)
 		if err != nil {
 			return nil, fmt.Errorf("roundtrip: %s dsn: %w", backend, err)
 		}
@@ -195,7 +208,7 @@ func Open(backend, dsn string, c *Counter) (*sql.DB, error) {
 // Gorm returns a GORM handle for backend over the existing sqlDB (as
 // returned by [Open]), with GORM configuration cfg (nil: GORM's defaults).
 // The GORM dialectors accept an existing connection pool
-// (postgres.Config.Conn, mysql.Config.Conn, sqlite.Dialector.Conn,
+// (postgres.Config.Conn, mysql.Config.Conn, gormlite.OpenDB,
 // sqlserver.Config.Conn). Opening for MySQL and MariaDB runs one
 // SELECT VERSION(), which the counter sees. Closing the returned handle's
 // pool closes sqlDB.
@@ -217,7 +230,7 @@ func gormOver(backend string, sqlDB *sql.DB, mycfg *gomysql.Config, cfg *gorm.Co
 	case "mysql", "mariadb":
 		d = mysql.New(mysql.Config{Conn: sqlDB, DSNConfig: mycfg})
 	case "sqlite":
-		d = sqlite.Dialector{Conn: sqlDB}
+		d = gormlite.OpenDB(sqlDB)
 	case "sqlserver":
 		d = sqlserver.New(sqlserver.Config{Conn: sqlDB})
 	default:

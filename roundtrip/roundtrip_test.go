@@ -106,7 +106,12 @@ func TestCountsEachCall(t *testing.T) {
 				}
 				return tx.Rollback()
 			})
-			step("prepare+exec+exec", 3, func() error {
+			// SQLite prepares in the process: the prepare is not counted
+			prepared := int64(3)
+			if backend == "sqlite" {
+				prepared = 2
+			}
+			step("prepare+exec+exec", prepared, func() error {
 				st, err := sqlDB.PrepareContext(ctx, "SELECT 1")
 				if err != nil {
 					return err

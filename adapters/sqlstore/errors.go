@@ -11,20 +11,11 @@ import (
 	"syscall"
 
 	"github.com/claimstore/claimstore/dao"
-	gosqlite "github.com/glebarez/go-sqlite"
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
 	mssql "github.com/microsoft/go-mssqldb"
+	"github.com/ncruces/go-sqlite3"
 	"gorm.io/gorm"
-)
-
-// SQLite primary result codes (https://www.sqlite.org/rescode.html). The
-// driver reports extended codes, whose low byte is the primary code.
-const (
-	sqliteBusy                 = 5    // SQLITE_BUSY
-	sqliteLocked               = 6    // SQLITE_LOCKED
-	sqliteConstraintPrimaryKey = 1555 // SQLITE_CONSTRAINT_PRIMARYKEY
-	sqliteConstraintUnique     = 2067 // SQLITE_CONSTRAINT_UNIQUE
 )
 
 // mapError is the one place where native errors of every supported driver
@@ -45,8 +36,8 @@ const (
 //     Reference"): 1062 ER_DUP_ENTRY and 1586 ER_DUP_ENTRY_WITH_KEY_NAME ->
 //     ErrDuplicate; 1213 ER_LOCK_DEADLOCK and 1205 ER_LOCK_WAIT_TIMEOUT ->
 //     ErrConflict; mysql.ErrInvalidConn -> ErrUnavailable.
-//   - SQLite (the modernc driver behind github.com/glebarez/sqlite, "Result
-//     and Error Codes"): SQLITE_BUSY and SQLITE_LOCKED with their extended
+//   - SQLite (sqlite3.Error of github.com/ncruces/go-sqlite3, "Result and
+//     Error Codes"): SQLITE_BUSY and SQLITE_LOCKED with their extended
 //     codes -> ErrBusy; SQLITE_CONSTRAINT_UNIQUE and
 //     SQLITE_CONSTRAINT_PRIMARYKEY -> ErrDuplicate.
 //   - SQL Server (mssql.Error, "Database engine events and errors"): 2627
@@ -110,12 +101,15 @@ func classify(err error) error {
 		}
 		return nil
 	}
-	var liteErr *gosqlite.Error
-	if errors.As(err, &liteErr) {
-		switch code := liteErr.Code(); {
-		case code&0xff == sqliteBusy, code&0xff == sqliteLocked:
+	// The driver returns a *sqlite3.Error, or a bare result code when
+	// SQLite gave no message; both convert to the extended code, whose
+	// Code() is the primary code (https://www.sqlite.org/rescode.html).
+	var liteCode sqlite3.ExtendedErrorCode
+	if errors.As(err, &liteCode) {
+		switch {
+		case liteCode.Code() == sqlite3.BUSY, liteCode.Code() == sqlite3.LOCKED:
 			return dao.ErrBusy
-		case code == sqliteConstraintUnique, code == sqliteConstraintPrimaryKey:
+		case liteCode == sqlite3.CONSTRAINT_UNIQUE, liteCode == sqlite3.CONSTRAINT_PRIMARYKEY:
 			return dao.ErrDuplicate
 		}
 		return nil

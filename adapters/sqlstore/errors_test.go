@@ -14,9 +14,9 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/testdb"
-	gosqlite "github.com/glebarez/go-sqlite"
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/ncruces/go-sqlite3"
 	"gorm.io/gorm"
 )
 
@@ -44,8 +44,7 @@ func TestDuplicateIsMapped(t *testing.T) {
 				t.Fatalf("native error not reachable: %v", err)
 			}
 		case "sqlite":
-			var se *gosqlite.Error
-			if !errors.As(err, &se) || se.Code() != 2067 {
+			if !errors.Is(err, sqlite3.CONSTRAINT_UNIQUE) {
 				t.Fatalf("native error not reachable: %v", err)
 			}
 		}
@@ -79,7 +78,7 @@ func TestSQLiteBusy(t *testing.T) {
 	}
 	seed(t, s, 3)
 
-	holder, err := sql.Open("sqlite", sqlstore.SQLiteDSN(path))
+	holder, err := sql.Open("sqlite3", sqlstore.SQLiteDSN(path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,8 +96,7 @@ func TestSQLiteBusy(t *testing.T) {
 	if !errors.Is(err, dao.ErrBusy) || !dao.IsRetryable(err) {
 		t.Fatalf("update under a held write lock: %v; want ErrBusy, retryable", err)
 	}
-	var se *gosqlite.Error
-	if !errors.As(err, &se) || se.Code()&0xff != 5 {
+	if !errors.Is(err, sqlite3.BUSY) {
 		t.Fatalf("native SQLITE_BUSY not reachable: %v", err)
 	}
 	rows, err := s.Claim(ctx, claimReq("w", 3))

@@ -10,8 +10,8 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
-	"github.com/glebarez/sqlite"
 	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/ncruces/go-sqlite3/gormlite"
 	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/driver/sqlserver"
@@ -51,10 +51,14 @@ func Config() *gorm.Config {
 //     update of a row whose values it leaves unchanged still counts (the
 //     store is correct without the flag too, at the cost of extra queries
 //     in those cases; see [Store.Update]).
-//   - sqlite: github.com/glebarez/sqlite, a pure-Go driver (modernc.org
-//     SQLite), so nothing but Go is needed; build dsn with [SQLiteDSN]. An
-//     in-memory database (":memory:" or mode=memory) is limited to one
-//     open connection, since each connection would see its own database.
+//   - sqlite: github.com/ncruces/go-sqlite3/gormlite over the
+//     github.com/ncruces/go-sqlite3 driver, SQLite translated to Go
+//     without cgo, so nothing but Go is needed; build dsn with
+//     [SQLiteDSN]. A "file:" URI without _timefmt gets
+//     _timefmt=[SQLiteTimeLayout], so stored times sort as text (the
+//     driver's own default, RFC 3339 with "Z", does not). An in-memory
+//     database (":memory:" or mode=memory) is limited to one open
+//     connection, since each connection would see its own database.
 //   - sqlserver: gorm.io/driver/sqlserver over microsoft/go-mssqldb.
 //
 // Errors: an unknown backend or a malformed MySQL DSN is
@@ -77,7 +81,7 @@ func Open(ctx context.Context, backend string, dsn string) (*gorm.DB, error) {
 		}
 		d = mysql.Open(full)
 	case dialects.SQLite:
-		d = sqlite.Open(dsn)
+		d = gormlite.Open(sqliteTimeDefault(dsn))
 	case dialects.SQLServer:
 		d = sqlserver.Open(dsn)
 	}
@@ -140,16 +144,32 @@ func MySQLDSN(dsn string) (string, error) {
 // concurrent claimers need, and a 5 s busy timeout; see [SQLiteDSNTimeout].
 func SQLiteDSN(path string) string { return SQLiteDSNTimeout(path, 5*time.Second) }
 
-// SQLiteDSNTimeout returns a DSN for github.com/glebarez/sqlite for the
-// database file at path with:
+// SQLiteTimeLayout is the text layout (time.Format) in which the SQLite
+// DSNs of this package make the driver store time.Time values, and from
+// which it reads them back into time.Time in DATETIME columns. The store
+// binds times in UTC (see dialects), so every stored time reads
+// "YYYY-MM-DD HH:MM:SS[.fraction]+00:00" and text comparison and ORDER BY
+// follow time order: '+' sorts before '.' and the digits, so a time
+// without a fraction sorts before the same second with one. SQLite's date
+// and time functions accept the layout ("Date And Time Functions", time
+// values formats 2 to 4 with a [+-]HH:MM suffix). Files written by
+// earlier versions of this package hold the same text.
+const SQLiteTimeLayout = "2006-01-02 15:04:05.999999999-07:00"
+
+// SQLiteDSNTimeout returns a DSN for the pure-Go driver
+// github.com/ncruces/go-sqlite3/driver (GORM dialector
+// github.com/ncruces/go-sqlite3/gormlite) for the database file at path
+// with, on every connection the pool opens:
 //
+//   - busy_timeout(busyTimeout, in milliseconds, at least 1), set first: a
+//     writer that finds the database locked waits up to this long before
+//     failing with SQLITE_BUSY (dao.ErrBusy) instead of failing at once
+//     (SQLite manual, "PRAGMA busy_timeout", "sqlite3_busy_timeout()").
+//     The driver also ends the wait early when the statement's context
+//     ends.
 //   - journal_mode(WAL): readers do not block the writer and the writer
 //     does not block readers, so candidate reads proceed while another
 //     claimer writes (SQLite manual, "Write-Ahead Logging").
-//   - busy_timeout(busyTimeout, in milliseconds, at least 1): a writer that
-//     finds the database locked waits up to this long before failing with
-//     SQLITE_BUSY (dao.ErrBusy) instead of failing at once (SQLite manual,
-//     "PRAGMA busy_timeout", "sqlite3_busy_timeout()").
 //   - synchronous(NORMAL): in WAL mode commits stay durable against an
 //     application crash and the database stays consistent after a power
 //     loss, without an fsync per commit ("PRAGMA synchronous").
@@ -159,6 +179,8 @@ func SQLiteDSN(path string) string { return SQLiteDSNTimeout(path, 5*time.Second
 //     another connection wrote in between; BEGIN IMMEDIATE waits under the
 //     busy timeout instead ("BEGIN TRANSACTION": DEFERRED, IMMEDIATE and
 //     EXCLUSIVE transactions).
+//   - _timefmt=[SQLiteTimeLayout]: times are stored as text in that
+//     layout and read back from it.
 //
 // path is percent-escaped where the URI filename syntax needs it.
 func SQLiteDSNTimeout(path string, busyTimeout time.Duration) string {
@@ -167,6 +189,29 @@ func SQLiteDSNTimeout(path string, busyTimeout time.Duration) string {
 		ms = 1
 	}
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
-	return "file:" + esc + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(" + strconv.FormatInt(ms, 10) +
-		")&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	return "file:" + esc + "?_pragma=busy_timeout(" + strconv.FormatInt(ms, 10) +
+		")&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate&_timefmt=" +
+		url.QueryEscape(SQLiteTimeLayout)
+}
+
+// sqliteTimeDefault returns dsn with _timefmt=[SQLiteTimeLayout] added when
+// dsn is a "file:" URI that does not set _timefmt; other DSNs (a plain
+// file name, ":memory:") are returned as they are, since a query string
+// added to them would become part of the file name.
+func sqliteTimeDefault(dsn string) string {
+	if !strings.HasPrefix(dsn, "file:") {
+		return dsn
+	}
+	query := ""
+	if i := strings.IndexByte(dsn, '?'); i >= 0 {
+		query = dsn[i+1:]
+	}
+	if params, err := url.ParseQuery(query); err == nil && params.Has("_timefmt") {
+		return dsn
+	}
+	sep := "&"
+	if !strings.Contains(dsn, "?") {
+		sep = "?"
+	}
+	return dsn + sep + "_timefmt=" + url.QueryEscape(SQLiteTimeLayout)
 }

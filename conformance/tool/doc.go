@@ -21,8 +21,8 @@
 //   - mysql, mariadb: a go-sql-driver DSN; default CLAIMSTORE_MYSQL_DSN,
 //     else root@tcp(127.0.0.1:3306)/test.
 //   - sqlite: a database file path (opened with the settings of
-//     sqlstore.SQLiteDSN) or a full github.com/glebarez/sqlite DSN; default
-//     a new file in a temporary directory.
+//     sqlstore.SQLiteDSN) or a full github.com/ncruces/go-sqlite3 DSN;
+//     default a new file in a temporary directory.
 //   - sqlserver: a go-mssqldb URL; default CLAIMSTORE_SQLSERVER_DSN; none
 //     is an error that says how to start one.
 //   - elasticsearch: the server URL; default CLAIMSTORE_ELASTICSEARCH_URL;

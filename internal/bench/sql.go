@@ -14,9 +14,9 @@ import (
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/internal/testdb"
-	gosqlite "github.com/glebarez/go-sqlite"
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/ncruces/go-sqlite3"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
@@ -406,14 +406,14 @@ func (s *sqlRun) libTable(name string) dialects.Table {
 func rawRetryable(err error) error {
 	var pgErr *pgconn.PgError
 	var myErr *gomysql.MySQLError
-	var liteErr *gosqlite.Error
+	var liteCode sqlite3.ExtendedErrorCode
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01" || pgErr.Code == "55P03"),
 		errors.As(err, &myErr) && (myErr.Number == 1213 || myErr.Number == 1205):
 		return fmt.Errorf("%w: %w", dao.ErrConflict, err)
-	case errors.As(err, &liteErr) && (liteErr.Code()&0xff == 5 || liteErr.Code()&0xff == 6):
+	case errors.As(err, &liteCode) && (liteCode.Code() == sqlite3.BUSY || liteCode.Code() == sqlite3.LOCKED):
 		return fmt.Errorf("%w: %w", dao.ErrBusy, err)
 	}
 	return err

@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,7 +22,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore/sqlstoretest"
-	"github.com/glebarez/sqlite"
+	"github.com/ncruces/go-sqlite3/gormlite"
 	"gorm.io/driver/mysql"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -126,16 +127,20 @@ func Postgres(t testing.TB) *gorm.DB { return open(t, "postgres", postgres.Open(
 // required) when it cannot be reached. The pool is closed at cleanup.
 func MySQL(t testing.TB) *gorm.DB { return open(t, "mysql", mysql.Open(MySQLDSN())) }
 
-// SQLiteDSN returns a DSN for a database file at path with the settings the
-// project recommends for concurrent workers: WAL journal, a 5 s busy
-// timeout, and BEGIN IMMEDIATE transactions.
+// SQLiteDSN returns a DSN for the github.com/ncruces/go-sqlite3 driver for
+// a database file at path with the settings the project recommends for
+// concurrent workers, the same as sqlstore.SQLiteDSN: a 5 s busy timeout,
+// WAL journal, synchronous NORMAL, BEGIN IMMEDIATE transactions, and times
+// stored as text in sqlstore.SQLiteTimeLayout. (This package does not
+// import sqlstore, whose own tests import this package.)
 func SQLiteDSN(path string) string {
-	return "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	return "file:" + path + "?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate" +
+		"&_timefmt=" + url.QueryEscape("2006-01-02 15:04:05.999999999-07:00")
 }
 
 // SQLite opens a fresh SQLite database file in a temporary directory.
 func SQLite(t testing.TB) *gorm.DB {
-	return open(t, "sqlite", sqlite.Open(SQLiteDSN(filepath.Join(t.TempDir(), "test.db"))))
+	return open(t, "sqlite", gormlite.Open(SQLiteDSN(filepath.Join(t.TempDir(), "test.db"))))
 }
 
 // Table returns a fresh table name, prefix_<random>, and drops the table at
