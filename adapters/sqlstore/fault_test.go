@@ -44,7 +44,7 @@ type ledger struct {
 	mu        sync.Mutex
 	calls     int
 	cancelled int
-	errs      map[int]error  // call -> error
+	errs      map[int]error   // call -> error
 	returned  map[int64][]int // row -> calls that returned it
 	returnedN int
 }
