@@ -18,6 +18,7 @@ import (
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/internal/testdb"
+	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 )
 
@@ -47,6 +48,9 @@ type ledger struct {
 	errs      map[int]error   // call -> error
 	returned  map[int64][]int // row -> calls that returned it
 	returnedN int
+	// cancelledRows counts the calls whose context ended and that
+	// returned committed rows (with a context error).
+	cancelledRows int
 }
 
 func newLedger() *ledger {
@@ -66,6 +70,9 @@ func (l *ledger) record(call int, rows []job, err error, cancelled bool) {
 	defer l.mu.Unlock()
 	if cancelled {
 		l.cancelled++
+		if len(rows) > 0 {
+			l.cancelledRows++
+		}
 	}
 	if err != nil {
 		l.errs[call] = err
@@ -240,30 +247,67 @@ func killRun(t *testing.T, s *sqlstore.Store[job], rounds, batch int,
 	return l
 }
 
+// serializablePostgres opens the PostgreSQL test database with
+// default_transaction_isolation=serializable, so that a store's fast path
+// runs its claim in a READ COMMITTED transaction.
+func serializablePostgres(t testing.TB) *gorm.DB {
+	t.Helper()
+	testdb.Postgres(t) // skip or fail like every Postgres test when unreachable
+	dsn := testdb.PostgresDSN()
+	switch {
+	case strings.Contains(dsn, "://") && strings.Contains(dsn, "?"):
+		dsn += "&default_transaction_isolation=serializable"
+	case strings.Contains(dsn, "://"):
+		dsn += "?default_transaction_isolation=serializable"
+	default:
+		dsn += " default_transaction_isolation=serializable"
+	}
+	db, err := gorm.Open(postgres.Open(dsn), testdb.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	return db
+}
+
 // A PostgreSQL claim whose backend is terminated while it runs, also while
 // its 1,000 rows stream back, returns its rows only when its statement
 // committed: no row is returned to two calls, and a row committed but
 // returned to nobody belongs to a call that got ErrUnavailable (a lost
 // acknowledgement).
 func TestFaultPostgresTerminateDuringClaim(t *testing.T) {
-	admin := testdb.Postgres(t)
-	db := testdb.Postgres(t)
-	oneConn(t, db)
-	s := newStore(t, db)
-	const batch = 1000
-	rounds := faultRounds(40)
-	seedJobs(t, s, batch*rounds/2)
-	l := killRun(t, s, rounds, batch,
-		func() (int64, error) {
-			var pid int64
-			err := db.Raw("SELECT pg_backend_pid()").Scan(&pid).Error
-			return pid, err
-		},
-		func(pid int64) error { return admin.Exec("SELECT pg_terminate_backend(?)", pid).Error })
-	c := l.settle(t, s)
-	t.Logf("postgres terminate: calls %d, rows returned %d; %v", l.calls, l.returnedN, c)
-	if c.duplicates != 0 || c.phantoms != 0 || c.stranded != 0 || c.unaccounted != 0 {
-		t.Fatalf("contract broken: %v", c)
+	for _, variant := range []struct {
+		name string
+		open func(testing.TB) *gorm.DB
+	}{{"autocommit", testdb.Postgres}, {"transaction", serializablePostgres}} {
+		t.Run(variant.name, func(t *testing.T) {
+			admin := testdb.Postgres(t)
+			db := variant.open(t)
+			oneConn(t, db)
+			s := newStore(t, db)
+			if got := s.Capabilities().ClaimRoundTrips.Fixed; (got == 3) != (variant.name == "transaction") {
+				t.Fatalf("%s variant claims in %d round trips", variant.name, got)
+			}
+			const batch = 1000
+			rounds := faultRounds(30)
+			seedJobs(t, s, batch*rounds/2)
+			l := killRun(t, s, rounds, batch,
+				func() (int64, error) {
+					var pid int64
+					err := db.Raw("SELECT pg_backend_pid()").Scan(&pid).Error
+					return pid, err
+				},
+				func(pid int64) error { return admin.Exec("SELECT pg_terminate_backend(?)", pid).Error })
+			c := l.settle(t, s)
+			t.Logf("postgres terminate (%s): calls %d, rows returned %d; %v", variant.name, l.calls, l.returnedN, c)
+			if c.duplicates != 0 || c.phantoms != 0 || c.stranded != 0 || c.unaccounted != 0 {
+				t.Fatalf("contract broken: %v", c)
+			}
+		})
 	}
 }
 
@@ -336,8 +380,8 @@ func sweep(t *testing.T, s *sqlstore.Store[job], l *ledger, window time.Duration
 			ctxErrs++
 		}
 	}
-	t.Logf("calls %d, cancelled %d, context errors %d, other errors %d, rows returned %d; %v",
-		l.calls, l.cancelled, ctxErrs, len(l.errs)-ctxErrs, l.returnedN, c)
+	t.Logf("calls %d, cancelled %d (returning committed rows %d), context errors %d, other errors %d, rows returned %d; %v",
+		l.calls, l.cancelled, l.cancelledRows, ctxErrs, len(l.errs)-ctxErrs, l.returnedN, c)
 	for i, err := range badCancelled {
 		if i < 5 {
 			t.Errorf("cancelled call's error is not a context error: %v", err)
@@ -398,7 +442,9 @@ func TestFastPathCancellationSweep(t *testing.T) {
 	if testing.Short() {
 		calls = 400
 	}
-	for name, s := range fastStores(t) {
+	stores := fastStores(t)
+	stores["postgres-transaction"] = newStore(t, serializablePostgres(t))
+	for name, s := range stores {
 		t.Run(name, func(t *testing.T) {
 			seedJobs(t, s, calls*3)
 			l := newLedger()
@@ -554,4 +600,46 @@ func TestMariaDBFastPathBoundedBehindRepeatableRead(t *testing.T) {
 		t.Fatalf("%d rows pending, %v; want all 50", n, err)
 	}
 	t.Logf("claim behind the holder: %v", err)
+}
+
+// A PostgreSQL claim behind a table lock (another session's LOCK TABLE,
+// as DDL takes): in the READ COMMITTED transaction variant the store's
+// lock-wait limit (lock_timeout) ends the wait with ErrBusy and nothing
+// claimed; the one statement in autocommit carries no server-side limit,
+// so the claim timeout ends the call's wait with ErrUnavailable, and the
+// statement, still queued on the server, either claims its rows once the
+// lock is released (a lost acknowledgement, back after the lease) or
+// does not.
+func TestPostgresClaimBehindTableLock(t *testing.T) {
+	for _, variant := range []struct {
+		name string
+		open func(testing.TB) *gorm.DB
+		want error
+	}{{"transaction", serializablePostgres, dao.ErrBusy}, {"autocommit", testdb.Postgres, dao.ErrUnavailable}} {
+		t.Run(variant.name, func(t *testing.T) {
+			db := variant.open(t)
+			s := newStore(t, db, sqlstore.WithLockWaitLimit(500*time.Millisecond), sqlstore.WithClaimTimeout(3*time.Second))
+			seedJobs(t, s, 10)
+			holder := testdb.Postgres(t)
+			tx := holder.Begin()
+			if tx.Error != nil {
+				t.Fatal(tx.Error)
+			}
+			if err := tx.Exec(`LOCK TABLE "` + s.Table() + `" IN ACCESS EXCLUSIVE MODE`).Error; err != nil {
+				tx.Rollback()
+				t.Fatal(err)
+			}
+			rows, err := s.Claim(context.Background(), faultReq(1, 5))
+			tx.Rollback()
+			if !errors.Is(err, variant.want) || !dao.IsRetryable(err) || len(rows) != 0 {
+				t.Fatalf("claim behind a table lock: %d rows, %v; want none and %v", len(rows), err, variant.want)
+			}
+			t.Logf("claim behind a table lock: %v", err)
+			if variant.want == dao.ErrBusy {
+				if n, err := s.Count(context.Background(), dao.Eq("status", "pending")); err != nil || n != 10 {
+					t.Fatalf("%d rows pending, %v; want all 10", n, err)
+				}
+			}
+		})
+	}
 }
