@@ -28,11 +28,12 @@ import (
 // so the table tells afterwards which call committed each row, and the
 // ledger compares that with what each call returned.
 
-// faultRounds returns the number of rounds of a fault test: def, fewer
-// with -short, or $CLAIMSTORE_FAULT_ROUNDS.
+// faultRounds returns the number of rounds (or calls) of a fault test:
+// def, a quarter with -short, or def times $CLAIMSTORE_FAULT_SCALE (a
+// positive integer) for longer runs.
 func faultRounds(def int) int {
-	if v, err := strconv.Atoi(os.Getenv("CLAIMSTORE_FAULT_ROUNDS")); err == nil && v > 0 {
-		return v
+	if v, err := strconv.Atoi(os.Getenv("CLAIMSTORE_FAULT_SCALE")); err == nil && v > 0 {
+		return def * v
 	}
 	if testing.Short() {
 		return max(1, def/4)
@@ -293,7 +294,7 @@ func TestFaultPostgresTerminateDuringClaim(t *testing.T) {
 				t.Fatalf("%s variant claims in %d round trips", variant.name, got)
 			}
 			const batch = 1000
-			rounds := faultRounds(30)
+			rounds := faultRounds(20)
 			seedJobs(t, s, batch*rounds/2)
 			l := killRun(t, s, rounds, batch,
 				func() (int64, error) {
@@ -319,7 +320,7 @@ func TestFaultMariaDBKillDuringClaim(t *testing.T) {
 	oneConn(t, db)
 	s := newStore(t, db, sqlstore.WithFastPath(dialects.MySQL, dialects.MariaDB))
 	const batch = 1000
-	rounds := faultRounds(40)
+	rounds := faultRounds(20)
 	seedJobs(t, s, batch*rounds/2)
 	l := killRun(t, s, rounds, batch,
 		func() (int64, error) {
@@ -438,10 +439,7 @@ func cancelWindow(t *testing.T, s *sqlstore.Store[job], claimers, limit int, l *
 // exactly one caller or stays claimable, and each cancelled call's error
 // is a context error.
 func TestFastPathCancellationSweep(t *testing.T) {
-	calls := 2000
-	if testing.Short() {
-		calls = 400
-	}
+	calls := faultRounds(800)
 	stores := fastStores(t)
 	stores["postgres-transaction"] = newStore(t, serializablePostgres(t))
 	for name, s := range stores {
