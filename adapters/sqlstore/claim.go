@@ -13,7 +13,6 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
-	"gorm.io/gorm"
 )
 
 // Claim atomically claims up to req.Limit rows matching req.Where, writes
@@ -115,18 +114,44 @@ func (s *Store[T]) Claim(ctx context.Context, req dao.ClaimRequest) ([]T, error)
 	// bounded by the claim timeout, so that their outcome is learned.
 	run, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.claimTimeout)
 	defer cancel()
+	conn, err := s.claimConn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sqlstore: claim: %w", err)
+	}
+	defer conn.Close()
 	var rows []T
 	switch {
 	case s.dialect != dialects.Postgres:
-		rows, err = s.claimLocked(ctx, run, req)
+		rows, err = s.claimLocked(ctx, run, conn, req)
 	case s.claimTx:
-		rows, err = s.claimInTx(ctx, run, st)
+		rows, err = s.claimInTx(ctx, run, conn, st)
 	default:
 		// One statement in autocommit: query returns its rows only once
 		// the server reported it complete and committed.
-		rows, err = s.query(run, s.pool, st)
+		rows, err = s.query(run, conn, st)
 	}
 	return rows, s.claimErr(ctx, run, err)
+}
+
+// claimConn takes a connection of the store's pool for a fast-path claim,
+// waiting with ctx: a caller whose context ends while it waits for a
+// connection (or while one is opened) sends nothing and gets an error
+// wrapping ctx.Err(). The claim's statements then run on the connection
+// with the detached context.
+func (s *Store[T]) claimConn(ctx context.Context) (*sql.Conn, error) {
+	db, err := s.db.DB()
+	if err != nil {
+		return nil, mapError(err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, mapCtxError(ctx, err)
+	}
+	if err := ctx.Err(); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
 }
 
 // claimErr returns the error of a fast-path claim whose statements ran on
@@ -169,17 +194,9 @@ func (s *Store[T]) statementLimit() time.Duration {
 // statementLimit) end with the transaction and make a wait fail with
 // SQLSTATE 55P03 or 57014, [dao.ErrBusy]. When ctx has ended by the time
 // the statement's result is read, the transaction is rolled back instead
-// of committed. Rows are returned only when COMMIT succeeded.
-func (s *Store[T]) claimInTx(ctx, run context.Context, st dialects.Statement) ([]T, error) {
-	db, err := s.db.DB()
-	if err != nil {
-		return nil, mapError(err)
-	}
-	conn, err := db.Conn(run)
-	if err != nil {
-		return nil, mapCtxError(run, err)
-	}
-	defer conn.Close()
+// of committed. Rows are returned only when COMMIT succeeded. conn is the
+// claim's connection (claimConn).
+func (s *Store[T]) claimInTx(ctx, run context.Context, conn *sql.Conn, st dialects.Statement) ([]T, error) {
 	begin := "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = " + millis(s.lockWait) +
 		"; SET LOCAL statement_timeout = " + millis(s.statementLimit())
 	if _, err := conn.ExecContext(run, begin); err != nil {
@@ -229,38 +246,23 @@ func millis(d time.Duration) string {
 // locks. On MySQL the statements run under the session's
 // innodb_lock_wait_timeout (default 50 s): set it below the claim timeout
 // (the go-sql-driver DSN takes innodb_lock_wait_timeout=5).
-func (s *Store[T]) claimLocked(ctx, run context.Context, req dao.ClaimRequest) ([]T, error) {
+func (s *Store[T]) claimLocked(ctx, run context.Context, conn *sql.Conn, req dao.ClaimRequest) ([]T, error) {
 	lock, err := s.r.LockCandidates(s.table, dao.Query{Where: req.Where, OrderBy: req.OrderBy, Limit: req.Limit})
 	if err != nil {
 		return nil, err
 	}
-	var rows []T
-	err = s.db.WithContext(run).Transaction(func(tx *gorm.DB) error {
-		pool := connPool(tx)
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		var err error
-		if rows, err = s.query(run, pool, s.bounded(lock)); err != nil || len(rows) == 0 {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		ids := make([]any, len(rows))
-		for i := range rows {
-			ids[i] = s.model.ID(&rows[i])
-		}
-		up, err := s.r.UpdateByIDs(s.table, ids, req.Set)
-		if err != nil {
-			return err
-		}
-		if _, err = s.exec(run, pool, s.bounded(up)); err != nil {
-			return err
-		}
-		return ctx.Err()
-	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := conn.BeginTx(run, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
+		return nil, mapCtxError(run, err)
+	}
+	rows, err := s.lockAndUpdate(ctx, run, tx, lock, req.Set)
+	if err != nil {
+		// A failed ROLLBACK means a lost connection: the server rolls the
+		// transaction back when it sees the connection closed.
+		_ = tx.Rollback()
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
 		return nil, mapCtxError(run, err)
 	}
 	// Committed: the rows are claimed, and are returned even if computing
@@ -269,6 +271,38 @@ func (s *Store[T]) claimLocked(ctx, run context.Context, req dao.ClaimRequest) (
 		if err := s.model.Apply(&rows[i], req.Set); err != nil {
 			return rows, err
 		}
+	}
+	return rows, nil
+}
+
+// lockAndUpdate runs the statements of claimLocked inside tx, on run,
+// checking ctx before each and before the caller commits: it returns
+// ctx.Err() once ctx has ended, and the locked rows (in their pre-claim
+// state) otherwise.
+func (s *Store[T]) lockAndUpdate(ctx, run context.Context, tx *sql.Tx, lock dialects.Statement, set dao.Set) ([]T, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rows, err := s.query(run, tx, s.bounded(lock))
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ids := make([]any, len(rows))
+	for i := range rows {
+		ids[i] = s.model.ID(&rows[i])
+	}
+	up, err := s.r.UpdateByIDs(s.table, ids, set)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.exec(run, tx, s.bounded(up)); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	return rows, nil
 }
