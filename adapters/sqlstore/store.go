@@ -66,7 +66,14 @@ const (
 // statement it has already sent (default [DefaultClaimTimeout]). Once sent,
 // a claim statement runs on a context detached from the caller's
 // cancellation, so that the rows it commits are learned and returned
-// rather than stranded; d bounds that wait. d <= 0 keeps the default.
+// rather than stranded; d bounds that wait. When d passes before the
+// outcome is learned, the driver gives the connection up and the claim
+// returns no rows and [dao.ErrUnavailable]: the claim was rolled back, or
+// committed with its acknowledgement lost (its rows come back when their
+// lease expires). Server-side limits derived from d (a statement limit of
+// d/3) and from [WithLockWaitLimit] end a stuck claim before d passes
+// where the claim path sets them (see Store.Claim). d <= 0 keeps the
+// default.
 func WithClaimTimeout(d time.Duration) Option {
 	return func(o *options) { o.claimTimeout = d }
 }
