@@ -32,14 +32,6 @@ func (s *Store[T]) claimContext(ctx context.Context) (context.Context, context.C
 	return context.WithTimeout(ctx, s.claimTimeout)
 }
 
-// statementLimit is the server-side limit on one claim statement's running
-// time, where the dialect lets a statement carry one: four fifths of the
-// claim timeout, so that the server ends a statement, with a known outcome
-// (rolled back), before the client stops waiting for it.
-func (s *Store[T]) statementLimit() time.Duration {
-	return s.claimTimeout - s.claimTimeout/5
-}
-
 // lockWaitLimit is the server-side limit on a guarded update's wait for a
 // row lock: the store's [WithLockWaitLimit], and no more than
 // statementLimit.
@@ -63,8 +55,10 @@ func (s *Store[T]) boundRead(st dialects.Statement) dialects.Statement {
 	return st
 }
 
-// boundWrite returns the guarded update st with a server-side limit on its
-// lock wait, set for that statement alone, with no extra round trip:
+// boundWrite returns the claim write st (the portable default's guarded
+// update; on MariaDB also the fast path's locking read and UPDATE) with a
+// server-side limit on its lock wait, set for that statement alone, with
+// no extra round trip:
 //
 //   - PostgreSQL: the WHERE clause gains AND (SELECT set_config(
 //     'lock_timeout', $n, true)) IS NOT NULL, $n being lockWaitLimit in

@@ -4,14 +4,15 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
-	"gorm.io/gorm"
 )
 
 // Claim atomically claims up to req.Limit rows matching req.Where, writes
@@ -71,6 +72,44 @@ import (
 // [dao.ErrInvalidArgument]. A store bound to a transaction returns
 // [dao.ErrInTransaction] and does nothing. When the portable default fails
 // part-way, the rows already claimed are returned with the error.
+//
+// Outcomes of the fast paths (PostgreSQL, and MySQL or MariaDB opted in):
+//
+//   - A returned row is a committed claim. Rows are returned only once
+//     the claim committed: on PostgreSQL in autocommit once the whole
+//     result was read and the server reported the statement complete and
+//     ready for the next one; in a transaction once COMMIT succeeded.
+//   - ctx ended before anything was sent: no rows, an error wrapping
+//     ctx.Err(), nothing changed.
+//   - ctx ends after a statement was sent: the statement's outcome is
+//     still learned. The statements run on a context detached from ctx's
+//     cancellation and bounded by the claim timeout ([WithClaimTimeout]).
+//     The one PostgreSQL statement runs to its end and its committed rows
+//     are returned with an error wrapping ctx.Err(). A transaction
+//     (MySQL, MariaDB, PostgreSQL under a stricter default isolation)
+//     sends no further claim statement once ctx has ended: it is rolled
+//     back and the call returns no rows and an error wrapping ctx.Err();
+//     when ctx ends while COMMIT runs, the committed rows come back with
+//     that error. Every error of a call whose ctx ended satisfies
+//     errors.Is(err, context.Canceled) or errors.Is(err,
+//     context.DeadlineExceeded).
+//   - The connection is lost, or the claim timeout passes, before the
+//     commit is confirmed: no rows and [dao.ErrUnavailable]. Such an error
+//     may hide a commit whose acknowledgement was lost: the rows are then
+//     claimed in the database but returned to nobody, and they come back
+//     only when a claim's criteria select them again. Claim with a lease
+//     (a locked_until column in Set, and Where accepting rows whose lease
+//     expired) so that such rows are claimed again after the lease.
+//   - A lock wait past the store's limit ([WithLockWaitLimit]): no rows,
+//     [dao.ErrBusy] (retryable), nothing claimed. MariaDB bounds each
+//     statement of its transaction with SET STATEMENT
+//     innodb_lock_wait_timeout and max_statement_time; PostgreSQL in a
+//     transaction with SET LOCAL lock_timeout and statement_timeout. The
+//     one PostgreSQL statement in autocommit carries no server-side limit
+//     (see the package documentation): with FOR UPDATE SKIP LOCKED it
+//     waits for no row lock, only for table locks (DDL), and such a wait
+//     is bounded by the claim timeout. MySQL relies on the session's
+//     innodb_lock_wait_timeout.
 func (s *Store[T]) Claim(ctx context.Context, req dao.ClaimRequest) ([]T, error) {
 	if s.err != nil {
 		return nil, s.err
@@ -92,36 +131,130 @@ func (s *Store[T]) Claim(ctx context.Context, req dao.ClaimRequest) ([]T, error)
 	if req.Limit <= 0 {
 		return nil, nil
 	}
-	if s.dialect != dialects.Postgres {
-		rows, err := s.claimLocked(ctx, req)
-		if err != nil {
-			return rows, fmt.Errorf("sqlstore: claim: %w", err)
+	var st dialects.Statement
+	if s.dialect == dialects.Postgres {
+		if st, err = s.r.Claim(s.table, req); err != nil {
+			return nil, fmt.Errorf("sqlstore: claim: %w", err)
 		}
-		return rows, nil
 	}
-	st, err := s.r.Claim(s.table, req)
+	// Nothing is sent once ctx has ended.
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sqlstore: claim: %w", err)
+	}
+	// From here on the statements run detached from ctx's cancellation,
+	// bounded by the claim timeout, so that their outcome is learned.
+	run, cancel := s.claimContext(ctx)
+	defer cancel()
+	conn, err := s.claimConn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sqlstore: claim: %w", err)
 	}
-	if !s.claimTx {
-		// The statement commits on its own; rows scanned before an error
-		// are claimed and are returned with it.
-		rows, err := s.query(ctx, s.pool, st)
-		if err != nil {
-			return rows, fmt.Errorf("sqlstore: claim: %w", err)
-		}
-		return rows, nil
-	}
+	defer conn.Close()
 	var rows []T
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var err error
-		rows, err = s.query(ctx, connPool(tx), st)
-		return err
-	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	switch {
+	case s.dialect != dialects.Postgres:
+		rows, err = s.claimLocked(ctx, run, conn, req)
+	case s.claimTx:
+		rows, err = s.claimInTx(ctx, run, conn, st)
+	default:
+		// One statement in autocommit: query returns its rows only once
+		// the server reported it complete and committed.
+		rows, err = s.query(run, conn, st)
+	}
+	return rows, s.claimErr(ctx, run, err)
+}
+
+// claimConn takes a connection of the store's pool for a fast-path claim,
+// waiting with ctx: a caller whose context ends while it waits for a
+// connection (or while one is opened) sends nothing and gets an error
+// wrapping ctx.Err(). The claim's statements then run on the connection
+// with the detached context.
+func (s *Store[T]) claimConn(ctx context.Context) (*sql.Conn, error) {
+	db, err := s.db.DB()
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: claim: %w", mapError(err))
+		return nil, mapError(err)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, mapCtxError(ctx, err)
+	}
+	if err := ctx.Err(); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// claimErr returns the error of a fast-path claim whose statements ran on
+// run, detached from ctx: nil on success; an error wrapping ctx.Err() when
+// ctx ended meanwhile (also on success: the committed rows come with it);
+// [dao.ErrUnavailable] when the claim timeout passed before the outcome
+// was learned (the driver gave the connection up); else err.
+func (s *Store[T]) claimErr(ctx, run context.Context, err error) error {
+	if err != nil && run.Err() != nil && !errors.Is(err, ctx.Err()) {
+		// The run context's deadline is not the caller's: report the
+		// unknown outcome, not a deadline the caller did not set.
+		err = s.noOutcome("claim", err)
+	}
+	cerr := ctx.Err()
+	switch {
+	case err == nil && cerr == nil:
+		return nil
+	case err == nil:
+		return fmt.Errorf("sqlstore: claim: %w (the rows returned were claimed)", cerr)
+	case cerr != nil && !errors.Is(err, cerr):
+		return fmt.Errorf("sqlstore: claim: %w: %w", cerr, err)
+	}
+	return fmt.Errorf("sqlstore: claim: %w", err)
+}
+
+// statementLimit returns the server-side limit on the run time of one
+// claim statement: a third of the claim timeout, so that the statements of
+// a claim transaction and its COMMIT end before the claim stops waiting,
+// and a server ends a statement, with a known outcome (rolled back),
+// before the client stops waiting for it.
+func (s *Store[T]) statementLimit() time.Duration {
+	return max(s.claimTimeout/3, time.Millisecond)
+}
+
+// claimInTx runs the PostgreSQL claim statement st in a READ COMMITTED
+// transaction, for servers whose default isolation is stricter. BEGIN and
+// the transaction's limits go in one simple-protocol exchange (BEGIN
+// ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout ...; SET LOCAL
+// statement_timeout ...), then the statement, then COMMIT: three round
+// trips. The limits (PostgreSQL manual, "Client Connection Defaults":
+// lock_timeout, the store's lock-wait limit; statement_timeout,
+// statementLimit) end with the transaction and make a wait fail with
+// SQLSTATE 55P03 or 57014, [dao.ErrBusy]. When ctx has ended by the time
+// the statement's result is read, the transaction is rolled back instead
+// of committed. Rows are returned only when COMMIT succeeded. conn is the
+// claim's connection (claimConn).
+func (s *Store[T]) claimInTx(ctx, run context.Context, conn *sql.Conn, st dialects.Statement) ([]T, error) {
+	begin := "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = " + millis(s.lockWait) +
+		"; SET LOCAL statement_timeout = " + millis(s.statementLimit())
+	if _, err := conn.ExecContext(run, begin); err != nil {
+		return nil, mapCtxError(run, err)
+	}
+	rows, err := s.query(run, conn, st)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		// A failed ROLLBACK leaves the connection in a transaction; pgx's
+		// database/sql driver then discards it instead of reusing it.
+		_, _ = conn.ExecContext(run, "ROLLBACK")
+		return nil, err
+	}
+	if _, err := conn.ExecContext(run, "COMMIT"); err != nil {
+		return nil, mapCtxError(run, err)
 	}
 	return rows, nil
+}
+
+// millis formats d as a whole number of milliseconds, at least 1, the
+// unit of PostgreSQL's timeout settings.
+func millis(d time.Duration) string {
+	return strconv.FormatInt(max(d.Milliseconds(), 1), 10)
 }
 
 // claimLocked is the opt-in fast path of MySQL and MariaDB: in one READ
@@ -130,33 +263,40 @@ func (s *Store[T]) Claim(ctx context.Context, req dao.ClaimRequest) ([]T, error)
 // it locked, and COMMIT. The rows stay locked from the read to the commit,
 // so the update needs no guard and their post-claim state is computed from
 // the locked read (Increment included) without a second read. Rows are
-// returned in the read's order. Nothing is claimed unless the commit
-// succeeds.
-func (s *Store[T]) claimLocked(ctx context.Context, req dao.ClaimRequest) ([]T, error) {
+// returned in the read's order, and only when COMMIT succeeded.
+//
+// The statements run on run, detached from ctx's cancellation. ctx is
+// checked before the locking read, before the UPDATE and before COMMIT:
+// once it has ended no further claim statement is sent, the transaction is
+// rolled back and nothing is claimed. On MariaDB each statement carries
+// SET STATEMENT max_statement_time = statementLimit,
+// innodb_lock_wait_timeout = the lock-wait limit (whole seconds, at least
+// 1) FOR ... (MariaDB Knowledge Base, "SET STATEMENT"): a wait past it
+// fails with error 1205 or 1969, [dao.ErrBusy], and the transaction is
+// rolled back. Such a wait happens behind a REPEATABLE READ transaction
+// that holds next-key locks on the claim's index: SKIP LOCKED passes over
+// locked records, but the UPDATE's new index entries wait for the gap
+// locks. On MySQL the statements run under the session's
+// innodb_lock_wait_timeout (default 50 s): set it below the claim timeout
+// (the go-sql-driver DSN takes innodb_lock_wait_timeout=5).
+func (s *Store[T]) claimLocked(ctx, run context.Context, conn *sql.Conn, req dao.ClaimRequest) ([]T, error) {
 	lock, err := s.r.LockCandidates(s.table, dao.Query{Where: req.Where, OrderBy: req.OrderBy, Limit: req.Limit})
 	if err != nil {
 		return nil, err
 	}
-	var rows []T
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		pool := connPool(tx)
-		var err error
-		if rows, err = s.query(ctx, pool, lock); err != nil || len(rows) == 0 {
-			return err
-		}
-		ids := make([]any, len(rows))
-		for i := range rows {
-			ids[i] = s.model.ID(&rows[i])
-		}
-		up, err := s.r.UpdateByIDs(s.table, ids, req.Set)
-		if err != nil {
-			return err
-		}
-		_, err = s.exec(ctx, pool, up)
-		return err
-	}, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := conn.BeginTx(run, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
-		return nil, mapError(err)
+		return nil, mapCtxError(run, err)
+	}
+	rows, err := s.lockAndUpdate(ctx, run, tx, lock, req.Set)
+	if err != nil {
+		// A failed ROLLBACK means a lost connection: the server rolls the
+		// transaction back when it sees the connection closed.
+		_ = tx.Rollback()
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, mapCtxError(run, err)
 	}
 	// Committed: the rows are claimed, and are returned even if computing
 	// a post-claim value fails.
@@ -164,6 +304,38 @@ func (s *Store[T]) claimLocked(ctx context.Context, req dao.ClaimRequest) ([]T, 
 		if err := s.model.Apply(&rows[i], req.Set); err != nil {
 			return rows, err
 		}
+	}
+	return rows, nil
+}
+
+// lockAndUpdate runs the statements of claimLocked inside tx, on run,
+// checking ctx before each and before the caller commits: it returns
+// ctx.Err() once ctx has ended, and the locked rows (in their pre-claim
+// state) otherwise.
+func (s *Store[T]) lockAndUpdate(ctx, run context.Context, tx *sql.Tx, lock dialects.Statement, set dao.Set) ([]T, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rows, err := s.query(run, tx, s.boundWrite(lock))
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ids := make([]any, len(rows))
+	for i := range rows {
+		ids[i] = s.model.ID(&rows[i])
+	}
+	up, err := s.r.UpdateByIDs(s.table, ids, set)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.exec(run, tx, s.boundWrite(up)); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	return rows, nil
 }

@@ -54,6 +54,55 @@
 // returns the rows it committed with the context's error. [Store.Claim]
 // lists the outcome of each edge per backend.
 //
+// # Cancellation, lost connections and lock waits
+//
+// A fast-path claim returns rows only once they are committed: the one
+// PostgreSQL statement once its whole result was read and the server
+// reported it complete (no rows read before a failure are returned: the
+// server may have rolled the statement back, and returning them would hand
+// out rows that others claim again); a transaction once COMMIT succeeded.
+// Otherwise the call returns no rows and the error.
+//
+// Once a claim statement has been sent its outcome is learned, never
+// abandoned: the statements run on a context detached from the caller's
+// cancellation (context.WithoutCancel) and bounded by the claim timeout
+// ([WithClaimTimeout], default 30 s). The caller's context is checked
+// before anything is sent and, in a claim transaction, before each further
+// statement: once it has ended no further claim statement is sent and the
+// transaction is rolled back. Committed rows come back with an error
+// wrapping ctx.Err(). Every error of a call whose context ended wraps that
+// context's error, whatever words the driver used for it.
+//
+// Server-side limits make a stuck claim fail before the claim timeout,
+// with [dao.ErrBusy] and nothing claimed: on MariaDB each statement of the
+// fast path runs under SET STATEMENT max_statement_time = a third of the
+// claim timeout, innodb_lock_wait_timeout = the lock-wait limit
+// ([WithLockWaitLimit], default 5 s, rounded up to whole seconds) FOR ...;
+// this bounds the wait a REPEATABLE READ transaction holding next-key
+// locks on the claim's index imposes on the claim's UPDATE (SKIP LOCKED
+// skips locked records, not gap locks). On PostgreSQL in a READ COMMITTED
+// transaction, SET LOCAL lock_timeout and statement_timeout go with BEGIN
+// in one exchange. The one PostgreSQL statement in autocommit carries no
+// server-side limit: it waits for no row lock (SKIP LOCKED), only for
+// table locks of DDL or LOCK TABLE and for a unique-index conflict when
+// Set writes a unique column; PostgreSQL takes the table locks when it
+// binds the statement, before anything in it could set a limit, and a
+// limit set beforehand needs a statement of its own in the same
+// transaction (two more round trips) or a session setting that would stay
+// on the caller's pooled connection. Such a wait is bounded by the claim
+// timeout; a DSN may set lock_timeout for the whole session. On MySQL the
+// fast path relies on the session's innodb_lock_wait_timeout (default
+// 50 s; set it below the claim timeout, e.g. DSN parameter
+// innodb_lock_wait_timeout=5).
+//
+// When the connection is lost, or the claim timeout passes, before the
+// commit is confirmed, the call returns no rows and [dao.ErrUnavailable]:
+// the server rolled the claim back, or committed it and lost the
+// acknowledgement. Rows of a lost acknowledgement are claimed in the
+// database but returned to nobody. Claim with a lease (a locked_until
+// column set by the claim, and criteria that accept rows whose lease has
+// expired) so that they are claimed again once the lease expires.
+//
 // # Affected rows on MySQL and MariaDB
 //
 // MySQL and MariaDB report the rows an UPDATE changed, not the rows it
@@ -80,13 +129,15 @@
 // # Errors
 //
 // Driver errors are mapped to dao sentinels in one function (see the
-// rules in errors.go): unique violations are dao.ErrDuplicate; deadlocks,
-// lock-wait timeouts and serialization failures dao.ErrConflict (except in
-// the portable claim, where a deadlocked guarded update is a lost race and
-// a lock wait past the limit dao.ErrBusy); SQLite's
+// rules in errors.go): unique violations are dao.ErrDuplicate; deadlocks
+// and serialization failures dao.ErrConflict (except in the portable
+// claim, where a deadlocked guarded update is a lost race); lock-wait and
+// statement timeouts (PostgreSQL lock_timeout and statement_timeout, InnoDB
+// innodb_lock_wait_timeout, MariaDB max_statement_time) and SQLite's
 // SQLITE_BUSY and SQLITE_LOCKED dao.ErrBusy; refused, reset or closed
 // connections dao.ErrUnavailable. The native error stays reachable with
-// errors.As.
+// errors.As. An error returned after the call's context ended also wraps
+// that context's error.
 //
 // # Opening databases
 //

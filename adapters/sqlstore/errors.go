@@ -18,24 +18,52 @@ import (
 	"gorm.io/gorm"
 )
 
+// mapCtxError maps err like [mapError] and, when ctx has ended, makes the
+// result wrap ctx.Err() too, so that errors.Is(err, context.Canceled) (or
+// context.DeadlineExceeded) holds whatever words the driver used for the
+// cancellation: pgx reports a closed connection or SQLSTATE 57014
+// (query_canceled), go-sql-driver/mysql an invalid connection or, inside a
+// transaction that database/sql rolled back on the cancellation,
+// sql.ErrTxDone ("transaction has already been committed or rolled back"),
+// the SQLite driver SQLITE_INTERRUPT ("interrupted (9)"). Any error that
+// comes back once ctx has ended is reported as a context error: a caller
+// whose context ended treats the call as cancelled and does not retry it
+// (dao.IsRetryable is false). The sentinel and the native error stay
+// reachable with errors.Is and errors.As. nil stays nil.
+func mapCtxError(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	err = mapError(err)
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	return err
+}
+
 // mapError is the one place where native errors of every supported driver
 // become dao sentinels. The result wraps both the sentinel and the native
 // error ("%w: %w"), so errors.Is(err, dao.ErrX) and errors.As(err,
 // *pgconn.PgError and the like) both work. Errors that already carry a
 // sentinel, context cancellations and deadlines, and errors no rule covers
-// are returned unchanged. nil stays nil.
+// are returned unchanged. nil stays nil. Statements run with a context use
+// [mapCtxError], which also keeps that context's end reachable.
 //
 // The rules:
 //   - PostgreSQL (pgconn.PgError, "Appendix A. PostgreSQL Error Codes"):
 //     23505 unique_violation -> ErrDuplicate; 40001 serialization_failure
 //     and 40P01 deadlock_detected -> ErrConflict; 55P03 lock_not_available
-//     -> ErrBusy; class 08 (connection exception), 57P01 admin_shutdown,
+//     (lock_timeout) and 57014 query_canceled (statement_timeout, or a
+//     cancel request) -> ErrBusy; class 08 (connection exception), 57P01 admin_shutdown,
 //     57P02 crash_shutdown and 57P03 cannot_connect_now -> ErrUnavailable;
 //     pgconn.ConnectError -> ErrUnavailable.
 //   - MySQL and MariaDB (mysql.MySQLError, "Server Error Message
 //     Reference"): 1062 ER_DUP_ENTRY and 1586 ER_DUP_ENTRY_WITH_KEY_NAME ->
-//     ErrDuplicate; 1213 ER_LOCK_DEADLOCK and 1205 ER_LOCK_WAIT_TIMEOUT ->
-//     ErrConflict; mysql.ErrInvalidConn -> ErrUnavailable.
+//     ErrDuplicate; 1213 ER_LOCK_DEADLOCK -> ErrConflict; 1205
+//     ER_LOCK_WAIT_TIMEOUT (innodb_lock_wait_timeout), MariaDB's 1969
+//     ER_STATEMENT_TIMEOUT (max_statement_time) and MySQL's 3024
+//     ER_QUERY_TIMEOUT (max_execution_time) -> ErrBusy;
+//     mysql.ErrInvalidConn -> ErrUnavailable.
 //   - SQLite (sqlite3.Error of github.com/ncruces/go-sqlite3, "Result and
 //     Error Codes"): SQLITE_BUSY and SQLITE_LOCKED with their extended
 //     codes -> ErrBusy; SQLITE_CONSTRAINT_UNIQUE and
@@ -84,7 +112,7 @@ func classify(err error) error {
 			return dao.ErrDuplicate
 		case code == "40001" || code == "40P01":
 			return dao.ErrConflict
-		case code == "55P03":
+		case code == "55P03", code == "57014":
 			return dao.ErrBusy
 		case len(code) == 5 && code[:2] == "08", code == "57P01", code == "57P02", code == "57P03":
 			return dao.ErrUnavailable
@@ -96,8 +124,10 @@ func classify(err error) error {
 		switch myErr.Number {
 		case 1062, 1586:
 			return dao.ErrDuplicate
-		case 1213, 1205:
+		case 1213:
 			return dao.ErrConflict
+		case 1205, 1969, 3024:
+			return dao.ErrBusy
 		}
 		return nil
 	}

@@ -202,7 +202,7 @@ func TestPostgresSerializationFailure(t *testing.T) {
 }
 
 // A row lock held past innodb_lock_wait_timeout is error 1205:
-// ErrConflict.
+// ErrBusy, the store's outcome of a lock wait past its limit.
 func TestMySQLLockWaitTimeout(t *testing.T) {
 	ctx := context.Background()
 	db := testdb.MySQL(t)
@@ -227,8 +227,8 @@ func TestMySQLLockWaitTimeout(t *testing.T) {
 		_, err := s.WithTx(tx).Update(ctx, dao.Eq("id", items[0].ID), dao.Set{"status": "mine"})
 		return err
 	})
-	if !errors.Is(err, dao.ErrConflict) || !dao.IsRetryable(err) {
-		t.Fatalf("%v; want ErrConflict", err)
+	if !errors.Is(err, dao.ErrBusy) || !dao.IsRetryable(err) {
+		t.Fatalf("%v; want ErrBusy", err)
 	}
 	var me *gomysql.MySQLError
 	if !errors.As(err, &me) || me.Number != 1205 {

@@ -67,7 +67,14 @@ const (
 // statement it has already sent (default [DefaultClaimTimeout]). Once sent,
 // a claim statement runs on a context detached from the caller's
 // cancellation, so that the rows it commits are learned and returned
-// rather than stranded; d bounds that wait. d <= 0 keeps the default.
+// rather than stranded; d bounds that wait. When d passes before the
+// outcome is learned, the driver gives the connection up and the claim
+// returns no rows and [dao.ErrUnavailable]: the claim was rolled back, or
+// committed with its acknowledgement lost (its rows come back when their
+// lease expires). Server-side limits derived from d (a statement limit of
+// d/3) and from [WithLockWaitLimit] end a stuck claim before d passes
+// where the claim path sets them (see Store.Claim). d <= 0 keeps the
+// default.
 func WithClaimTimeout(d time.Duration) Option {
 	return func(o *options) { o.claimTimeout = d }
 }
@@ -595,30 +602,35 @@ func (s *Store[T]) Delete(ctx context.Context, where dao.Criteria, limit int) (i
 }
 
 // query runs st on pool and scans every row into a T with GORM's scanner
-// (gorm.DB.ScanRows), so column-to-field mapping, serializers and
-// scanners behave as in GORM's own finders. Errors are mapped.
+// (gorm.DB.ScanRows), or with scanDirect, so column-to-field mapping,
+// serializers and scanners behave as in GORM's own finders. Rows are
+// returned only when the whole result was read and the statement
+// completed: the last row scanned, rows.Err() nil (the driver saw the
+// command complete and, in autocommit, the server ready for the next
+// query) and rows.Close() nil. Otherwise it returns no rows and the
+// error, mapped by mapCtxError with ctx: rows read before a failure may
+// belong to a statement the server rolled back.
 func (s *Store[T]) query(ctx context.Context, pool gorm.ConnPool, st dialects.Statement) ([]T, error) {
 	rows, err := pool.QueryContext(ctx, st.SQL, st.Args...)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, mapCtxError(ctx, err)
 	}
 	defer rows.Close()
 	var out []T
 	if s.direct {
-		if out, err = s.scanDirect(ctx, rows); err != nil {
-			return out, mapError(err)
-		}
+		out, err = s.scanDirect(ctx, rows)
 	} else if rows.Next() {
 		// ScanRows expects the cursor on the first row and scans the rest.
-		if err := s.db.WithContext(ctx).ScanRows(rows, &out); err != nil {
-			return out, mapError(err)
-		}
+		err = s.db.WithContext(ctx).ScanRows(rows, &out)
 	}
-	if err := rows.Err(); err != nil {
-		return out, mapError(err)
+	if err == nil {
+		err = rows.Err()
 	}
-	if err := rows.Close(); err != nil {
-		return out, mapError(err)
+	if err == nil {
+		err = rows.Close()
+	}
+	if err != nil {
+		return nil, mapCtxError(ctx, err)
 	}
 	return out, nil
 }
@@ -656,21 +668,22 @@ func (s *Store[T]) scanDirect(ctx context.Context, rows *sql.Rows) ([]T, error) 
 			dest[i] = f.ReflectValueOf(ctx, rv).Addr().Interface()
 		}
 		if err := rows.Scan(dest...); err != nil {
-			return out[:len(out)-1], err
+			return nil, err
 		}
 	}
 	return out, nil
 }
 
-// exec runs st on pool and returns the affected-row count.
+// exec runs st on pool and returns the affected-row count. Errors are
+// mapped by mapCtxError with ctx.
 func (s *Store[T]) exec(ctx context.Context, pool gorm.ConnPool, st dialects.Statement) (int64, error) {
 	res, err := pool.ExecContext(ctx, st.SQL, st.Args...)
 	if err != nil {
-		return 0, mapError(err)
+		return 0, mapCtxError(ctx, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, mapError(err)
+		return 0, mapCtxError(ctx, err)
 	}
 	return n, nil
 }
