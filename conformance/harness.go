@@ -119,7 +119,8 @@ func Run(t *testing.T, h Harness) {
 
 func testCapabilities(t *testing.T, h Harness) {
 	c := h.NewStore(t).Capabilities()
-	t.Logf("backend %q, fast path %v, %s round trips per claim, lost race: %v, collation: %v", c.Backend, c.FastPath, c.ClaimRoundTrips, c.LostRace, c.Collation)
+	t.Logf("backend %q, fast path %v, %s round trips per claim, lost race: %v, collation: %v, claim timeout %v, lock-wait limit %v",
+		c.Backend, c.FastPath, c.ClaimRoundTrips, c.LostRace, c.Collation, c.ClaimTimeout, c.LockWaitLimit)
 	if c.Backend == "" {
 		t.Error("Capabilities().Backend is empty")
 	}
@@ -136,5 +137,11 @@ func testCapabilities(t *testing.T, h Harness) {
 	}
 	if c.FastPath && c.ClaimRoundTrips.PerRow != 0 {
 		t.Errorf("Capabilities() = %+v: a fast path costs no round trip per row", c)
+	}
+	if c.ClaimTimeout < 0 || c.LockWaitLimit < 0 {
+		t.Errorf("Capabilities() = %+v: negative claim timeout or lock-wait limit", c)
+	}
+	if c.ClaimTimeout > 0 && c.LockWaitLimit >= c.ClaimTimeout {
+		t.Errorf("Capabilities() = %+v: the server-side lock-wait limit must end a wait before the claim timeout does, or a waiting claim's outcome is lost", c)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Store is the portable contract over one table (or index) of rows of the
@@ -123,6 +124,25 @@ type Capabilities struct {
 	LostRace LostRace
 	// Collation states how the store compares and orders strings.
 	Collation Collation
+	// ClaimTimeout is how long a claim waits for the outcome of an
+	// operation it has already sent, however the caller's context ends: the
+	// operation runs detached from the caller's cancellation so that what
+	// it commits is returned, never stranded. Past it the claim returns
+	// [ErrUnavailable] and the outcome of that operation is unknown (a
+	// committed claim whose acknowledgement is lost comes back after its
+	// lease). Zero means no bound: the operation cannot hang on a network
+	// (memory; SQLite, whose busy timeout bounds its wait for the write
+	// lock).
+	ClaimTimeout time.Duration
+	// LockWaitLimit is the server-side limit the store sets on one claim
+	// statement's wait for a lock held by another transaction; past it the
+	// claim returns the rows it committed with an error wrapping [ErrBusy].
+	// Zero means the store sets none: the claim does not wait for row locks
+	// (memory, the PostgreSQL fast path with SKIP LOCKED, Elasticsearch's
+	// optimistic writes) or the session's own setting applies (MySQL 8
+	// innodb_lock_wait_timeout, SQL Server LOCK_TIMEOUT, SQLite's busy
+	// timeout from the DSN).
+	LockWaitLimit time.Duration
 }
 
 // Collation states how a store compares strings in criteria (Eq, Ne, Lt,

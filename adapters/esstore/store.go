@@ -212,7 +212,8 @@ func (s *Store[T]) Capabilities() dao.Capabilities {
 		LostRace:        dao.LostRaceConflict,
 		// keyword fields match terms exactly and sort by their UTF-8
 		// bytes (Reference, Keyword type family).
-		Collation: dao.Collation{Name: "keyword"},
+		Collation:    dao.Collation{Name: "keyword"},
+		ClaimTimeout: claimWriteTimeout,
 	}
 }
 

@@ -230,7 +230,7 @@ func (s *Store[T]) statementLimit() time.Duration {
 // of committed. Rows are returned only when COMMIT succeeded. conn is the
 // claim's connection (claimConn).
 func (s *Store[T]) claimInTx(ctx, run context.Context, conn *sql.Conn, st dialects.Statement) ([]T, error) {
-	begin := "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = " + millis(s.lockWait) +
+	begin := "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = " + millis(s.lockWaitLimit()) +
 		"; SET LOCAL statement_timeout = " + millis(s.statementLimit())
 	if _, err := conn.ExecContext(run, begin); err != nil {
 		return nil, mapCtxError(run, err)

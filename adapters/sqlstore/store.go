@@ -307,6 +307,16 @@ func (s *Store[T]) Capabilities() dao.Capabilities {
 		ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1},
 		LostRace:        dao.LostRaceSkip,
 		Collation:       s.collation,
+		ClaimTimeout:    s.claimTimeout,
+	}
+	switch {
+	case s.dialect == dialects.SQLite:
+		c.ClaimTimeout = 0 // in-process: see claimContext
+	case s.dialect == dialects.MariaDB:
+		// SET STATEMENT innodb_lock_wait_timeout, whole seconds (boundWrite).
+		c.LockWaitLimit = max(time.Second, (s.lockWaitLimit()+time.Second-1)/time.Second*time.Second)
+	case s.dialect == dialects.Postgres && (!s.fast || s.claimTx):
+		c.LockWaitLimit = s.lockWaitLimit() // lock_timeout (boundWrite, claimInTx)
 	}
 	if s.fast {
 		c.FastPath = true

@@ -196,10 +196,13 @@ func TestNullOrdering(t *testing.T) {
 
 func TestCapabilities(t *testing.T) {
 	want := map[dialects.Name]dao.Capabilities{
-		dialects.Postgres: {Backend: "postgres", FastPath: true, ClaimRoundTrips: dao.RoundTrips{Fixed: 1}, LostRace: dao.LostRaceSkip},
-		dialects.MariaDB:  {Backend: "mariadb", ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip},
-		dialects.MySQL:    {Backend: "mysql", ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip},
-		dialects.SQLite:   {Backend: "sqlite", ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceBusy},
+		dialects.Postgres: {Backend: "postgres", FastPath: true, ClaimRoundTrips: dao.RoundTrips{Fixed: 1}, LostRace: dao.LostRaceSkip,
+			ClaimTimeout: sqlstore.DefaultClaimTimeout},
+		dialects.MariaDB: {Backend: "mariadb", ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip,
+			ClaimTimeout: sqlstore.DefaultClaimTimeout, LockWaitLimit: sqlstore.DefaultLockWaitLimit},
+		dialects.MySQL: {Backend: "mysql", ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip,
+			ClaimTimeout: sqlstore.DefaultClaimTimeout},
+		dialects.SQLite: {Backend: "sqlite", ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceBusy},
 	}
 	each(t, func(t *testing.T, s *sqlstore.Store[job]) {
 		got := s.Capabilities()
@@ -210,7 +213,8 @@ func TestCapabilities(t *testing.T) {
 	})
 	t.Run("postgres-without-fast-path", func(t *testing.T) {
 		s := newStore(t, testdb.Postgres(t), sqlstore.WithoutFastPath())
-		if got := s.Capabilities(); got.FastPath || got.ClaimRoundTrips != (dao.RoundTrips{Fixed: 1, PerRow: 1}) {
+		if got := s.Capabilities(); got.FastPath || got.ClaimRoundTrips != (dao.RoundTrips{Fixed: 1, PerRow: 1}) ||
+			got.LockWaitLimit != sqlstore.DefaultLockWaitLimit {
 			t.Errorf("Capabilities = %+v", got)
 		}
 	})
