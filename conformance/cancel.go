@@ -181,8 +181,8 @@ func testCancelSweep(t *testing.T, h Harness) {
 			}
 		}
 	}
-	t.Logf("cancellation sweep on %s: calls %d, cancelled %d, rows claimed %d, stranded %d, duplicates %d, phantoms %d (%d claimers, %d rows, %d calls failed with a retryable error, %v)",
-		backend, nCalls, nCancelled, nClaimed, nStranded, nDup, nPhantom, cancelSweepClaimers, len(rows), nRetried, elapsed.Round(time.Millisecond))
+	t.Logf("cancellation sweep on %s (%s): calls %d, cancelled %d, rows claimed %d, stranded %d, duplicates %d, phantoms %d (%d claimers, %d rows, %d calls failed with a retryable error, %v)",
+		backend, t.Name(), nCalls, nCancelled, nClaimed, nStranded, nDup, nPhantom, cancelSweepClaimers, len(rows), nRetried, elapsed.Round(time.Millisecond))
 	for _, list := range [][]string{problems, stranded, dups, phantoms} {
 		for i, p := range list {
 			if i == maxEach {

@@ -191,12 +191,12 @@ func (s *Store[T]) claimConn(ctx context.Context) (*sql.Conn, error) {
 // [dao.ErrUnavailable] when the claim timeout passed before the outcome
 // was learned (the driver gave the connection up); else err.
 func (s *Store[T]) claimErr(ctx, run context.Context, err error) error {
-	if err != nil && run.Err() != nil && !errors.Is(err, ctx.Err()) {
+	cerr := ctxErr(ctx)
+	if err != nil && run.Err() != nil && (cerr == nil || !errors.Is(err, cerr)) {
 		// The run context's deadline is not the caller's: report the
 		// unknown outcome, not a deadline the caller did not set.
 		err = s.noOutcome("claim", err)
 	}
-	cerr := ctx.Err()
 	switch {
 	case err == nil && cerr == nil:
 		return nil

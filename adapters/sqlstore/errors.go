@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"syscall"
+	"time"
 
 	"github.com/claimstore/claimstore/dao"
 	gomysql "github.com/go-sql-driver/mysql"
@@ -35,10 +36,25 @@ func mapCtxError(ctx context.Context, err error) error {
 		return nil
 	}
 	err = mapError(err)
-	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+	if cerr := ctxErr(ctx); cerr != nil && !errors.Is(err, cerr) {
 		return fmt.Errorf("%w: %w", cerr, err)
 	}
 	return err
+}
+
+// ctxErr is ctx.Err(), and context.DeadlineExceeded once ctx's deadline
+// has passed even if ctx does not say so yet: a dialer or socket given
+// that deadline can fail with its own timeout ("i/o timeout") a moment
+// before the context's timer marks the context done, and that failure is
+// the caller's deadline all the same.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // mapError is the one place where native errors of every supported driver
