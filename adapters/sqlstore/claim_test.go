@@ -228,11 +228,7 @@ func TestFastPathSkipsLockedRowsAndCountsRoundTrips(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() {
-				if sqlDB, err := db.DB(); err == nil {
-					sqlDB.Close()
-				}
-			})
+			testdb.CloseAtCleanup(t, db)
 			s := newStore(t, db, opts...)
 			items := seed(t, s, 5) // priorities 0,1,2,0,1
 			held := db.Begin()
@@ -423,10 +419,6 @@ func counted(t *testing.T, backend, dsn string, c *roundtrip.Counter) *gorm.DB {
 		}
 		t.Skipf("%s unreachable: %v", backend, err)
 	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	testdb.CloseAtCleanup(t, db)
 	return db
 }

@@ -54,11 +54,7 @@ func nestedLoopPostgres(t testing.TB) *gorm.DB {
 	if err != nil {
 		t.Fatalf("open PostgreSQL with %s: %v", opts, err)
 	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	testdb.CloseAtCleanup(t, db)
 	for _, setting := range []string{"enable_hashjoin", "enable_mergejoin"} {
 		var v string
 		if err := db.Raw("SELECT current_setting(?)", setting).Scan(&v).Error; err != nil || v != "off" {
@@ -76,11 +72,7 @@ func sqliteFile(t testing.TB) *gorm.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	testdb.CloseAtCleanup(t, db)
 	return db
 }
 
@@ -162,11 +154,7 @@ func TestConformanceStress(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() {
-				if sqlDB, err := db.DB(); err == nil {
-					sqlDB.Close()
-				}
-			})
+			testdb.CloseAtCleanup(t, db)
 			return db
 		}
 		conformance.RunStress(t, conformance.StressHarness{

@@ -72,11 +72,7 @@ func mysqlFoundRows(t testing.TB) *gorm.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	testdb.CloseAtCleanup(t, db)
 	return db
 }
 

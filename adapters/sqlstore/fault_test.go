@@ -267,11 +267,7 @@ func serializablePostgres(t testing.TB) *gorm.DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	testdb.CloseAtCleanup(t, db)
 	return db
 }
 

@@ -363,10 +363,6 @@ func TestSQLServerConformance(t *testing.T) {
 		}
 		t.Skipf("SQL Server unreachable: %v; %s", err, sqlServerHowTo)
 	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	testdb.CloseAtCleanup(t, db)
 	conformance.Run(t, sqlstoretest.Harness(db))
 }

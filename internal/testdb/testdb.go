@@ -111,6 +111,13 @@ func open(t testing.TB, backend string, d gorm.Dialector) *gorm.DB {
 	if err != nil {
 		unreachable(t, backend, err)
 	}
+	return CloseAtCleanup(t, db)
+}
+
+// CloseAtCleanup closes db's connection pool when t ends, after the
+// cleanups registered later (which run first: dropping a table needs the
+// pool), and returns db.
+func CloseAtCleanup(t testing.TB, db *gorm.DB) *gorm.DB {
 	t.Cleanup(func() {
 		if sqlDB, err := db.DB(); err == nil {
 			sqlDB.Close()
