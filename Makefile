@@ -13,9 +13,11 @@ build:
 
 ## test: every package against memory, SQLite and, when reachable, the local
 ## PostgreSQL and MySQL/MariaDB (CLAIMSTORE_REQUIRE=postgres,mysql makes them
-## mandatory instead of skipped).
+## mandatory instead of skipped). Every 30 s (GOTEST_PROGRESS) it says on
+## stderr which packages are still running; go test's output and exit status
+## are unchanged.
 test:
-	$(GO) test $(TEST_FLAGS) $(PKGS)
+	GO=$(GO) .ci/gotest $(TEST_FLAGS) $(PKGS)
 
 ## demo: the main job on the embedded default (SQLite file, embedded NATS).
 demo:

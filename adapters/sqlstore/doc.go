@@ -5,11 +5,15 @@
 //
 // Every read and write except Create runs SQL rendered by package dialects
 // (golden-tested text with the dialect's native placeholders), executed
-// directly on GORM's connection pool (QueryContext / ExecContext) and
-// scanned with gorm.DB.ScanRows, so the SQL that runs is exactly the
-// rendered text. GORM hooks (AfterFind and the like) do not run for these
-// reads. Create goes through GORM, which writes a multi-row INSERT and
-// fills generated primary keys back into the items.
+// directly on GORM's connection pool (QueryContext / ExecContext), so the
+// SQL that runs is exactly the rendered text. Result rows are scanned into
+// T by the model's GORM schema: on PostgreSQL, for a model without
+// serializer fields, straight into the fields with database/sql's
+// conversions (far fewer allocations, which matters for a 100-row claim);
+// otherwise with gorm.DB.ScanRows. GORM hooks (AfterFind and the like) do
+// not run for these reads. Create goes through GORM, which writes a
+// multi-row INSERT and fills generated primary keys back into the items;
+// Migrate is GORM's AutoMigrate on the store's table.
 //
 // # Claim routing and round trips
 //
@@ -73,16 +77,21 @@
 // wrapping ctx.Err(). Every error of a call whose context ended wraps that
 // context's error, whatever words the driver used for it.
 //
-// Server-side limits make a stuck claim fail before the claim timeout,
-// with [dao.ErrBusy] and nothing claimed: on MariaDB each statement of the
-// fast path runs under SET STATEMENT max_statement_time = a third of the
-// claim timeout, innodb_lock_wait_timeout = the lock-wait limit
-// ([WithLockWaitLimit], default 5 s, rounded up to whole seconds) FOR ...;
-// this bounds the wait a REPEATABLE READ transaction holding next-key
-// locks on the claim's index imposes on the claim's UPDATE (SKIP LOCKED
-// skips locked records, not gap locks). On PostgreSQL in a READ COMMITTED
-// transaction, SET LOCAL lock_timeout and statement_timeout go with BEGIN
-// in one exchange. The one PostgreSQL statement in autocommit carries no
+// Server-side limits make a stuck claim statement fail before the claim
+// timeout, with [dao.ErrBusy] (a fast-path claim then claims nothing; a
+// portable claim returns the rows it committed before). On MariaDB every
+// claim statement runs under SET STATEMENT max_statement_time = a third of
+// the claim timeout FOR ..., and those that lock rows (the portable
+// default's guarded updates, the fast path's locking read and UPDATE) also
+// under innodb_lock_wait_timeout = the lock-wait limit ([WithLockWaitLimit],
+// default 5 s, rounded up to whole seconds); this bounds the wait a
+// REPEATABLE READ transaction holding next-key locks on the claim's index
+// imposes on the claim's UPDATE (SKIP LOCKED skips locked records, not gap
+// locks). On PostgreSQL the portable default's guarded update sets
+// lock_timeout to the lock-wait limit for itself (set_config in its own
+// WHERE clause); in a READ COMMITTED claim transaction, SET LOCAL
+// lock_timeout and statement_timeout go with BEGIN in one exchange. The
+// one PostgreSQL statement in autocommit carries no
 // server-side limit: it waits for no row lock (SKIP LOCKED), only for
 // table locks of DDL or LOCK TABLE and for a unique-index conflict when
 // Set writes a unique column; PostgreSQL takes the table locks when it

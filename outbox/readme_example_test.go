@@ -1,0 +1,130 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"gorm.io/gorm"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/outbox"
+	"github.com/claimstore/claimstore/outbox/natspub"
+)
+
+// Order is the business row of the README's outbox example.
+type Order struct {
+	ID    int64
+	Total int64
+}
+
+// placeOrder is the README's outbox example: an order and its message in
+// one transaction, then a relay that publishes the message to JetStream
+// until ctx ends.
+func placeOrder(ctx context.Context, dsn, natsURL string) error {
+	db, err := sqlstore.Open(ctx, "postgres", dsn)
+	if err != nil {
+		return err
+	}
+	if err := db.WithContext(ctx).AutoMigrate(&Order{}); err != nil {
+		return err
+	}
+	if err := outbox.Migrate(ctx, db, outbox.DefaultTable); err != nil {
+		return err
+	}
+	store, err := sqlstore.New[outbox.Message](db)
+	if err != nil {
+		return err
+	}
+	repo, err := outbox.New(store)
+	if err != nil {
+		return err
+	}
+
+	order := Order{Total: 4200}
+	err = db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&order).Error; err != nil { // the business write
+			return err
+		}
+		payload, err := json.Marshal(order)
+		if err != nil {
+			return err
+		}
+		return repo.Add(ctx, tx, &outbox.Message{
+			MessageID: fmt.Sprintf("order-%d-created", order.ID),
+			Topic:     "orders.created", Payload: payload,
+		})
+	})
+	if err != nil {
+		return err
+	}
+
+	nc, err := nats.Connect(natsURL, nats.MaxReconnects(-1))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	pub, err := natspub.New(nc, natspub.Config{})
+	if err != nil {
+		return err
+	}
+	// Every subject the relay publishes must belong to a stream.
+	_, err = pub.JetStream().CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: "ORDERS", Subjects: []string{"orders.>"},
+	})
+	if err != nil {
+		return err
+	}
+	relay, err := outbox.NewRelay(repo, pub, outbox.RelayConfig{})
+	if err != nil {
+		return err
+	}
+	return relay.Run(ctx) // stops claiming on cancel, finishes or releases its batch
+}
+
+// The outbox on PostgreSQL and a NATS server (compiled, not run: it needs
+// both servers).
+func Example_postgres() {
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	err := placeOrder(ctx, "postgres://postgres@127.0.0.1:5432/test", nats.DefaultURL)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+}
+
+// The README shows placeOrder and Order exactly as this file defines them.
+func TestREADMEOutboxSnippet(t *testing.T) {
+	md, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := os.ReadFile("readme_example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []string
+	for _, part := range strings.Split(string(md), "```go\n")[1:] {
+		blocks = append(blocks, part[:strings.Index(part, "```")])
+	}
+	for _, start := range []string{"type Order struct", "func placeOrder("} {
+		i := strings.Index(string(src), "\n"+start)
+		if i < 0 {
+			t.Fatalf("no declaration %q", start)
+		}
+		decl := string(src[i+1:])
+		decl = decl[:strings.Index(decl, "\n}\n")+3]
+		found := false
+		for _, b := range blocks {
+			found = found || strings.Contains(b, decl)
+		}
+		if !found {
+			t.Errorf("no Go block of the README holds this declaration:\n%s", decl)
+		}
+	}
+}
