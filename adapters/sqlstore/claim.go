@@ -153,7 +153,7 @@ func (s *Store[T]) Claim(ctx context.Context, req dao.ClaimRequest) ([]T, error)
 	var rows []T
 	switch {
 	case s.dialect != dialects.Postgres:
-		rows, err = s.claimLocked(ctx, run, conn, req)
+		rows, err = s.claimLockedRetrying(ctx, run, conn, req)
 	case s.claimTx:
 		rows, err = s.claimInTx(ctx, run, conn, st)
 	default:
@@ -255,6 +255,33 @@ func (s *Store[T]) claimInTx(ctx, run context.Context, conn *sql.Conn, st dialec
 // unit of PostgreSQL's timeout settings.
 func millis(d time.Duration) string {
 	return strconv.FormatInt(max(d.Milliseconds(), 1), 10)
+}
+
+// deadlockAttempts is how many times the MySQL and MariaDB fast path runs
+// its transaction when the server keeps choosing it as a deadlock victim.
+const deadlockAttempts = 3
+
+// claimLockedRetrying runs claimLocked, and runs it again when InnoDB chose
+// its transaction as a deadlock victim (1213 ER_LOCK_DEADLOCK: the whole
+// transaction was rolled back, so nothing was claimed; InnoDB manual,
+// "Deadlocks in InnoDB"), up to deadlockAttempts times and only while ctx
+// has not ended. Concurrent claims deadlock on the gap locks their UPDATEs
+// take in the claim's secondary index even though SKIP LOCKED keeps their
+// row sets apart. A transaction that still loses is a lost race for all
+// its rows: no rows and no error, as the other lost races of this path.
+func (s *Store[T]) claimLockedRetrying(ctx, run context.Context, conn *sql.Conn, req dao.ClaimRequest) ([]T, error) {
+	for attempt := 1; ; attempt++ {
+		rows, err := s.claimLocked(ctx, run, conn, req)
+		if err == nil {
+			return rows, nil
+		}
+		if lost, _ := classifyClaimWrite(err); !lost {
+			return rows, err
+		}
+		if attempt == deadlockAttempts || ctx.Err() != nil {
+			return nil, nil
+		}
+	}
 }
 
 // claimLocked is the opt-in fast path of MySQL and MariaDB: in one READ
