@@ -33,6 +33,14 @@ func (e *FenceError) Error() string {
 // Is reports whether target is [ErrLeaseLost].
 func (e *FenceError) Is(target error) bool { return target == ErrLeaseLost }
 
+// ErrNoStream marks a publish error that says no stream at the broker
+// holds the message's subject (NATS JetStream: no stream answered the
+// publish). It is not permanent, since the stream may be created, so the
+// message is retried with backoff and abandoned only past its max retries;
+// the relay logs it at ERROR once per topic with the fix. Publishers wrap
+// it with the broker's own error.
+var ErrNoStream = errors.New("outbox: no stream holds the subject")
+
 // ErrPermanent marks a publish error that no retry can cure (a message the
 // broker will never accept). A message failed with such an error is
 // abandoned at once, its error kept. Wrap errors with [Permanent].

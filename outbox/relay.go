@@ -109,6 +109,7 @@ type Relay struct {
 	metrics *relayMetrics
 
 	claimed, published, failed, abandoned, released, leaseLost, markErrors atomic.Int64
+	noStream                                                               sync.Map // topics already reported by reportNoStream
 
 	// hardStop makes Run return at once when its context ends, without
 	// finishing, marking or releasing in-flight batches: a crash, for tests.
@@ -365,6 +366,9 @@ func (r *Relay) process(ctx context.Context, log *slog.Logger, worker string, ba
 			unfinished = append(unfinished, batch[i])
 		default:
 			failures = append(failures, Failed(&batch[i], err))
+			if errors.Is(err, ErrNoStream) {
+				r.reportNoStream(log, batch[i].Topic, err)
+			}
 		}
 	}
 	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.MarkTimeout)
@@ -428,4 +432,17 @@ func (r *Relay) release(ctx context.Context, log *slog.Logger, worker string, ba
 	}
 	r.markError(log, "release", len(ids), refused, err)
 	log.Info("released unfinished messages", "count", len(ids)-len(refused), "err", err)
+}
+
+// reportNoStream logs, at ERROR and once per topic for the relay's life, that
+// no stream holds the subject messages of topic are published on, and how
+// to fix it. The messages themselves are retried with backoff like every
+// other failed publish, and abandoned past their max retries.
+func (r *Relay) reportNoStream(log *slog.Logger, topic string, err error) {
+	if _, seen := r.noStream.LoadOrStore(topic, true); seen {
+		return
+	}
+	log.Error("no stream holds the subject of these messages: create a JetStream stream whose subjects include it "+
+		"(jetstream.CreateStream, or claimstore relay --stream NAME --subjects SUBJECTS); until then they are retried with backoff "+
+		"and abandoned past their max retries", "topic", topic, "err", err)
 }

@@ -143,6 +143,11 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
+			if errors.Is(err, jetstream.ErrNoStreamResponse) {
+				// No stream listens on the subject (the server
+				// answered with no responders).
+				err = fmt.Errorf("%w %q: %w", outbox.ErrNoStream, f.Msg().Subject, err)
+			}
 			errs[i] = fmt.Errorf("natspub: ack of %q: %w", msgs[i].MessageID, err)
 		case <-ctx.Done():
 			errs[i] = fmt.Errorf("natspub: ack of %q: %w", msgs[i].MessageID, ctx.Err())

@@ -124,8 +124,9 @@ func TestPublishErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if errs := noStream.Publish(ctx, []outbox.Message{{MessageID: "x", Topic: "elsewhere"}}); errs[0] == nil || errors.Is(errs[0], outbox.ErrPermanent) {
-		t.Fatalf("no stream: %v, want a transient error", errs[0])
+	if errs := noStream.Publish(ctx, []outbox.Message{{MessageID: "x", Topic: "elsewhere"}}); !errors.Is(errs[0], outbox.ErrNoStream) ||
+		errors.Is(errs[0], outbox.ErrPermanent) || !errors.Is(errs[0], jetstream.ErrNoStreamResponse) {
+		t.Fatalf("no stream: %v, want a transient outbox.ErrNoStream keeping jetstream.ErrNoStreamResponse", errs[0])
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
