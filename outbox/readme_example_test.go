@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -13,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/internal/readme"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/outbox/natspub"
 )
@@ -100,31 +100,5 @@ func Example_postgres() {
 
 // The README shows placeOrder and Order exactly as this file defines them.
 func TestREADMEOutboxSnippet(t *testing.T) {
-	md, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile("readme_example_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var blocks []string
-	for _, part := range strings.Split(string(md), "```go\n")[1:] {
-		blocks = append(blocks, part[:strings.Index(part, "```")])
-	}
-	for _, start := range []string{"type Order struct", "func placeOrder("} {
-		i := strings.Index(string(src), "\n"+start)
-		if i < 0 {
-			t.Fatalf("no declaration %q", start)
-		}
-		decl := string(src[i+1:])
-		decl = decl[:strings.Index(decl, "\n}\n")+3]
-		found := false
-		for _, b := range blocks {
-			found = found || strings.Contains(b, decl)
-		}
-		if !found {
-			t.Errorf("no Go block of the README holds this declaration:\n%s", decl)
-		}
-	}
+	readme.Holds(t, "../README.md", "readme_example_test.go", "type Order struct", "func placeOrder(")
 }

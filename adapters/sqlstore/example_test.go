@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/readme"
 )
 
 // Job is the model of the README's first example.
@@ -61,38 +61,5 @@ func Example() {
 
 // The README shows claimJobs and Job exactly as this file defines them.
 func TestREADMEFirstSnippet(t *testing.T) {
-	readmeHolds(t, "../../README.md", "example_test.go", "type Job struct", "func claimJobs(")
-}
-
-// readmeHolds checks that the Go declarations of file that begin with each
-// of starts appear verbatim in one of the README's Go code blocks.
-func readmeHolds(t *testing.T, readme, file string, starts ...string) {
-	t.Helper()
-	md, err := os.ReadFile(readme)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var blocks []string
-	for _, part := range strings.Split(string(md), "```go\n")[1:] {
-		blocks = append(blocks, part[:strings.Index(part, "```")])
-	}
-	for _, start := range starts {
-		i := strings.Index(string(src), "\n"+start)
-		if i < 0 {
-			t.Fatalf("%s has no declaration %q", file, start)
-		}
-		decl := string(src[i+1:])
-		decl = decl[:strings.Index(decl, "\n}\n")+3]
-		found := false
-		for _, b := range blocks {
-			found = found || strings.Contains(b, decl)
-		}
-		if !found {
-			t.Errorf("no Go block of %s holds this declaration of %s:\n%s", readme, file, decl)
-		}
-	}
+	readme.Holds(t, "../../README.md", "example_test.go", "type Job struct", "func claimJobs(")
 }
