@@ -74,7 +74,7 @@ func TestCheckNoDoubleClaimOnData(t *testing.T) {
 // the read and the write is taken again. The first claims of its callers
 // meet at a barrier after the read, which makes them read the same rows.
 type unguardedStore struct {
-	*memstore.Store[Job]
+	dao.Store[Job]
 	barrier *barrier
 }
 
@@ -197,7 +197,7 @@ func TestRunPattern(t *testing.T) {
 }
 
 // overLimitStore claims one row more than asked.
-type overLimitStore struct{ *memstore.Store[Job] }
+type overLimitStore struct{ dao.Store[Job] }
 
 func (s overLimitStore) Claim(ctx context.Context, req dao.ClaimRequest) ([]Job, error) {
 	if req.Limit > 0 {

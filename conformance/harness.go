@@ -119,8 +119,8 @@ func Run(t *testing.T, h Harness) {
 
 func testCapabilities(t *testing.T, h Harness) {
 	c := h.NewStore(t).Capabilities()
-	t.Logf("backend %q, fast path %v, %s round trips per claim, lost race: %v, collation: %v, claim timeout %v, lock-wait limit %v",
-		c.Backend, c.FastPath, c.ClaimRoundTrips, c.LostRace, c.Collation, c.ClaimTimeout, c.LockWaitLimit)
+	t.Logf("backend %q, strategy %v, %s round trips per claim, lost race: %v, collation: %v, claim timeout %v, lock-wait limit %v",
+		c.Backend, c.Strategy, c.ClaimRoundTrips, c.LostRace, c.Collation, c.ClaimTimeout, c.LockWaitLimit)
 	if c.Backend == "" {
 		t.Error("Capabilities().Backend is empty")
 	}
@@ -132,10 +132,13 @@ func testCapabilities(t *testing.T, h Harness) {
 	default:
 		t.Errorf("Capabilities().LostRace is %v, not one of the documented behaviours", c.LostRace)
 	}
+	if c.Strategy != dao.StrategyPortable && c.Strategy != dao.StrategyFastPath {
+		t.Errorf("Capabilities().Strategy is %v, not the portable default or a fast path", c.Strategy)
+	}
 	if c.ClaimRoundTrips.Fixed < 1 {
 		t.Errorf("Capabilities().ClaimRoundTrips = %+v: a claim costs at least one round trip", c.ClaimRoundTrips)
 	}
-	if c.FastPath && c.ClaimRoundTrips.PerRow != 0 {
+	if c.Strategy == dao.StrategyFastPath && c.ClaimRoundTrips.PerRow != 0 {
 		t.Errorf("Capabilities() = %+v: a fast path costs no round trip per row", c)
 	}
 	if c.ClaimTimeout < 0 || c.LockWaitLimit < 0 {

@@ -17,7 +17,7 @@ import (
 type fastPathStore struct{ dao.Store[conformance.Job] }
 
 func (fastPathStore) Capabilities() dao.Capabilities {
-	return dao.Capabilities{Backend: "fast-path-memory", FastPath: true, ClaimRoundTrips: dao.RoundTrips{Fixed: 1}, LostRace: dao.LostRaceSkip}
+	return dao.Capabilities{Backend: "fast-path-memory", Strategy: dao.StrategyFastPath, ClaimRoundTrips: dao.RoundTrips{Fixed: 1}, LostRace: dao.LostRaceSkip}
 }
 
 // envChild selects the harness TestHarnessChild runs in a child process.

@@ -25,7 +25,7 @@ func testLostRace(t *testing.T, h Harness) {
 // row it did not return must be untouched (nothing is stranded).
 func testCanceledClaim(t *testing.T, h Harness) {
 	s := h.NewStore(t)
-	if caps := s.Capabilities(); caps.FastPath {
+	if caps := s.Capabilities(); !candidateStage(caps) {
 		t.Skipf("%s claims on the fast path, which has no candidate stage", caps.Backend)
 	}
 	rows := seed(t, s, 5, nil)
@@ -143,12 +143,19 @@ func toID(v any) int64 {
 	panic(fmt.Sprintf("conformance: candidate id %v of type %T is not an integer", v, v))
 }
 
+// candidateStage reports whether a claim with caps reads its candidates
+// before it writes them and calls dao.ClaimTrace.CandidatesRead in between:
+// the portable default, and a fast path that runs under one lock (memory).
+func candidateStage(caps dao.Capabilities) bool {
+	return caps.Strategy == dao.StrategyPortable || caps.LostRace == dao.LostRaceImpossible
+}
+
 // testLostRaceTrace forces a competing claim between the candidate read
 // and the guarded updates of the portable default, with dao.WithClaimTrace.
 func testLostRaceTrace(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	caps := s.Capabilities()
-	if caps.FastPath {
+	if !candidateStage(caps) {
 		t.Skipf("%s claims on the fast path, which has no candidate stage; HeldLock forces its lost race", caps.Backend)
 	}
 	rows := seed(t, s, 5, nil)
@@ -186,7 +193,7 @@ func testLostRaceTrace(t *testing.T, h Harness) {
 	defer cancel()
 	got, err := s.Claim(dao.WithClaimTrace(ctx, trace), dao.ClaimRequest{Where: eligible, Set: claimSet("first", baseTime().Add(time.Hour)), Limit: 5})
 	if calls == 0 || th == nil {
-		t.Fatalf("%s reports the portable default (FastPath false) but its Claim never called ClaimTrace.CandidatesRead with candidates, so the lost race cannot be forced (claim returned %d rows, %v)", caps.Backend, len(got), err)
+		t.Fatalf("%s reports a claim with a candidate stage but its Claim never called ClaimTrace.CandidatesRead with candidates, so the lost race cannot be forced (claim returned %d rows, %v)", caps.Backend, len(got), err)
 	}
 	if !th.finished(time.Minute) {
 		t.Fatal("the competing claim did not finish within a minute after the first claim returned")
@@ -260,12 +267,12 @@ func testLostRaceTrace(t *testing.T, h Harness) {
 func testLostRaceHeldLock(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	caps := s.Capabilities()
-	rowLock := caps.FastPath && caps.LostRace == dao.LostRaceSkip
+	rowLock := caps.Strategy == dao.StrategyFastPath && caps.LostRace == dao.LostRaceSkip
 	if !rowLock && caps.LostRace != dao.LostRaceBusy {
-		t.Skipf("%s (fast path %v, lost race %v): CandidateStage forces its lost race", caps.Backend, caps.FastPath, caps.LostRace)
+		t.Skipf("%s (strategy %v, lost race %v): CandidateStage forces its lost race", caps.Backend, caps.Strategy, caps.LostRace)
 	}
 	if h.HoldLock == nil {
-		h.lacks(t, CheckHeldLock, "HoldLock", fmt.Sprintf("the lost race of %s (fast path %v, lost race %v)", caps.Backend, caps.FastPath, caps.LostRace))
+		h.lacks(t, CheckHeldLock, "HoldLock", fmt.Sprintf("the lost race of %s (strategy %v, lost race %v)", caps.Backend, caps.Strategy, caps.LostRace))
 	}
 	rows := seed(t, s, 5, func(i int, j *Job) { j.Priority = 10 - i })
 	order := []dao.Order{dao.Desc("priority")}

@@ -3,41 +3,47 @@ package dao
 import (
 	"context"
 	"errors"
+
+	"github.com/claimstore/claimstore/dao/driver"
 )
 
-// Error sentinels. Adapters return errors that wrap exactly one of these
-// together with the native error of the backend; test with errors.Is.
+// Error sentinels. Every error a store returns wraps exactly one of these
+// together with the native error of the backend; test with errors.Is, and
+// with errors.As for the driver's own error type. They are the same values
+// as the sentinels of package driver, which adapters return.
 var (
 	// ErrNotFound reports that Get found no row with the given primary key.
-	ErrNotFound = errors.New("claimstore: not found")
+	ErrNotFound = driver.ErrNotFound
 
 	// ErrInvalidArgument reports malformed input: an unknown field, a value
 	// whose type does not fit the column, an empty In list, a nil value
-	// where one is required, a non-positive Delete limit, an empty Set.
-	// Nothing was sent to the database.
-	ErrInvalidArgument = errors.New("claimstore: invalid argument")
+	// where one is required, a non-positive Delete limit, an empty Set, a
+	// claim strategy the backend cannot run. Nothing was sent to the
+	// database.
+	ErrInvalidArgument = driver.ErrInvalidArgument
 
 	// ErrBusy reports lock contention that the backend gave up waiting on,
-	// such as SQLite's SQLITE_BUSY / SQLITE_LOCKED. Retryable.
-	ErrBusy = errors.New("claimstore: database busy")
+	// such as SQLite's SQLITE_BUSY / SQLITE_LOCKED or a lock wait past the
+	// store's limit. Retryable.
+	ErrBusy = driver.ErrBusy
 
 	// ErrConflict reports a lost optimistic-concurrency race (an
 	// Elasticsearch version conflict), a deadlock, or a serialization
 	// failure. Retryable.
-	ErrConflict = errors.New("claimstore: conflict")
+	ErrConflict = driver.ErrConflict
 
 	// ErrDuplicate reports a unique-constraint violation. Not retryable.
-	ErrDuplicate = errors.New("claimstore: duplicate key")
+	ErrDuplicate = driver.ErrDuplicate
 
 	// ErrUnavailable reports that the backend could not be reached: the
 	// connection was refused, reset or closed. Retryable.
-	ErrUnavailable = errors.New("claimstore: backend unavailable")
+	ErrUnavailable = driver.ErrUnavailable
 
 	// ErrInTransaction reports that Claim was called on a store bound to an
 	// open transaction. A claim must commit on its own: inside a caller's
 	// transaction its rows would stay invisible to other workers until that
 	// transaction commits.
-	ErrInTransaction = errors.New("claimstore: claim inside an open transaction")
+	ErrInTransaction = driver.ErrInTransaction
 )
 
 // IsRetryable reports whether err is one that a retry of the same call can

@@ -53,13 +53,17 @@ func ExampleStore_Claim() {
 }
 
 // Bad input never reaches the database: it is reported as ErrInvalidArgument.
-func ExampleModel_CheckCriteria() {
-	m, _ := dao.NewModel[Task](nil)
-	_, err := m.CheckCriteria(dao.Eq("priority", "high"))
+func ExampleTable_Find_invalidArgument() {
+	ctx := context.Background()
+	store, err := memstore.New[Task]()
+	if err != nil {
+		panic(err)
+	}
+	_, err = store.Find(ctx, dao.Query{Where: dao.Eq("priority", "high")})
 	fmt.Println(err)
-	_, err = m.CheckCriteria(dao.Eq("owner; DROP TABLE tasks", 1))
+	_, err = store.Find(ctx, dao.Query{Where: dao.Eq("owner; DROP TABLE tasks", 1)})
 	fmt.Println(err)
 	// Output:
-	// claimstore: invalid argument: field "priority" of type int: value of type string does not fit
-	// claimstore: invalid argument: unknown field "owner; DROP TABLE tasks" for Task
+	// claimstore: find: invalid argument: field "priority" of type int: value of type string does not fit
+	// claimstore: find: invalid argument: unknown field "owner; DROP TABLE tasks" for Task
 }

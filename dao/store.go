@@ -2,9 +2,9 @@ package dao
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
+
+	"github.com/claimstore/claimstore/dao/driver"
 )
 
 // Store is the portable contract over one table (or index) of rows of the
@@ -50,64 +50,31 @@ type Store[T any] interface {
 
 // LostRace names what a claimer observes when another claimer takes a row
 // between the moment it finds the row eligible and the moment it writes it.
-type LostRace int
+// The values and their meaning are documented in package driver.
+type LostRace = driver.LostRace
 
 // The documented lost-race behaviours.
 const (
-	// LostRaceImpossible: reads and writes happen under one lock, so no
-	// other claimer can come between them (the in-memory store).
-	LostRaceImpossible LostRace = iota + 1
-	// LostRaceSkip: the row is skipped silently; the call returns the other
-	// rows and no error (PostgreSQL SKIP LOCKED; the guarded update on
-	// MySQL, MariaDB and SQL Server affects zero rows).
-	LostRaceSkip
+	// LostRaceImpossible: reads and writes happen under one lock (memory).
+	LostRaceImpossible = driver.LostRaceImpossible
+	// LostRaceSkip: the row is skipped silently (PostgreSQL, MySQL,
+	// MariaDB, SQL Server).
+	LostRaceSkip = driver.LostRaceSkip
 	// LostRaceBusy: writers serialize; a claim that cannot get the write
-	// lock within the busy timeout fails with [ErrBusy] and claims nothing
-	// it does not return (SQLite).
-	LostRaceBusy
-	// LostRaceConflict: the losing write gets a version conflict; the call
-	// returns [ErrConflict] together with the rows it had already claimed
-	// (Elasticsearch).
-	LostRaceConflict
+	// lock fails with [ErrBusy] (SQLite).
+	LostRaceBusy = driver.LostRaceBusy
+	// LostRaceConflict: the losing write gets [ErrConflict], returned with
+	// the rows claimed so far (Elasticsearch).
+	LostRaceConflict = driver.LostRaceConflict
 )
 
-// String returns a short name of the behaviour.
-func (l LostRace) String() string {
-	switch l {
-	case LostRaceImpossible:
-		return "impossible"
-	case LostRaceSkip:
-		return "skipped silently"
-	case LostRaceBusy:
-		return "ErrBusy"
-	case LostRaceConflict:
-		return "ErrConflict with the rows claimed so far"
-	}
-	return fmt.Sprintf("LostRace(%d)", int(l))
-}
-
 // RoundTrips counts the backend round trips of one claim: Fixed per call
-// plus PerRow for each candidate row. A one-statement fast path is
-// {Fixed: 1}; the portable default is {Fixed: 1, PerRow: 1}.
-type RoundTrips struct {
-	Fixed  int
-	PerRow int
-}
+// plus PerRow for each candidate row (see driver.RoundTrips).
+type RoundTrips = driver.RoundTrips
 
-// For returns the round trips of a claim that considers n candidate rows.
-func (r RoundTrips) For(n int) int { return r.Fixed + r.PerRow*n }
-
-// String renders the count as "1" or "1 + N".
-func (r RoundTrips) String() string {
-	switch {
-	case r.PerRow == 0:
-		return fmt.Sprint(r.Fixed)
-	case r.PerRow == 1:
-		return fmt.Sprintf("%d + N", r.Fixed)
-	default:
-		return fmt.Sprintf("%d + %dN", r.Fixed, r.PerRow)
-	}
-}
+// Collation states how a store compares and orders strings (see
+// driver.Collation for its fields).
+type Collation = driver.Collation
 
 // Capabilities states what a store promises. The conformance suite reads it
 // to decide which lost-race behaviour to expect.
@@ -115,9 +82,10 @@ type Capabilities struct {
 	// Backend is the backend's name, such as "postgres", "mysql",
 	// "mariadb", "sqlite", "sqlserver", "elasticsearch" or "memory".
 	Backend string
-	// FastPath is true when Claim runs a backend-specific single
-	// operation rather than the portable default.
-	FastPath bool
+	// Strategy is the claim strategy the store runs: [StrategyPortable]
+	// (the guarded per-row default) or [StrategyFastPath] (the backend's
+	// single operation).
+	Strategy Strategy
 	// ClaimRoundTrips is the number of round trips one claim costs.
 	ClaimRoundTrips RoundTrips
 	// LostRace is the documented lost-race behaviour.
@@ -145,71 +113,15 @@ type Capabilities struct {
 	LockWaitLimit time.Duration
 }
 
-// Collation states how a store compares strings in criteria (Eq, Ne, Lt,
-// Le, Gt, Ge, In and the field-to-field comparisons) and orders them in
-// OrderBy. The conformance suite expects exactly what it states. Strings
-// that compare equal under it are ordered by the next OrderBy term, and in
-// the end by primary key. A store with no Insensitive flag and no
-// Linguistic order (see [Collation.Binary]) compares strings as the memory
-// store does: as Go compares them, byte by byte, which for valid UTF-8 is
-// code-point order.
-type Collation struct {
-	// Name is the backend's name of the collation, such as "binary"
-	// (memory), "keyword" (Elasticsearch), "BINARY" (SQLite), the database's
-	// LC_COLLATE such as "C.UTF-8" or "en_US.UTF-8" (PostgreSQL), or the
-	// table's collation such as "utf8mb4_general_ci" (MySQL, MariaDB).
-	Name string
-	// CaseInsensitive: strings that differ only in letter case are equal
-	// ("ready" = "READY").
-	CaseInsensitive bool
-	// AccentInsensitive: letters that differ only in accents are equal
-	// ("resume" = "résumé").
-	AccentInsensitive bool
-	// PadSpace: trailing spaces are ignored ("ready " = "ready"), as
-	// SQL's PAD SPACE collations compare.
-	PadSpace bool
-	// Linguistic: the order follows a language's rules (a locale, the
-	// Unicode Collation Algorithm) rather than the code-point order of
-	// the strings as the other fields fold them (to upper case, without
-	// accents, without trailing spaces). Equality is still as the other
-	// fields state.
-	Linguistic bool
-}
-
-// Binary reports whether c compares strings as their bytes: equal only
-// when identical, ordered by code point.
-func (c Collation) Binary() bool {
-	return !c.CaseInsensitive && !c.AccentInsensitive && !c.PadSpace && !c.Linguistic
-}
-
-// String renders c as its name and the properties it declares.
-func (c Collation) String() string {
-	if c.Binary() {
-		return c.Name + " (binary)"
-	}
-	var p []string
-	for _, f := range []struct {
-		on   bool
-		name string
-	}{
-		{c.CaseInsensitive, "case-insensitive"}, {c.AccentInsensitive, "accent-insensitive"},
-		{c.PadSpace, "pad space"}, {c.Linguistic, "linguistic order"},
-	} {
-		if f.on {
-			p = append(p, f.name)
-		}
-	}
-	return c.Name + " (" + strings.Join(p, ", ") + ")"
-}
-
 // ClaimTrace holds callbacks that observe the stages of a claim, in the
 // manner of net/http/httptrace. Tests use it to force a lost race
 // deterministically; production code has no need of it. Any callback may be
 // nil.
 type ClaimTrace struct {
-	// CandidatesRead is called by the portable default after it has read
-	// the candidate rows and before its first guarded update. ids are the
-	// candidates' primary keys in claim order.
+	// CandidatesRead is called by a claim that reads candidates before it
+	// writes them (the portable default; the memory store's claim, under
+	// its lock) after it has read the candidate rows and before its first
+	// write. ids are the candidates' primary keys in claim order.
 	CandidatesRead func(ctx context.Context, ids []any)
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dao/driver"
 )
 
 // Table describes the table a statement is rendered for. Every identifier
@@ -350,7 +351,7 @@ func (b *builder) set(set dao.Set, qual string) error {
 	if len(set) == 0 {
 		return fmt.Errorf("dialects: %w: empty Set", dao.ErrInvalidArgument)
 	}
-	for i, name := range dao.SetColumns(set) {
+	for i, name := range driver.SetColumns(set) {
 		if name == b.t.PrimaryKey {
 			return fmt.Errorf("dialects: %w: Set may not write the primary key %q", dao.ErrInvalidArgument, name)
 		}

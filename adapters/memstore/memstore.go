@@ -9,12 +9,28 @@ import (
 	"sync"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dao/driver"
 )
 
-// Store is an in-memory [dao.Store] of T. The zero value is not usable; call
-// [New]. A Store is safe for concurrent use.
-type Store[T any] struct {
-	model      *dao.Model[T]
+// New returns an empty in-memory store of T, whose schema is parsed with
+// GORM's default naming strategy: the portable [dao.Table] over the memory
+// driver, with opts passed to [dao.New]. Its claim is one pass under the
+// store's mutex ([dao.StrategyFastPath], [dao.LostRaceImpossible]) unless
+// opts choose [dao.StrategyPortable], which reads and writes under
+// separate locks as the other backends do. It fails with
+// [dao.ErrInvalidArgument] when T is not a model GORM can parse with
+// exactly one primary key.
+func New[T any](opts ...dao.Option) (*dao.Table[T], error) {
+	d, err := newDriver[T]()
+	if err != nil {
+		return nil, err
+	}
+	return dao.New[T](d, opts...)
+}
+
+// memDriver is the in-memory [driver.Driver] of T.
+type memDriver[T any] struct {
+	model      *driver.Model[T]
 	uniqueKeys [][]string
 
 	mu     sync.Mutex
@@ -22,77 +38,70 @@ type Store[T any] struct {
 	nextID int64
 }
 
-var _ dao.Store[struct{ ID int64 }] = (*Store[struct{ ID int64 }])(nil)
-
-// New returns an empty store for T, whose schema is parsed with GORM's
-// default naming strategy. It fails with [dao.ErrInvalidArgument] when T is
-// not a model GORM can parse with exactly one primary key.
-func New[T any]() (*Store[T], error) {
-	m, err := dao.NewModel[T](nil)
+func newDriver[T any]() (*memDriver[T], error) {
+	m, err := driver.NewModel[T](nil)
 	if err != nil {
-		return nil, fmt.Errorf("memstore: %w", err)
+		return nil, fmt.Errorf("claimstore: memstore: %w", err)
 	}
-	return &Store[T]{model: m, uniqueKeys: m.UniqueKeys(), rows: map[any]*T{}}, nil
+	return &memDriver[T]{model: m, uniqueKeys: m.UniqueKeys(), rows: map[any]*T{}}, nil
 }
 
 // Model returns the parsed model of T.
-func (s *Store[T]) Model() *dao.Model[T] { return s.model }
+func (s *memDriver[T]) Model() *driver.Model[T] { return s.model }
 
-// Capabilities reports the portable default under one mutex: one "round
-// trip" for the read plus one per candidate, and no possible lost race.
-func (s *Store[T]) Capabilities() dao.Capabilities {
-	return dao.Capabilities{
-		Backend:         "memory",
-		ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1},
-		LostRace:        dao.LostRaceImpossible,
-		Collation:       dao.Collation{Name: "binary"},
+// Info states the memory backend: strings compare as Go compares them, and
+// the portable claim's lost race is skipped silently (a guarded update
+// whose row no longer matches affects nothing).
+func (s *memDriver[T]) Info() driver.Info {
+	return driver.Info{
+		Backend:   "memory",
+		LostRace:  driver.LostRaceSkip,
+		Collation: driver.Collation{Name: "binary"},
 	}
 }
 
-// Create stores copies of items. A zero integer primary key is assigned the
+// ClaimerInfo states the claim under the store's mutex, chosen by default.
+func (s *memDriver[T]) ClaimerInfo() driver.ClaimerInfo {
+	return driver.ClaimerInfo{
+		Available:  true,
+		Default:    true,
+		RoundTrips: driver.RoundTrips{Fixed: 1},
+		LostRace:   driver.LostRaceImpossible,
+	}
+}
+
+// Insert stores copies of items. A zero integer primary key is assigned the
 // next sequence value and written back into the item. A primary key or
-// unique key already present is [dao.ErrDuplicate], and then nothing is
-// stored. A nil item, or a value [dao.Model.CheckRow] refuses (one no
-// other backend stores faithfully), is [dao.ErrInvalidArgument].
-func (s *Store[T]) Create(ctx context.Context, items ...*T) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	for _, it := range items {
-		if err := s.model.CheckRow(it); err != nil {
-			return fmt.Errorf("memstore: create: %w", err)
-		}
-	}
+// unique key already present is [driver.ErrDuplicate], and then nothing is
+// stored.
+func (s *memDriver[T]) Insert(ctx context.Context, items []*T) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	pk := s.model.PrimaryKey()
 	fresh := make(map[any]*T, len(items))
 	next := s.nextID
 	for _, it := range items {
-		if it == nil {
-			return fmt.Errorf("memstore: create: %w: nil item", dao.ErrInvalidArgument)
-		}
 		id := s.model.ID(it)
 		if isZeroInt(id) {
 			next++
-			if err := s.model.Apply(it, dao.Set{pk: next}); err != nil {
-				return fmt.Errorf("memstore: create: assign id: %w", err)
+			if err := s.model.Apply(it, driver.Set{pk: next}); err != nil {
+				return fmt.Errorf("assign id: %w", err)
 			}
 			id = s.model.ID(it)
 		} else if n, ok := id.(int64); ok && n > next {
 			next = n
 		}
 		if _, dup := s.rows[id]; dup {
-			return fmt.Errorf("memstore: create: %w: primary key %v", dao.ErrDuplicate, id)
+			return fmt.Errorf("%w: primary key %v", driver.ErrDuplicate, id)
 		}
 		if _, dup := fresh[id]; dup {
-			return fmt.Errorf("memstore: create: %w: primary key %v", dao.ErrDuplicate, id)
+			return fmt.Errorf("%w: primary key %v", driver.ErrDuplicate, id)
 		}
 		cp := *it
 		fresh[id] = &cp
 	}
 	if err := s.checkUnique(fresh, nil); err != nil {
-		return fmt.Errorf("memstore: create: %w", err)
+		return err
 	}
 	for id, r := range fresh {
 		s.rows[id] = r
@@ -116,7 +125,7 @@ func isZeroInt(v any) bool {
 //
 // Only keys that share a column with touched are checked; a nil touched
 // checks every key (new rows).
-func (s *Store[T]) checkUnique(changed map[any]*T, touched dao.Set) error {
+func (s *memDriver[T]) checkUnique(changed map[any]*T, touched driver.Set) error {
 	for _, key := range s.uniqueKeys {
 		if touched != nil && !slices.ContainsFunc(key, func(c string) bool { _, ok := touched[c]; return ok }) {
 			continue
@@ -133,7 +142,7 @@ func (s *Store[T]) checkUnique(changed map[any]*T, touched dao.Set) error {
 			}
 			k := strings.Join(parts, "\x00")
 			if other, dup := seen[k]; dup && other != id {
-				return fmt.Errorf("%w: unique key %v", dao.ErrDuplicate, key)
+				return fmt.Errorf("%w: unique key %v", driver.ErrDuplicate, key)
 			}
 			seen[k] = id
 			return nil
@@ -155,41 +164,15 @@ func (s *Store[T]) checkUnique(changed map[any]*T, touched dao.Set) error {
 	return nil
 }
 
-// Get returns a copy of the row with primary key id, or [dao.ErrNotFound].
-func (s *Store[T]) Get(ctx context.Context, id any) (T, error) {
-	var zero T
-	if err := ctx.Err(); err != nil {
-		return zero, err
-	}
-	key, err := s.model.CheckID(id)
-	if err != nil {
-		return zero, fmt.Errorf("memstore: get: %w", err)
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.rows[key]
-	if !ok {
-		return zero, fmt.Errorf("memstore: get %v: %w", id, dao.ErrNotFound)
-	}
-	return *r, nil
-}
-
-// Find returns copies of the rows matching q, in q's order.
-func (s *Store[T]) Find(ctx context.Context, q dao.Query) ([]T, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	q, err := s.model.CheckQuery(q)
-	if err != nil {
-		return nil, fmt.Errorf("memstore: find: %w", err)
-	}
+// Select returns copies of the rows matching q, in q's order.
+func (s *memDriver[T]) Select(ctx context.Context, q driver.Query) ([]T, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.find(q), nil
 }
 
 // find is Find under s.mu, with q checked.
-func (s *Store[T]) find(q dao.Query) []T {
+func (s *memDriver[T]) find(q driver.Query) []T {
 	var match []*T
 	for _, r := range s.rows {
 		if s.model.Match(r, q.Where) {
@@ -208,14 +191,7 @@ func (s *Store[T]) find(q dao.Query) []T {
 }
 
 // Count returns how many rows match where.
-func (s *Store[T]) Count(ctx context.Context, where dao.Criteria) (int64, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	where, err := s.model.CheckCriteria(where)
-	if err != nil {
-		return 0, fmt.Errorf("memstore: count: %w", err)
-	}
+func (s *memDriver[T]) Count(ctx context.Context, where driver.Criteria) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var n int64
@@ -228,31 +204,16 @@ func (s *Store[T]) Count(ctx context.Context, where dao.Criteria) (int64, error)
 }
 
 // Update applies set to every row matching where and returns how many it
-// changed. A change that would break a unique key is [dao.ErrDuplicate] and
-// changes nothing.
-func (s *Store[T]) Update(ctx context.Context, where dao.Criteria, set dao.Set) (int64, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	where, err := s.model.CheckCriteria(where)
-	if err != nil {
-		return 0, fmt.Errorf("memstore: update: %w", err)
-	}
-	set, err = s.model.CheckSet(set)
-	if err != nil {
-		return 0, fmt.Errorf("memstore: update: %w", err)
-	}
+// matched. A change that would break a unique key is [driver.ErrDuplicate]
+// and changes nothing.
+func (s *memDriver[T]) Update(ctx context.Context, where driver.Criteria, set driver.Set) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n, err := s.update(where, set)
-	if err != nil {
-		return 0, fmt.Errorf("memstore: update: %w", err)
-	}
-	return n, nil
+	return s.update(where, set)
 }
 
 // update is Update under s.mu with checked arguments.
-func (s *Store[T]) update(where dao.Criteria, set dao.Set) (int64, error) {
+func (s *memDriver[T]) update(where driver.Criteria, set driver.Set) (int64, error) {
 	changed := map[any]*T{}
 	for id, r := range s.rows {
 		if !s.model.Match(r, where) {
@@ -277,56 +238,60 @@ func (s *Store[T]) update(where dao.Criteria, set dao.Set) (int64, error) {
 }
 
 // Delete removes at most limit rows matching where, smallest primary keys
-// first. limit <= 0 is [dao.ErrInvalidArgument].
-func (s *Store[T]) Delete(ctx context.Context, where dao.Criteria, limit int) (int64, error) {
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	if limit <= 0 {
-		return 0, fmt.Errorf("memstore: delete: %w: limit must be > 0, got %d", dao.ErrInvalidArgument, limit)
-	}
-	where, err := s.model.CheckCriteria(where)
-	if err != nil {
-		return 0, fmt.Errorf("memstore: delete: %w", err)
-	}
+// first.
+func (s *memDriver[T]) Delete(ctx context.Context, where driver.Criteria, limit int) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	victims := s.find(dao.Query{Where: where, OrderBy: []dao.Order{dao.Asc(s.model.PrimaryKey())}, Limit: limit})
+	victims := s.find(driver.Query{Where: where, OrderBy: []driver.Order{{Field: s.model.PrimaryKey()}}, Limit: limit})
 	for i := range victims {
 		delete(s.rows, s.model.ID(&victims[i]))
 	}
 	return int64(len(victims)), nil
 }
 
-// Claim runs the portable default while holding the store's mutex, so the
-// read and the guarded writes of one claim exclude every other call.
-func (s *Store[T]) Claim(ctx context.Context, req dao.ClaimRequest) ([]T, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+// ClaimBatch claims under the store's mutex: the read and the writes of
+// one claim exclude every other call, so no lost race is possible. It
+// calls the [dao.ClaimTrace] CandidatesRead hook of ctx after its read, as
+// the portable claim does, and writes nothing once ctx is done. A claim
+// that would break a unique key claims the rows before it and returns
+// them with the error.
+func (s *memDriver[T]) ClaimBatch(ctx context.Context, req driver.ClaimRequest) ([]T, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	rows, err := dao.PortableClaim(ctx, s.model, lockedOps[T]{s}, req)
-	if err != nil {
-		return rows, fmt.Errorf("memstore: %w", err)
+	cands := s.find(driver.Query{Where: req.Where, OrderBy: req.OrderBy, Limit: req.Limit})
+	if tr := dao.ContextClaimTrace(ctx); tr != nil && tr.CandidatesRead != nil && len(cands) > 0 {
+		ids := make([]any, len(cands))
+		for i := range cands {
+			ids[i] = s.model.ID(&cands[i])
+		}
+		tr.CandidatesRead(ctx, ids)
 	}
-	return rows, nil
-}
-
-// lockedOps implements dao.PortableOps for a caller that holds s.mu.
-type lockedOps[T any] struct{ s *Store[T] }
-
-func (o lockedOps[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]T, error) {
-	return o.s.find(q), nil
-}
-
-// ClaimRow is the guarded update of one row, found by its primary key
-// rather than by a scan of the store.
-func (o lockedOps[T]) ClaimRow(ctx context.Context, row *T, where dao.Criteria, set dao.Set) (bool, error) {
 	if err := ctx.Err(); err != nil {
-		return false, err
+		return nil, fmt.Errorf("nothing written: %w", err)
 	}
-	s := o.s
+	out := make([]T, 0, len(cands))
+	for i := range cands {
+		if _, err := s.claimRow(&cands[i], req.Where, req.Set); err != nil {
+			return out, err
+		}
+		if err := s.model.Apply(&cands[i], req.Set); err != nil {
+			return out, err
+		}
+		out = append(out, cands[i])
+	}
+	return out, nil
+}
+
+// ClaimRow is the guarded update of one row of the portable claim.
+func (s *memDriver[T]) ClaimRow(ctx context.Context, row *T, where driver.Criteria, set driver.Set) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.claimRow(row, where, set)
+}
+
+// It finds the row by its primary key rather than by a scan, and leaves
+// row unchanged (the caller applies set). s.mu is held.
+func (s *memDriver[T]) claimRow(row *T, where driver.Criteria, set driver.Set) (bool, error) {
 	id := s.model.ID(row)
 	cur, ok := s.rows[id]
 	if !ok || !s.model.Match(cur, where) {
@@ -342,11 +307,4 @@ func (o lockedOps[T]) ClaimRow(ctx context.Context, row *T, where dao.Criteria, 
 	}
 	s.rows[id] = &cp
 	return true, nil
-}
-
-// Len returns the number of stored rows.
-func (s *Store[T]) Len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.rows)
 }

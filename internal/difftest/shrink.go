@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dao/driver"
 )
 
 // Shrinking bounds: at most this many reruns, and this much time.
@@ -111,7 +112,7 @@ func simplerOps(op Op) []Op {
 		out = append(out, o)
 	}
 	if len(op.Set) > 1 {
-		for _, col := range dao.SetColumns(op.Set) {
+		for _, col := range driver.SetColumns(op.Set) {
 			o := op
 			o.Set = dao.Set{col: op.Set[col]}
 			out = append(out, o)
@@ -283,7 +284,7 @@ func goOrder(order []dao.Order) string {
 
 func goSet(set dao.Set) string {
 	parts := make([]string, 0, len(set))
-	for _, col := range dao.SetColumns(set) {
+	for _, col := range driver.SetColumns(set) {
 		parts = append(parts, fmt.Sprintf("%q: %s", col, goValue(set[col])))
 	}
 	return "dao.Set{" + strings.Join(parts, ", ") + "}"

@@ -1,12 +1,12 @@
-package dao_test
+package dao
 
 import (
 	"errors"
+	"github.com/claimstore/claimstore/dao/driver"
+	"gorm.io/gorm/schema"
 	"math"
 	"testing"
 	"time"
-
-	"github.com/claimstore/claimstore/dao"
 )
 
 type status string
@@ -24,9 +24,9 @@ type row struct {
 	Note        string `gorm:"uniqueIndex"`
 }
 
-func model(t *testing.T) *dao.Model[row] {
+func model(t *testing.T) testModel[row] {
 	t.Helper()
-	m, err := dao.NewModel[row](nil)
+	m, err := newTestModel[row](nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,11 +34,11 @@ func model(t *testing.T) *dao.Model[row] {
 }
 
 func TestNewModelRejectsNonStruct(t *testing.T) {
-	if _, err := dao.NewModel[int](nil); !errors.Is(err, dao.ErrInvalidArgument) {
+	if _, err := newTestModel[int](nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("NewModel[int] error = %v, want ErrInvalidArgument", err)
 	}
 	type noKey struct{ Name string }
-	if _, err := dao.NewModel[noKey](nil); !errors.Is(err, dao.ErrInvalidArgument) {
+	if _, err := newTestModel[noKey](nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("model without primary key: error = %v, want ErrInvalidArgument", err)
 	}
 }
@@ -59,24 +59,24 @@ func TestModelSchema(t *testing.T) {
 
 func TestCheckCriteriaRejectsBadInput(t *testing.T) {
 	m := model(t)
-	bad := map[string]dao.Criteria{
-		"unknown field":            dao.Eq("nope", 1),
-		"string column, int value": dao.Eq("status", 3),
-		"int column, string value": dao.Lt("priority", "3"),
-		"int column, float value":  dao.Eq("priority", 1.5),
-		"negative into unsigned":   dao.Eq("attempts", -1),
-		"nil value":                dao.Eq("status", nil),
-		"empty In":                 dao.In("status"),
-		"bad In element":           dao.In("priority", 1, "two"),
-		"empty Or":                 dao.Or(),
-		"unknown ref field":        dao.LtField("attempts", "nope"),
-		"incomparable fields":      dao.LtField("status", "priority"),
-		"unsupported type":         dao.Eq("priority", struct{}{}),
-		"nested unknown field":     dao.And(dao.Eq("status", "a"), dao.Or(dao.IsNull("ghost"), dao.Eq("flag", true))),
-		"time column, string":      dao.Lt("locked_until", "2024-01-01"),
+	bad := map[string]Criteria{
+		"unknown field":            Eq("nope", 1),
+		"string column, int value": Eq("status", 3),
+		"int column, string value": Lt("priority", "3"),
+		"int column, float value":  Eq("priority", 1.5),
+		"negative into unsigned":   Eq("attempts", -1),
+		"nil value":                Eq("status", nil),
+		"empty In":                 In("status"),
+		"bad In element":           In("priority", 1, "two"),
+		"empty Or":                 Or(),
+		"unknown ref field":        LtField("attempts", "nope"),
+		"incomparable fields":      LtField("status", "priority"),
+		"unsupported type":         Eq("priority", struct{}{}),
+		"nested unknown field":     And(Eq("status", "a"), Or(IsNull("ghost"), Eq("flag", true))),
+		"time column, string":      Lt("locked_until", "2024-01-01"),
 	}
 	for name, c := range bad {
-		if _, err := m.CheckCriteria(c); !errors.Is(err, dao.ErrInvalidArgument) {
+		if _, err := m.CheckCriteria(c); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%s: %v: error = %v, want ErrInvalidArgument", name, c, err)
 		}
 	}
@@ -85,12 +85,12 @@ func TestCheckCriteriaRejectsBadInput(t *testing.T) {
 func TestCheckCriteriaNormalizesValues(t *testing.T) {
 	m := model(t)
 	owner := "w1"
-	c, err := m.CheckCriteria(dao.And(
-		dao.Eq("status", status("pending")),
-		dao.In("priority", int8(1), uint16(2)),
-		dao.Ge("score", 2),
-		dao.Eq("owner", &owner),
-		dao.LtField("attempts", "priority"),
+	c, err := m.CheckCriteria(And(
+		Eq("status", status("pending")),
+		In("priority", int8(1), uint16(2)),
+		Ge("score", 2),
+		Eq("owner", &owner),
+		LtField("attempts", "priority"),
 	))
 	if err != nil {
 		t.Fatal(err)
@@ -114,59 +114,59 @@ func TestCheckCriteriaNormalizesValues(t *testing.T) {
 }
 
 func TestAndOrSimplify(t *testing.T) {
-	if !dao.And().IsAll() || !dao.And(dao.Criteria{}, dao.Criteria{}).IsAll() {
+	if !And().IsAll() || !And(Criteria{}, Criteria{}).IsAll() {
 		t.Fatal("And of nothing must match all")
 	}
-	if c := dao.And(dao.Eq("a", 1)); c.Op() != dao.OpEq {
+	if c := And(Eq("a", 1)); c.Op() != OpEq {
 		t.Fatalf("And of one = %v", c)
 	}
-	if !dao.Or(dao.Eq("a", 1), dao.Criteria{}).IsAll() {
+	if !Or(Eq("a", 1), Criteria{}).IsAll() {
 		t.Fatal("Or with a match-all operand must match all")
 	}
 }
 
 func TestCheckSet(t *testing.T) {
 	m := model(t)
-	bad := map[string]dao.Set{
+	bad := map[string]Set{
 		"empty":                  {},
 		"primary key":            {"id": 5},
 		"unknown":                {"nope": 1},
 		"nil into non-nullable":  {"status": nil},
-		"increment on string":    {"status": dao.Incr(1)},
+		"increment on string":    {"status": Incr(1)},
 		"wrong type":             {"flag": "yes"},
-		"wrong type beside Incr": {"priority": dao.Incr(1), "note": 3},
+		"wrong type beside Incr": {"priority": Incr(1), "note": 3},
 	}
 	for name, s := range bad {
-		if _, err := m.CheckSet(s); !errors.Is(err, dao.ErrInvalidArgument) {
+		if _, err := m.CheckSet(s); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%s: error = %v, want ErrInvalidArgument", name, err)
 		}
 	}
-	s, err := m.CheckSet(dao.Set{"owner": nil, "status": status("x"), "attempts": dao.Incr(2)})
+	s, err := m.CheckSet(Set{"owner": nil, "status": status("x"), "attempts": Incr(2)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s["owner"] != nil || s["status"] != "x" || s["attempts"] != dao.Incr(2) {
+	if s["owner"] != nil || s["status"] != "x" || s["attempts"] != Incr(2) {
 		t.Fatalf("checked set %#v", s)
 	}
-	if got := dao.SetColumns(s); len(got) != 3 || got[0] != "attempts" || got[2] != "status" {
+	if got := driver.SetColumns(s); len(got) != 3 || got[0] != "attempts" || got[2] != "status" {
 		t.Fatalf("SetColumns = %v", got)
 	}
 }
 
 func TestCheckOrderAppendsPrimaryKey(t *testing.T) {
 	m := model(t)
-	o, err := m.CheckOrder([]dao.Order{dao.Desc("priority")})
+	o, err := m.CheckOrder([]Order{Desc("priority")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(o) != 2 || o[1] != dao.Asc("id") {
+	if len(o) != 2 || o[1] != Asc("id") {
 		t.Fatalf("order %v", o)
 	}
-	o, _ = m.CheckOrder([]dao.Order{dao.Desc("id")})
+	o, _ = m.CheckOrder([]Order{Desc("id")})
 	if len(o) != 1 {
 		t.Fatalf("pk appended twice: %v", o)
 	}
-	if _, err := m.CheckOrder([]dao.Order{dao.Asc("ghost")}); !errors.Is(err, dao.ErrInvalidArgument) {
+	if _, err := m.CheckOrder([]Order{Asc("ghost")}); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("unknown order field: %v", err)
 	}
 }
@@ -176,7 +176,7 @@ func TestApplyAndValue(t *testing.T) {
 	owner := "old"
 	r := row{ID: 7, Owner: &owner, Attempts: 3, Priority: 1}
 	until := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	set, err := m.CheckSet(dao.Set{"owner": nil, "locked_until": until, "attempts": dao.Incr(1), "status": "claimed", "priority": dao.Incr(-2)})
+	set, err := m.CheckSet(Set{"owner": nil, "locked_until": until, "attempts": Incr(1), "status": "claimed", "priority": Incr(-2)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,22 +201,22 @@ func TestMatchSQLSemantics(t *testing.T) {
 	withOwner := row{ID: 1, Status: "a", Priority: 2, Owner: &owner, LockedUntil: &until, Attempts: 1}
 	noOwner := row{ID: 2, Status: "b", Priority: 5, Attempts: 5}
 	cases := []struct {
-		c        dao.Criteria
+		c        Criteria
 		one, two bool
 	}{
-		{dao.Criteria{}, true, true},
-		{dao.Eq("owner", "w1"), true, false},
-		{dao.Ne("owner", "w1"), false, false}, // NULL matches neither
-		{dao.Ne("owner", "w2"), true, false},
-		{dao.IsNull("owner"), false, true},
-		{dao.NotNull("owner"), true, false},
-		{dao.Lt("locked_until", until.Add(time.Second)), true, false},
-		{dao.In("status", "b", "c"), false, true},
-		{dao.Or(dao.Eq("status", "a"), dao.Gt("priority", 4)), true, true},
-		{dao.And(dao.Eq("status", "a"), dao.Gt("priority", 4)), false, false},
-		{dao.LtField("attempts", "priority"), true, false},
-		{dao.GeField("attempts", "priority"), false, true},
-		{dao.Le("score", 0), true, true},
+		{Criteria{}, true, true},
+		{Eq("owner", "w1"), true, false},
+		{Ne("owner", "w1"), false, false}, // NULL matches neither
+		{Ne("owner", "w2"), true, false},
+		{IsNull("owner"), false, true},
+		{NotNull("owner"), true, false},
+		{Lt("locked_until", until.Add(time.Second)), true, false},
+		{In("status", "b", "c"), false, true},
+		{Or(Eq("status", "a"), Gt("priority", 4)), true, true},
+		{And(Eq("status", "a"), Gt("priority", 4)), false, false},
+		{LtField("attempts", "priority"), true, false},
+		{GeField("attempts", "priority"), false, true},
+		{Le("score", 0), true, true},
 	}
 	for _, tc := range cases {
 		c, err := m.CheckCriteria(tc.c)
@@ -237,8 +237,8 @@ func TestLessNullsLastAscending(t *testing.T) {
 	t1 := time.Unix(100, 0)
 	a := row{ID: 1, LockedUntil: &t1}
 	b := row{ID: 2}
-	asc, _ := m.CheckOrder([]dao.Order{dao.Asc("locked_until")})
-	desc, _ := m.CheckOrder([]dao.Order{dao.Desc("locked_until")})
+	asc, _ := m.CheckOrder([]Order{Asc("locked_until")})
+	desc, _ := m.CheckOrder([]Order{Desc("locked_until")})
 	if !m.Less(&a, &b, asc) || m.Less(&b, &a, asc) {
 		t.Fatal("ascending: NULL must sort last")
 	}
@@ -252,23 +252,23 @@ func TestLessNullsLastAscending(t *testing.T) {
 }
 
 func TestIsRetryable(t *testing.T) {
-	for _, err := range []error{dao.ErrBusy, dao.ErrConflict, dao.ErrUnavailable} {
-		if !dao.IsRetryable(errors.Join(errors.New("ctx"), err)) {
+	for _, err := range []error{ErrBusy, ErrConflict, ErrUnavailable} {
+		if !IsRetryable(errors.Join(errors.New("ctx"), err)) {
 			t.Errorf("%v must be retryable", err)
 		}
 	}
-	for _, err := range []error{nil, dao.ErrDuplicate, dao.ErrNotFound, dao.ErrInvalidArgument, dao.ErrInTransaction} {
-		if dao.IsRetryable(err) {
+	for _, err := range []error{nil, ErrDuplicate, ErrNotFound, ErrInvalidArgument, ErrInTransaction} {
+		if IsRetryable(err) {
 			t.Errorf("%v must not be retryable", err)
 		}
 	}
 }
 
 func TestRoundTrips(t *testing.T) {
-	if got := (dao.RoundTrips{Fixed: 1, PerRow: 1}).For(100); got != 101 {
+	if got := (RoundTrips{Fixed: 1, PerRow: 1}).For(100); got != 101 {
 		t.Fatalf("For(100) = %d", got)
 	}
-	if s := (dao.RoundTrips{Fixed: 1}).String(); s != "1" {
+	if s := (RoundTrips{Fixed: 1}).String(); s != "1" {
 		t.Fatalf("String = %q", s)
 	}
 }
@@ -285,7 +285,7 @@ type sized struct {
 }
 
 func TestValuesEveryBackendStores(t *testing.T) {
-	m, err := dao.NewModel[sized](nil)
+	m, err := newTestModel[sized](nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,10 +307,10 @@ func TestValuesEveryBackendStores(t *testing.T) {
 		{"when", time.Date(0, 12, 31, 23, 59, 59, 0, time.UTC)},
 	}
 	for _, b := range bad {
-		if _, err := m.CheckCriteria(dao.Eq(b.col, b.v)); !errors.Is(err, dao.ErrInvalidArgument) {
+		if _, err := m.CheckCriteria(Eq(b.col, b.v)); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("CheckCriteria(Eq(%s, %v)) error = %v, want ErrInvalidArgument", b.col, b.v, err)
 		}
-		if _, err := m.CheckSet(dao.Set{b.col: b.v}); !errors.Is(err, dao.ErrInvalidArgument) {
+		if _, err := m.CheckSet(Set{b.col: b.v}); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("CheckSet(%s: %v) error = %v, want ErrInvalidArgument", b.col, b.v, err)
 		}
 	}
@@ -328,7 +328,7 @@ func TestValuesEveryBackendStores(t *testing.T) {
 		{"when", time.Date(10000, 1, 1, 1, 59, 59, 0, time.FixedZone("UTC+2", 7200))},
 	}
 	for _, g := range good {
-		if _, err := m.CheckCriteria(dao.Eq(g.col, g.v)); err != nil {
+		if _, err := m.CheckCriteria(Eq(g.col, g.v)); err != nil {
 			t.Errorf("CheckCriteria(Eq(%s, %v)): %v", g.col, g.v, err)
 		}
 	}
@@ -340,14 +340,33 @@ func TestValuesEveryBackendStores(t *testing.T) {
 		"year 10000": {When: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
 	}
 	for name, r := range rows {
-		if err := m.CheckRow(&r); !errors.Is(err, dao.ErrInvalidArgument) {
+		if err := m.CheckRow(&r); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("CheckRow(%s) error = %v, want ErrInvalidArgument", name, err)
 		}
 	}
 	if err := m.CheckRow(&sized{Name: "ok", Raw: []byte{0}}); err != nil {
 		t.Errorf("CheckRow(zero row): %v", err)
 	}
-	if err := m.CheckRow(nil); !errors.Is(err, dao.ErrInvalidArgument) {
+	if err := m.CheckRow(nil); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("CheckRow(nil) error = %v, want ErrInvalidArgument", err)
 	}
 }
+
+// testModel is a parsed model with the checks of the portable layer, as
+// the tests call them.
+type testModel[T any] struct {
+	*driver.Model[T]
+	k checker[T]
+}
+
+func newTestModel[T any](namer schema.Namer) (testModel[T], error) {
+	m, err := driver.NewModel[T](namer)
+	if err != nil {
+		return testModel[T]{}, err
+	}
+	return testModel[T]{m, checker[T]{m}}, nil
+}
+
+func (m testModel[T]) CheckCriteria(c Criteria) (Criteria, error) { return m.k.criteria(c) }
+func (m testModel[T]) CheckSet(s Set) (Set, error)                { return m.k.set(s) }
+func (m testModel[T]) CheckOrder(o []Order) ([]Order, error)      { return m.k.order(o) }

@@ -1,8 +1,8 @@
-package dao
+package driver
 
 import (
 	"context"
-	"database/sql/driver"
+	sqldriver "database/sql/driver"
 	"fmt"
 	"math"
 	"reflect"
@@ -131,7 +131,7 @@ func plain(v any) (any, error) {
 			return x, nil
 		case Increment:
 			return nil, fmt.Errorf("Increment is only valid as a Set value")
-		case driver.Valuer:
+		case sqldriver.Valuer:
 			rv := reflect.ValueOf(x)
 			if rv.Kind() == reflect.Pointer && rv.IsNil() {
 				return nil, nil
@@ -220,9 +220,13 @@ func coerce(k Kind, p any) (any, bool) {
 	return nil, false
 }
 
-// value checks v for column f and returns it in plain form. A nil v is an
-// error unless allowNil.
-func (m *Model[T]) value(f *schema.Field, v any, allowNil bool) (any, error) {
+// Normalize checks v, a value for column f, and returns it in plain form
+// (int64, uint64, float64, string, bool, time.Time or []byte), following
+// pointers and driver.Valuer. A nil v (or a nil pointer, a NULL Valuer) is
+// an error unless allowNil, and then returns nil. A value that does not fit
+// the column, or that [Model.CheckRow] would refuse, is an error wrapping
+// [ErrInvalidArgument].
+func (m *Model[T]) Normalize(f *schema.Field, v any, allowNil bool) (any, error) {
 	k := KindOf(f)
 	if k == KindOther {
 		return nil, fmt.Errorf("%w: field %q of type %s cannot be compared", ErrInvalidArgument, f.DBName, f.FieldType)
@@ -320,7 +324,22 @@ func storable(f *schema.Field, c any) error {
 	return nil
 }
 
-// CheckRow checks the values of row's fields as [Model.CheckSet] checks
+// Nullable reports whether column f can hold NULL: its Go type is a pointer
+// or a struct with a Valid bool field (sql.NullString and friends).
+func Nullable(f *schema.Field) bool {
+	t := f.FieldType
+	if t.Kind() == reflect.Pointer {
+		return true
+	}
+	if t.Kind() == reflect.Struct {
+		if v, ok := t.FieldByName("Valid"); ok && v.Type.Kind() == reflect.Bool {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckRow checks the values of row's fields as [Model.Normalize] checks
 // values, before anything is sent: a string that is not valid UTF-8 or
 // holds a NUL byte, a float that is NaN or infinite, an unsigned integer
 // above the largest int64, a time outside 0001-01-01 00:00:00 UTC to
@@ -355,147 +374,6 @@ func (m *Model[T]) CheckRow(row *T) error {
 	return nil
 }
 
-func comparable2(a, b Kind) bool {
-	num := func(k Kind) bool { return k == KindInt || k == KindUint || k == KindFloat }
-	return a == b || (num(a) && num(b))
-}
-
-// CheckCriteria validates c against the schema and returns an equal tree
-// whose values are in plain form, ready to bind. Errors wrap
-// [ErrInvalidArgument].
-func (m *Model[T]) CheckCriteria(c Criteria) (Criteria, error) {
-	switch c.op {
-	case OpAll:
-		return c, nil
-	case OpAnd, OpOr:
-		if c.op == OpOr && len(c.children) == 0 {
-			return c, fmt.Errorf("%w: Or with no operands", ErrInvalidArgument)
-		}
-		out := Criteria{op: c.op, children: make([]Criteria, len(c.children))}
-		for i, ch := range c.children {
-			n, err := m.CheckCriteria(ch)
-			if err != nil {
-				return c, err
-			}
-			out.children[i] = n
-		}
-		return out, nil
-	}
-	f, err := m.Field(c.field)
-	if err != nil {
-		return c, err
-	}
-	switch c.op {
-	case OpIsNull, OpNotNull:
-		return c, nil
-	case OpIn:
-		if len(c.values) == 0 {
-			return c, fmt.Errorf("%w: In(%q) with no values", ErrInvalidArgument, c.field)
-		}
-		out := Criteria{op: OpIn, field: c.field, values: make([]any, len(c.values))}
-		for i, v := range c.values {
-			if out.values[i], err = m.value(f, v, false); err != nil {
-				return c, err
-			}
-		}
-		return out, nil
-	case OpEq, OpNe, OpLt, OpLe, OpGt, OpGe:
-		if c.ref != "" {
-			g, err := m.Field(c.ref)
-			if err != nil {
-				return c, err
-			}
-			if fk, gk := KindOf(f), KindOf(g); fk == KindOther || !comparable2(fk, gk) {
-				return c, fmt.Errorf("%w: fields %q and %q cannot be compared", ErrInvalidArgument, c.field, c.ref)
-			}
-			return c, nil
-		}
-		v, err := m.value(f, c.value, false)
-		if err != nil {
-			return c, err
-		}
-		return cmp(c.op, c.field, v), nil
-	}
-	return c, fmt.Errorf("%w: unknown operator %v", ErrInvalidArgument, c.op)
-}
-
-// CheckOrder validates the ordering terms and returns them with the primary
-// key appended as the final tie breaker (unless already present).
-func (m *Model[T]) CheckOrder(order []Order) ([]Order, error) {
-	out := make([]Order, 0, len(order)+1)
-	hasPK := false
-	for _, o := range order {
-		if _, err := m.Field(o.Field); err != nil {
-			return nil, err
-		}
-		hasPK = hasPK || o.Field == m.pk.DBName
-		out = append(out, o)
-	}
-	if !hasPK {
-		out = append(out, Order{Field: m.pk.DBName})
-	}
-	return out, nil
-}
-
-func nullable(f *schema.Field) bool {
-	t := f.FieldType
-	if t.Kind() == reflect.Pointer {
-		return true
-	}
-	if t.Kind() == reflect.Struct {
-		if v, ok := t.FieldByName("Valid"); ok && v.Type.Kind() == reflect.Bool {
-			return true
-		}
-	}
-	return false
-}
-
-// CheckSet validates set (non-empty, known columns, not the primary key,
-// fitting values, nil only for nullable columns, Increment only on numeric
-// columns) and returns a copy with plain values. A column of a type the
-// package cannot compare (JSON, a custom type) takes a value of the field's
-// own Go type, passed through unchanged. Errors wrap [ErrInvalidArgument].
-func (m *Model[T]) CheckSet(set Set) (Set, error) {
-	if len(set) == 0 {
-		return nil, fmt.Errorf("%w: empty Set", ErrInvalidArgument)
-	}
-	out := make(Set, len(set))
-	for name, v := range set {
-		f, err := m.Field(name)
-		if err != nil {
-			return nil, err
-		}
-		if f == m.pk {
-			return nil, fmt.Errorf("%w: Set may not write the primary key %q", ErrInvalidArgument, name)
-		}
-		k := KindOf(f)
-		switch x := v.(type) {
-		case Increment:
-			if k != KindInt && k != KindUint && k != KindFloat {
-				return nil, fmt.Errorf("%w: Increment on non-numeric field %q", ErrInvalidArgument, name)
-			}
-			out[name] = x
-			continue
-		}
-		if k == KindOther {
-			if v == nil || reflect.TypeOf(v) != f.FieldType {
-				return nil, fmt.Errorf("%w: field %q takes a value of type %s, got %T", ErrInvalidArgument, name, f.FieldType, v)
-			}
-			out[name] = v
-			continue
-		}
-		p, err := m.value(f, v, true)
-		if err != nil {
-			return nil, err
-		}
-		if p == nil && !nullable(f) {
-			return nil, fmt.Errorf("%w: field %q is not nullable", ErrInvalidArgument, name)
-		}
-		out[name] = p
-	}
-	return out, nil
-}
-
 // SetColumns returns the column names of set in sorted order, so that
 // rendered statements are deterministic.
 func SetColumns(set Set) []string {
@@ -506,43 +384,6 @@ func SetColumns(set Set) []string {
 	sort.Strings(cols)
 	return cols
 }
-
-// CheckClaim validates a claim request: criteria, set and order as by the
-// other Check methods, the primary key appended to the order. Errors wrap
-// [ErrInvalidArgument].
-func (m *Model[T]) CheckClaim(req ClaimRequest) (ClaimRequest, error) {
-	var err error
-	out := ClaimRequest{Limit: req.Limit}
-	if out.Where, err = m.CheckCriteria(req.Where); err != nil {
-		return req, err
-	}
-	if out.Set, err = m.CheckSet(req.Set); err != nil {
-		return req, err
-	}
-	if out.OrderBy, err = m.CheckOrder(req.OrderBy); err != nil {
-		return req, err
-	}
-	return out, nil
-}
-
-// CheckQuery validates a query and appends the primary key to its order.
-func (m *Model[T]) CheckQuery(q Query) (Query, error) {
-	if q.Limit < 0 {
-		return q, fmt.Errorf("%w: negative limit %d", ErrInvalidArgument, q.Limit)
-	}
-	var err error
-	out := Query{Limit: q.Limit}
-	if out.Where, err = m.CheckCriteria(q.Where); err != nil {
-		return q, err
-	}
-	if out.OrderBy, err = m.CheckOrder(q.OrderBy); err != nil {
-		return q, err
-	}
-	return out, nil
-}
-
-// CheckID validates a primary-key value and returns it in plain form.
-func (m *Model[T]) CheckID(id any) (any, error) { return m.value(m.pk, id, false) }
 
 // ID returns the primary-key value of row in plain form.
 func (m *Model[T]) ID(row *T) any {
@@ -574,7 +415,7 @@ func (m *Model[T]) Value(row *T, name string) (any, bool) {
 	return p, true
 }
 
-// Apply writes set (checked by [Model.CheckSet]) into row, as the database
+// Apply writes set (checked) into row, as the database
 // applies it: plain values are assigned, Increment adds to the current
 // value. It is how the portable default returns a row in its post-claim
 // state without reading it again.

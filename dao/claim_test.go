@@ -1,4 +1,4 @@
-package dao_test
+package dao
 
 import (
 	"context"
@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dao/driver"
 )
 
-// sliceOps is a PortableOps over a slice, with scripted outcomes per id, to
-// test the algorithm's bookkeeping in isolation.
+// sliceOps is a driver over a slice, with scripted outcomes per id, to
+// test the portable claim's bookkeeping in isolation.
 type sliceOps struct {
-	m       *dao.Model[row]
+	m       *driver.Model[row]
 	rows    []row
 	lose    map[int64]bool   // guarded update affects no row
 	fail    map[int64]error  // guarded update fails
@@ -22,7 +22,22 @@ type sliceOps struct {
 	updates []int64
 }
 
-func (o *sliceOps) ReadCandidates(ctx context.Context, q dao.Query) ([]row, error) {
+func (o *sliceOps) Model() *driver.Model[row] { return o.m }
+func (o *sliceOps) Info() driver.Info {
+	return driver.Info{Backend: "slice", LostRace: driver.LostRaceSkip}
+}
+func (o *sliceOps) Insert(context.Context, []*row) error {
+	return errors.New("not used")
+}
+func (o *sliceOps) Count(context.Context, Criteria) (int64, error) { return 0, errors.New("not used") }
+func (o *sliceOps) Update(context.Context, Criteria, Set) (int64, error) {
+	return 0, errors.New("not used")
+}
+func (o *sliceOps) Delete(context.Context, Criteria, int) (int64, error) {
+	return 0, errors.New("not used")
+}
+
+func (o *sliceOps) Select(ctx context.Context, q Query) ([]row, error) {
 	o.reads++
 	var out []row
 	for _, r := range o.rows {
@@ -33,7 +48,7 @@ func (o *sliceOps) ReadCandidates(ctx context.Context, q dao.Query) ([]row, erro
 	return out, nil
 }
 
-func (o *sliceOps) ClaimRow(ctx context.Context, r *row, where dao.Criteria, set dao.Set) (bool, error) {
+func (o *sliceOps) ClaimRow(ctx context.Context, r *row, where Criteria, set Set) (bool, error) {
 	o.updates = append(o.updates, r.ID)
 	if f := o.during[r.ID]; f != nil {
 		f()
@@ -45,19 +60,32 @@ func (o *sliceOps) ClaimRow(ctx context.Context, r *row, where dao.Criteria, set
 }
 
 func newOps(t *testing.T, n int) *sliceOps {
-	o := &sliceOps{m: model(t), lose: map[int64]bool{}, fail: map[int64]error{}, during: map[int64]func(){}}
+	o := &sliceOps{m: model(t).Model, lose: map[int64]bool{}, fail: map[int64]error{}, during: map[int64]func(){}}
 	for i := 1; i <= n; i++ {
 		o.rows = append(o.rows, row{ID: int64(i), Status: "pending"})
 	}
 	return o
 }
 
-var claimReq = dao.ClaimRequest{Where: dao.Eq("status", "pending"), Set: dao.Set{"status": "taken"}, Limit: 3}
+// portable returns the portable store over o.
+func portable(t *testing.T, o *sliceOps) *Table[row] {
+	t.Helper()
+	tb, err := New[row](o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := tb.Capabilities(); c.Strategy != StrategyPortable || c.ClaimRoundTrips != (RoundTrips{Fixed: 1, PerRow: 1}) {
+		t.Fatalf("capabilities %+v, want the portable claim", c)
+	}
+	return tb
+}
 
-func TestPortableClaimSkipsLostRows(t *testing.T) {
+var claimReq = ClaimRequest{Where: Eq("status", "pending"), Set: Set{"status": "taken"}, Limit: 3}
+
+func TestClaimPortableSkipsLostRows(t *testing.T) {
 	o := newOps(t, 5)
 	o.lose[2] = true
-	got, err := dao.PortableClaim(context.Background(), o.m, o, claimReq)
+	got, err := portable(t, o).Claim(context.Background(), claimReq)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,11 +97,11 @@ func TestPortableClaimSkipsLostRows(t *testing.T) {
 	}
 }
 
-func TestPortableClaimReturnsRowsClaimedBeforeAnError(t *testing.T) {
+func TestClaimPortableReturnsRowsClaimedBeforeAnError(t *testing.T) {
 	o := newOps(t, 5)
 	boom := errors.New("boom")
 	o.fail[3] = boom
-	got, err := dao.PortableClaim(context.Background(), o.m, o, claimReq)
+	got, err := portable(t, o).Claim(context.Background(), claimReq)
 	if !errors.Is(err, boom) {
 		t.Fatalf("error = %v, want the update's error", err)
 	}
@@ -82,16 +110,16 @@ func TestPortableClaimReturnsRowsClaimedBeforeAnError(t *testing.T) {
 	}
 }
 
-func TestPortableClaimValidatesBeforeIO(t *testing.T) {
+func TestClaimPortableValidatesBeforeIO(t *testing.T) {
 	o := newOps(t, 5)
 	bad := claimReq
-	bad.Set = dao.Set{"ghost": 1}
-	if _, err := dao.PortableClaim(context.Background(), o.m, o, bad); !errors.Is(err, dao.ErrInvalidArgument) {
+	bad.Set = Set{"ghost": 1}
+	if _, err := portable(t, o).Claim(context.Background(), bad); !errors.Is(err, ErrInvalidArgument) {
 		t.Fatalf("error = %v, want ErrInvalidArgument", err)
 	}
 	zero := claimReq
 	zero.Limit = 0
-	if got, err := dao.PortableClaim(context.Background(), o.m, o, zero); err != nil || got != nil {
+	if got, err := portable(t, o).Claim(context.Background(), zero); err != nil || got != nil {
 		t.Fatalf("Limit 0: %v, %v", got, err)
 	}
 	if o.reads != 0 || len(o.updates) != 0 {
@@ -99,10 +127,10 @@ func TestPortableClaimValidatesBeforeIO(t *testing.T) {
 	}
 }
 
-func TestPortableClaimCallsTrace(t *testing.T) {
+func TestClaimPortableCallsTrace(t *testing.T) {
 	o := newOps(t, 5)
 	var seen []any
-	ctx := dao.WithClaimTrace(context.Background(), &dao.ClaimTrace{
+	ctx := WithClaimTrace(context.Background(), &ClaimTrace{
 		CandidatesRead: func(ctx context.Context, ids []any) {
 			seen = ids
 			if len(o.updates) != 0 {
@@ -110,7 +138,7 @@ func TestPortableClaimCallsTrace(t *testing.T) {
 			}
 		},
 	})
-	if _, err := dao.PortableClaim(ctx, o.m, o, claimReq); err != nil {
+	if _, err := portable(t, o).Claim(ctx, claimReq); err != nil {
 		t.Fatal(err)
 	}
 	if len(seen) != 3 || seen[0] != int64(1) {
@@ -118,11 +146,11 @@ func TestPortableClaimCallsTrace(t *testing.T) {
 	}
 }
 
-func TestPortableClaimSendsNothingOnADoneContext(t *testing.T) {
+func TestClaimPortableSendsNothingOnADoneContext(t *testing.T) {
 	o := newOps(t, 5)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	got, err := dao.PortableClaim(ctx, o.m, o, claimReq)
+	got, err := portable(t, o).Claim(ctx, claimReq)
 	if !errors.Is(err, context.Canceled) || got != nil {
 		t.Fatalf("PortableClaim on a canceled context = %v, %v; want nothing and context.Canceled", got, err)
 	}
@@ -133,13 +161,13 @@ func TestPortableClaimSendsNothingOnADoneContext(t *testing.T) {
 
 // A context canceled while a guarded update is under way: that update's
 // outcome is kept (the row is returned), and no further update is sent.
-func TestPortableClaimStopsAfterCancellation(t *testing.T) {
+func TestClaimPortableStopsAfterCancellation(t *testing.T) {
 	o := newOps(t, 5)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	o.during[2] = cancel
-	got, err := dao.PortableClaim(ctx, o.m, o, claimReq)
-	if !errors.Is(err, context.Canceled) || dao.IsRetryable(err) {
+	got, err := portable(t, o).Claim(ctx, claimReq)
+	if !errors.Is(err, context.Canceled) || IsRetryable(err) {
 		t.Fatalf("error = %v, want context.Canceled, not retryable", err)
 	}
 	if len(got) != 2 || got[0].ID != 1 || got[1].ID != 2 || got[1].Status != "taken" {
@@ -151,15 +179,15 @@ func TestPortableClaimStopsAfterCancellation(t *testing.T) {
 }
 
 // An update that fails after the context ended: the error wraps both.
-func TestPortableClaimErrorAfterCancellationWrapsContext(t *testing.T) {
+func TestClaimPortableErrorAfterCancellationWrapsContext(t *testing.T) {
 	o := newOps(t, 5)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	busy := fmt.Errorf("lock wait: %w", dao.ErrBusy)
+	busy := fmt.Errorf("lock wait: %w", ErrBusy)
 	o.during[2] = cancel
 	o.fail[2] = busy
-	got, err := dao.PortableClaim(ctx, o.m, o, claimReq)
-	if !errors.Is(err, context.Canceled) || !errors.Is(err, dao.ErrBusy) || dao.IsRetryable(err) {
+	got, err := portable(t, o).Claim(ctx, claimReq)
+	if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrBusy) || IsRetryable(err) {
 		t.Fatalf("error = %v, want context.Canceled and ErrBusy, not retryable", err)
 	}
 	if len(got) != 1 || got[0].ID != 1 {
@@ -168,7 +196,7 @@ func TestPortableClaimErrorAfterCancellationWrapsContext(t *testing.T) {
 	// Without a cancellation the same failure is retryable.
 	o = newOps(t, 5)
 	o.fail[2] = busy
-	if _, err := dao.PortableClaim(context.Background(), o.m, o, claimReq); !dao.IsRetryable(err) || errors.Is(err, context.Canceled) {
+	if _, err := portable(t, o).Claim(context.Background(), claimReq); !IsRetryable(err) || errors.Is(err, context.Canceled) {
 		t.Fatalf("error = %v, want a retryable ErrBusy", err)
 	}
 }

@@ -1,9 +1,7 @@
-package dao_test
+package dao
 
 import (
 	"testing"
-
-	"github.com/claimstore/claimstore/dao"
 )
 
 // Match evaluates the tree's structure: a compound operand, also behind
@@ -17,18 +15,18 @@ func TestMatchCompoundOperands(t *testing.T) {
 		{ID: 3, Priority: 2, Status: "y"},
 		{ID: 4, Priority: 1, Status: "z", Owner: owner("w")},
 	}
-	sx, sy := dao.Eq("status", "x"), dao.Eq("status", "y")
+	sx, sy := Eq("status", "x"), Eq("status", "y")
 	cases := []struct {
 		name string
-		c    dao.Criteria
+		c    Criteria
 		want []int64
 	}{
-		{"and-of-wrapped-or", dao.And(dao.Eq("priority", 1), dao.Or(dao.Or(sx, sy))), []int64{1}},
-		{"wrapped-or-first", dao.And(dao.Or(dao.Or(sx, sy)), dao.Eq("priority", 1)), []int64{1}},
-		{"or-of-wrapped-and", dao.Or(dao.Or(dao.And(dao.Eq("priority", 2), sy)), dao.NotNull("owner")), []int64{3, 4}},
-		{"single-operand-or", dao.Or(sy), []int64{3}},
-		{"or-with-match-all", dao.Or(sy, dao.And()), []int64{1, 2, 3, 4}},
-		{"and-of-and", dao.And(dao.Eq("priority", 2), dao.And(sx, dao.IsNull("owner"))), []int64{2}},
+		{"and-of-wrapped-or", And(Eq("priority", 1), Or(Or(sx, sy))), []int64{1}},
+		{"wrapped-or-first", And(Or(Or(sx, sy)), Eq("priority", 1)), []int64{1}},
+		{"or-of-wrapped-and", Or(Or(And(Eq("priority", 2), sy)), NotNull("owner")), []int64{3, 4}},
+		{"single-operand-or", Or(sy), []int64{3}},
+		{"or-with-match-all", Or(sy, And()), []int64{1, 2, 3, 4}},
+		{"and-of-and", And(Eq("priority", 2), And(sx, IsNull("owner"))), []int64{2}},
 	}
 	for _, c := range cases {
 		checked, err := m.CheckCriteria(c.c)

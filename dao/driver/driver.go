@@ -1,0 +1,112 @@
+package driver
+
+import (
+	"context"
+	"time"
+)
+
+// Driver is what an adapter implements for one table (or index) of rows of
+// the model type T. The portable layer (dao.New) calls it only with
+// requests it has checked against [Driver.Model]: columns exist, values
+// are normalized, limits are in range, items are not nil. It wraps every
+// error the driver returns with one prefix, so a driver adds context (the
+// statement, the id) but no "claimstore:" prefix.
+//
+// Every error a driver returns that is not the caller's context error
+// wraps one of the sentinels of this package ([ErrBusy], [ErrConflict],
+// [ErrDuplicate], [ErrUnavailable], [ErrNotFound], [ErrInvalidArgument])
+// together with the backend's native error.
+//
+// A driver must be safe for concurrent use.
+type Driver[T any] interface {
+	// Model returns the parsed model of T the driver was built for.
+	Model() *Model[T]
+
+	// Info states what the driver promises; it does no I/O.
+	Info() Info
+
+	// Insert stores items (at least one, none nil, values checked by
+	// [Model.CheckRow]) and fills generated primary keys back into them.
+	// Either every item is stored or none; a unique violation wraps
+	// [ErrDuplicate].
+	Insert(ctx context.Context, items []*T) error
+
+	// Select returns the rows matching q.Where in q.OrderBy order, at most
+	// q.Limit of them when q.Limit > 0.
+	Select(ctx context.Context, q Query) ([]T, error)
+
+	// Count returns how many rows match where.
+	Count(ctx context.Context, where Criteria) (int64, error)
+
+	// Update applies set to every row matching where and returns the
+	// number of rows it matched, also those that already held the values.
+	Update(ctx context.Context, where Criteria, set Set) (int64, error)
+
+	// Delete removes at most limit (> 0) rows matching where, smallest
+	// primary keys first, and returns how many it removed.
+	Delete(ctx context.Context, where Criteria, limit int) (int64, error)
+
+	// ClaimRow is the guarded update of the portable claim: it writes set
+	// to the row whose primary key is row's, only if the row still
+	// matches where at the moment of the write (UPDATE … SET … WHERE pk = ?
+	// AND (<where>), or a write conditioned on the version read), and
+	// reports whether it did. It returns true only for a write known to be
+	// committed. A row another claimer took first is (false, nil) on
+	// backends whose lost race is silent; backends with optimistic
+	// concurrency return an error wrapping [ErrConflict]. Once it has sent
+	// its write it learns that write's outcome even when ctx ends
+	// meanwhile (for example by running it on a context detached from
+	// ctx's cancellation, bounded by the driver's claim timeout): a write
+	// is never abandoned.
+	ClaimRow(ctx context.Context, row *T, where Criteria, set Set) (bool, error)
+}
+
+// Claimer is the optional single-operation claim of a driver (PostgreSQL's
+// UPDATE … FOR UPDATE SKIP LOCKED … RETURNING, a locking read and one
+// UPDATE in a transaction, or a claim under the driver's own lock). The
+// portable layer uses it instead of its guarded per-row claim when the
+// claim strategy says so.
+type Claimer[T any] interface {
+	// ClaimerInfo describes the single operation; it does no I/O.
+	ClaimerInfo() ClaimerInfo
+
+	// ClaimBatch claims up to req.Limit rows matching req.Where in
+	// req.OrderBy order, applies req.Set and returns them in their
+	// post-claim state and in that order. It returns a row only once its
+	// claim is committed. It checks ctx before sending anything and sends
+	// nothing once ctx is done; once it has sent a statement it learns
+	// its outcome (see [Driver.ClaimRow]) and returns what committed,
+	// with an error wrapping ctx.Err() when ctx ended meanwhile.
+	ClaimBatch(ctx context.Context, req ClaimRequest) ([]T, error)
+}
+
+// TxBinder is the optional interface of a driver that can run inside a
+// transaction the caller opened.
+type TxBinder[T any] interface {
+	// BindTx returns a driver that runs every call inside tx, whose type
+	// the driver documents (a *gorm.DB inside a transaction for the SQL
+	// drivers). A tx of another type, or nil, is an error wrapping
+	// [ErrInvalidArgument]. The returned driver's Info has
+	// InTransaction set.
+	BindTx(tx any) (Driver[T], error)
+}
+
+// Migrator is the optional interface of a driver that can create its table
+// (or index) and add missing columns and indexes.
+type Migrator interface {
+	Migrate(ctx context.Context) error
+}
+
+// Clock is the optional interface of a driver that can read its
+// database's clock, so that leases computed on several servers agree.
+type Clock interface {
+	// Now returns the database's current time in UTC.
+	Now(ctx context.Context) (time.Time, error)
+}
+
+// As is the optional escape hatch of a driver: As reports whether it could
+// set target (a pointer) to a value of the backend's own type, such as a
+// **gorm.DB. Each driver documents the types it supports.
+type As interface {
+	As(target any) bool
+}

@@ -1,0 +1,52 @@
+package dao
+
+import "fmt"
+
+// Strategy is how a store claims rows; [New] chooses it once and
+// [Capabilities] shows it.
+type Strategy int
+
+// The claim strategies.
+const (
+	// StrategyDefault lets [New] choose: the backend's fast path when its
+	// dialect is on the fast-path allow-list (PostgreSQL, memory), else
+	// the portable default. Capabilities never shows it.
+	StrategyDefault Strategy = iota
+	// StrategyPortable is the guarded per-row claim, the correctness floor
+	// on every backend: one candidate read, then one guarded update per
+	// candidate that re-asserts Where (1 + N round trips).
+	StrategyPortable
+	// StrategyFastPath is the backend's single operation: one UPDATE … FOR
+	// UPDATE SKIP LOCKED … RETURNING on PostgreSQL, a SKIP LOCKED read and
+	// one UPDATE in a transaction on MySQL 8.0.1+ and MariaDB 10.6+, one
+	// locked pass in memory. [New] refuses it with [ErrInvalidArgument]
+	// for a backend that has none.
+	StrategyFastPath
+)
+
+// String returns the strategy's name: "default", "portable" or "fast path".
+func (s Strategy) String() string {
+	switch s {
+	case StrategyDefault:
+		return "default"
+	case StrategyPortable:
+		return "portable"
+	case StrategyFastPath:
+		return "fast path"
+	}
+	return fmt.Sprintf("Strategy(%d)", int(s))
+}
+
+// Option configures [New].
+type Option func(*options)
+
+type options struct {
+	strategy Strategy
+}
+
+// WithStrategy sets the claim strategy (default [StrategyDefault]).
+// [StrategyFastPath] opts a backend in whose fast path is not on by
+// default (MySQL, MariaDB); [StrategyPortable] makes every claim run the
+// guarded per-row default, which benchmarks use to measure what the fast
+// path buys.
+func WithStrategy(s Strategy) Option { return func(o *options) { o.strategy = s } }

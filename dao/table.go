@@ -1,0 +1,299 @@
+package dao
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/claimstore/claimstore/dao/driver"
+)
+
+// Table is the one implementation of [Store]: the portable layer over a
+// driver. It checks every request once against the model (fields from the
+// schema, value types, limits, nil), wraps every error once with the prefix
+// "claimstore: <operation>:", and claims rows with the strategy [New]
+// chose. Backend packages (adapters/postgres, adapters/mysql,
+// adapters/sqlite, adapters/sqlserver, adapters/memstore,
+// adapters/esstore) return one; program against [Store]. A Table is safe
+// for concurrent use.
+type Table[T any] struct {
+	drv     driver.Driver[T]
+	claimer driver.Claimer[T] // nil: the portable claim
+	check   checker[T]
+	caps    Capabilities
+	err     error // set by WithTx(nil): every call returns it
+}
+
+var _ Store[struct{ ID int64 }] = (*Table[struct{ ID int64 }])(nil)
+
+// New returns the portable store over drv. The claim strategy is the one
+// [WithStrategy] names, or by default the driver's fast path when it is
+// on the allow-list ([driver.ClaimerInfo].Default), else the portable
+// claim. It does no I/O.
+//
+// Errors wrap [ErrInvalidArgument]: a nil driver, or [StrategyFastPath]
+// for a driver without a fast path or whose backend cannot run it (a
+// server version without SKIP LOCKED).
+func New[T any](drv driver.Driver[T], opts ...Option) (*Table[T], error) {
+	if drv == nil {
+		return nil, fmt.Errorf("claimstore: new: %w: nil driver", ErrInvalidArgument)
+	}
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	t := &Table[T]{drv: drv, check: checker[T]{drv.Model()}}
+	c, _ := drv.(driver.Claimer[T])
+	var ci driver.ClaimerInfo
+	if c != nil {
+		ci = c.ClaimerInfo()
+	}
+	switch o.strategy {
+	case StrategyDefault:
+		if c != nil && ci.Available && ci.Default {
+			t.claimer = c
+		}
+	case StrategyFastPath:
+		if c == nil || !ci.Available {
+			return nil, fmt.Errorf("claimstore: new: %w: %s has no fast-path claim", ErrInvalidArgument, drv.Info().Backend)
+		}
+		t.claimer = c
+	case StrategyPortable:
+	default:
+		return nil, fmt.Errorf("claimstore: new: %w: unknown %v", ErrInvalidArgument, o.strategy)
+	}
+	t.caps = capabilities(drv.Info(), t.claimer, ci)
+	return t, nil
+}
+
+// capabilities composes what the driver states with the chosen strategy.
+func capabilities[T any](info driver.Info, c driver.Claimer[T], ci driver.ClaimerInfo) Capabilities {
+	caps := Capabilities{
+		Backend:         info.Backend,
+		Strategy:        StrategyPortable,
+		ClaimRoundTrips: RoundTrips{Fixed: 1, PerRow: 1},
+		LostRace:        info.LostRace,
+		Collation:       info.Collation,
+		ClaimTimeout:    info.ClaimTimeout,
+		LockWaitLimit:   info.LockWaitLimit,
+	}
+	if c != nil {
+		caps.Strategy = StrategyFastPath
+		caps.ClaimRoundTrips = ci.RoundTrips
+		caps.LostRace = ci.LostRace
+		caps.LockWaitLimit = ci.LockWaitLimit
+	}
+	return caps
+}
+
+// Model returns the parsed model of T.
+func (t *Table[T]) Model() *driver.Model[T] { return t.drv.Model() }
+
+// Capabilities reports the backend, the claim strategy, its round trips
+// and lost-race behaviour, the collation and the claim's time bounds; it
+// does no I/O.
+func (t *Table[T]) Capabilities() Capabilities { return t.caps }
+
+// WithTx returns a store that runs every call inside tx, a transaction the
+// caller opened and commits or rolls back; tx's type is the one the
+// backend documents (a *gorm.DB inside a transaction for the SQL
+// backends: the argument of db.Transaction, or db.Begin()). Claim on the
+// returned store is refused with [ErrInTransaction]: a claim must commit
+// on its own, or its rows would stay invisible to other workers, and held
+// locked, until the caller's transaction ends. A tx the backend cannot
+// bind (nil, another type, a backend without transactions) yields a store
+// whose every call fails with an error wrapping [ErrInvalidArgument].
+func (t *Table[T]) WithTx(tx any) *Table[T] {
+	c := *t
+	b, ok := t.drv.(driver.TxBinder[T])
+	if !ok {
+		c.err = fmt.Errorf("with tx: %w: %s runs no caller transactions", ErrInvalidArgument, t.caps.Backend)
+		return &c
+	}
+	drv, err := b.BindTx(tx)
+	if err != nil {
+		c.err = fmt.Errorf("with tx: %w", err)
+		return &c
+	}
+	c.drv = drv
+	c.claimer = nil // Claim is refused in a transaction
+	return &c
+}
+
+// Migrate creates the store's table (or index), or adds missing columns
+// and indexes. Errors: [errors.ErrUnsupported] for a backend that does not
+// migrate, else mapped like every database error.
+func (t *Table[T]) Migrate(ctx context.Context) error {
+	if t.err != nil {
+		return fmt.Errorf("claimstore: migrate: %w", t.err)
+	}
+	m, ok := t.drv.(driver.Migrator)
+	if !ok {
+		return fmt.Errorf("claimstore: migrate: %s: %w", t.caps.Backend, errors.ErrUnsupported)
+	}
+	if err := m.Migrate(ctx); err != nil {
+		return fmt.Errorf("claimstore: migrate: %w", err)
+	}
+	return nil
+}
+
+// Now returns the database's current time in UTC: one round trip on the
+// SQL backends. Backends without a clock of their own (memory,
+// Elasticsearch) return an error wrapping [errors.ErrUnsupported]; callers
+// then use the local clock.
+func (t *Table[T]) Now(ctx context.Context) (time.Time, error) {
+	if t.err != nil {
+		return time.Time{}, fmt.Errorf("claimstore: now: %w", t.err)
+	}
+	c, ok := t.drv.(driver.Clock)
+	if !ok {
+		return time.Time{}, fmt.Errorf("claimstore: now: %s: %w", t.caps.Backend, errors.ErrUnsupported)
+	}
+	now, err := c.Now(ctx)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("claimstore: now: %w", err)
+	}
+	return now, nil
+}
+
+// As reports whether it could set target, a pointer, to a value of the
+// backend's own type, as the backend documents (a **gorm.DB for the SQL
+// backends: the handle the store runs on). It is the escape hatch for
+// what the portable API does not cover.
+func (t *Table[T]) As(target any) bool {
+	a, ok := t.drv.(driver.As)
+	return ok && a.As(target)
+}
+
+// Create inserts items in one batch and fills generated primary keys back
+// into them: either every item is inserted or none. No items is a no-op.
+// A nil item, or a value the model refuses (see driver.Model.CheckRow), is
+// [ErrInvalidArgument]; a unique violation is [ErrDuplicate].
+func (t *Table[T]) Create(ctx context.Context, items ...*T) error {
+	if err := t.begin(ctx); err != nil {
+		return fmt.Errorf("claimstore: create: %w", err)
+	}
+	if len(items) == 0 {
+		return nil
+	}
+	for _, it := range items {
+		if err := t.drv.Model().CheckRow(it); err != nil {
+			return fmt.Errorf("claimstore: create: %w", err)
+		}
+	}
+	if err := t.drv.Insert(ctx, items); err != nil {
+		return fmt.Errorf("claimstore: create: %w", err)
+	}
+	return nil
+}
+
+// Get returns the row whose primary key is id, or [ErrNotFound].
+func (t *Table[T]) Get(ctx context.Context, id any) (T, error) {
+	var zero T
+	if err := t.begin(ctx); err != nil {
+		return zero, fmt.Errorf("claimstore: get: %w", err)
+	}
+	key, err := t.check.id(id)
+	if err != nil {
+		return zero, fmt.Errorf("claimstore: get: %w", err)
+	}
+	pk := t.drv.Model().PrimaryKey()
+	rows, err := t.drv.Select(ctx, Query{Where: Eq(pk, key), OrderBy: []Order{Asc(pk)}, Limit: 1})
+	if err != nil {
+		return zero, fmt.Errorf("claimstore: get %v: %w", id, err)
+	}
+	if len(rows) == 0 {
+		return zero, fmt.Errorf("claimstore: get %v: %w", id, ErrNotFound)
+	}
+	return rows[0], nil
+}
+
+// Find returns the rows matching q.Where in q.OrderBy order (primary key
+// last), at most q.Limit of them when q.Limit > 0. NULLs of nullable
+// ordering columns sort last ascending and first descending on every
+// backend, as PostgreSQL sorts them.
+func (t *Table[T]) Find(ctx context.Context, q Query) ([]T, error) {
+	if err := t.begin(ctx); err != nil {
+		return nil, fmt.Errorf("claimstore: find: %w", err)
+	}
+	q, err := t.check.query(q)
+	if err != nil {
+		return nil, fmt.Errorf("claimstore: find: %w", err)
+	}
+	rows, err := t.drv.Select(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("claimstore: find: %w", err)
+	}
+	return rows, nil
+}
+
+// Count returns how many rows match where.
+func (t *Table[T]) Count(ctx context.Context, where Criteria) (int64, error) {
+	if err := t.begin(ctx); err != nil {
+		return 0, fmt.Errorf("claimstore: count: %w", err)
+	}
+	where, err := t.check.criteria(where)
+	if err != nil {
+		return 0, fmt.Errorf("claimstore: count: %w", err)
+	}
+	n, err := t.drv.Count(ctx, where)
+	if err != nil {
+		return 0, fmt.Errorf("claimstore: count: %w", err)
+	}
+	return n, nil
+}
+
+// Update applies set to every row matching where and returns the number of
+// rows it matched, also those that already held the values (a fenced
+// update such as "set status = published where locked_by = me" relies on
+// it). An empty set is [ErrInvalidArgument]; a unique violation is
+// [ErrDuplicate] and changes nothing.
+func (t *Table[T]) Update(ctx context.Context, where Criteria, set Set) (int64, error) {
+	if err := t.begin(ctx); err != nil {
+		return 0, fmt.Errorf("claimstore: update: %w", err)
+	}
+	where, err := t.check.criteria(where)
+	if err != nil {
+		return 0, fmt.Errorf("claimstore: update: %w", err)
+	}
+	if set, err = t.check.set(set); err != nil {
+		return 0, fmt.Errorf("claimstore: update: %w", err)
+	}
+	n, err := t.drv.Update(ctx, where, set)
+	if err != nil {
+		return 0, fmt.Errorf("claimstore: update: %w", err)
+	}
+	return n, nil
+}
+
+// Delete removes at most limit rows matching where, smallest primary keys
+// first, and returns how many it removed. limit <= 0 is
+// [ErrInvalidArgument].
+func (t *Table[T]) Delete(ctx context.Context, where Criteria, limit int) (int64, error) {
+	if err := t.begin(ctx); err != nil {
+		return 0, fmt.Errorf("claimstore: delete: %w", err)
+	}
+	if limit <= 0 {
+		return 0, fmt.Errorf("claimstore: delete: %w: limit must be > 0, got %d", ErrInvalidArgument, limit)
+	}
+	where, err := t.check.criteria(where)
+	if err != nil {
+		return 0, fmt.Errorf("claimstore: delete: %w", err)
+	}
+	n, err := t.drv.Delete(ctx, where, limit)
+	if err != nil {
+		return 0, fmt.Errorf("claimstore: delete: %w", err)
+	}
+	return n, nil
+}
+
+// begin returns the error every call of t fails with (WithTx of a
+// transaction the backend cannot bind), or ctx's error: nothing is sent
+// once ctx is done.
+func (t *Table[T]) begin(ctx context.Context) error {
+	if t.err != nil {
+		return t.err
+	}
+	return ctx.Err()
+}
