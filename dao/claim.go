@@ -77,7 +77,7 @@ func (t *Table[T]) Claim(ctx context.Context, req ClaimRequest) ([]T, error) {
 // claimPortable is the guarded per-row claim of a checked request.
 func (t *Table[T]) claimPortable(ctx context.Context, req ClaimRequest) ([]T, error) {
 	m := t.drv.Model()
-	cands, err := t.drv.Select(ctx, Query{Where: req.Where, OrderBy: req.OrderBy, Limit: req.Limit})
+	cands, err := t.drv.ReadCandidates(ctx, Query{Where: req.Where, OrderBy: req.OrderBy, Limit: req.Limit})
 	if err != nil {
 		return nil, stopped(ctx, "read candidates", err)
 	}

@@ -37,7 +37,9 @@ func (o *sliceOps) Delete(context.Context, Criteria, int) (int64, error) {
 	return 0, errors.New("not used")
 }
 
-func (o *sliceOps) Select(ctx context.Context, q Query) ([]row, error) {
+func (o *sliceOps) Select(context.Context, Query) ([]row, error) { return nil, errors.New("not used") }
+
+func (o *sliceOps) ReadCandidates(ctx context.Context, q Query) ([]row, error) {
 	o.reads++
 	var out []row
 	for _, r := range o.rows {

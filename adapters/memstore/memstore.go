@@ -249,6 +249,11 @@ func (s *memDriver[T]) Delete(ctx context.Context, where driver.Criteria, limit 
 	return int64(len(victims)), nil
 }
 
+// ReadCandidates is Select: the memory store has no statement to bound.
+func (s *memDriver[T]) ReadCandidates(ctx context.Context, q driver.Query) ([]T, error) {
+	return s.Select(ctx, q)
+}
+
 // ClaimBatch claims under the store's mutex: the read and the writes of
 // one claim exclude every other call, so no lost race is possible. It
 // calls the [dao.ClaimTrace] CandidatesRead hook of ctx after its read, as

@@ -46,6 +46,13 @@ type Driver[T any] interface {
 	// primary keys first, and returns how many it removed.
 	Delete(ctx context.Context, where Criteria, limit int) (int64, error)
 
+	// ReadCandidates is the candidate read of the portable claim: Select
+	// with the claim's bounds. Once sent, it runs detached from ctx's
+	// cancellation and bounded by the driver's claim timeout, with the
+	// server-side limits the backend can set on one statement; a read the
+	// claim timeout cut short wraps [ErrUnavailable].
+	ReadCandidates(ctx context.Context, q Query) ([]T, error)
+
 	// ClaimRow is the guarded update of the portable claim: it writes set
 	// to the row whose primary key is row's, only if the row still
 	// matches where at the moment of the write (UPDATE … SET … WHERE pk = ?
