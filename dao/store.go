@@ -111,6 +111,12 @@ type Capabilities struct {
 	// innodb_lock_wait_timeout, SQL Server LOCK_TIMEOUT, SQLite's busy
 	// timeout from the DSN).
 	LockWaitLimit time.Duration
+	// Transactions is true when [Table.WithTx] can bind the store to a
+	// caller's transaction (the SQL backends, with a *gorm.DB).
+	Transactions bool
+	// DatabaseClock is true when [Table.Now] reads the database's clock
+	// (the SQL backends); false when it returns errors.ErrUnsupported.
+	DatabaseClock bool
 }
 
 // ClaimTrace holds callbacks that observe the stages of a claim, in the

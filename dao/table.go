@@ -64,6 +64,8 @@ func New[T any](drv driver.Driver[T], opts ...Option) (*Table[T], error) {
 		return nil, fmt.Errorf("claimstore: new: %w: unknown %v", ErrInvalidArgument, o.strategy)
 	}
 	t.caps = capabilities(drv.Info(), t.claimer, ci)
+	_, t.caps.Transactions = drv.(driver.TxBinder[T])
+	_, t.caps.DatabaseClock = drv.(driver.Clock)
 	return t, nil
 }
 
@@ -89,6 +91,16 @@ func capabilities[T any](info driver.Info, c driver.Claimer[T], ci driver.Claime
 
 // Model returns the parsed model of T.
 func (t *Table[T]) Model() *driver.Model[T] { return t.drv.Model() }
+
+// CheckCriteria checks c against the model as every call of the store
+// does, and returns it as the driver receives it (values normalized); it
+// does no I/O. Errors wrap [ErrInvalidArgument].
+func (t *Table[T]) CheckCriteria(c Criteria) (Criteria, error) { return t.check.criteria(c) }
+
+// CheckClaim checks req as [Table.Claim] does and returns it as the
+// driver receives it (values normalized, the primary key appended to the
+// order); it does no I/O. Errors wrap [ErrInvalidArgument].
+func (t *Table[T]) CheckClaim(req ClaimRequest) (ClaimRequest, error) { return t.check.claim(req) }
 
 // Capabilities reports the backend, the claim strategy, its round trips
 // and lost-race behaviour, the collation and the claim's time bounds; it

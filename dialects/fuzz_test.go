@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/claimstore/claimstore/adapters/memstore"
+
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/internal/testdb"
@@ -178,16 +180,17 @@ func FuzzCriteria(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	model, err := dao.NewModel[fuzzRow](nil)
+	store, err := memstore.New[fuzzRow]()
 	if err != nil {
 		f.Fatal(err)
 	}
+	model := store.Model()
 	rows := fuzzRows()
 	db := openFuzzTable(f, rows)
 	table := dialects.Table{Name: "fuzz_rows", PrimaryKey: "id", Nullable: map[string]bool{"a": true, "b": true, "s": true, "t": true}}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c := (&criteriaDecoder{data: data}).node(0)
-		checked, err := model.CheckCriteria(c)
+		checked, err := store.CheckCriteria(c)
 		if err != nil {
 			return // refused before any rendering, as every store does
 		}

@@ -383,7 +383,7 @@ func limitErr(what string, n int) error {
 // the primary key appended as the final tie breaker, at most q.Limit rows
 // when q.Limit > 0. PostgreSQL, MySQL, MariaDB and SQLite use LIMIT; SQL
 // Server uses TOP (n), which with ORDER BY returns the first n rows of that
-// order. q must have been checked by dao.Model.CheckQuery; a negative limit
+// order. q must have been checked by the portable store (dao.Table); a negative limit
 // or a malformed criterion is an error wrapping [dao.ErrInvalidArgument].
 func (r Renderer) Select(t Table, q dao.Query) (Statement, error) {
 	b, err := r.builder(t)
@@ -624,7 +624,7 @@ func (r Renderer) UpdateByIDs(t Table, ids []any, set dao.Set) (Statement, error
 // other dialects it returns an error wrapping [dao.ErrInvalidArgument]
 // (MySQL and MariaDB claim with [Renderer.LockCandidates] and
 // [Renderer.UpdateByIDs]). req must have been checked by
-// dao.Model.CheckClaim and req.Limit must be > 0.
+// the portable store (dao.Table.CheckClaim) and req.Limit must be > 0.
 //
 // The PostgreSQL statement is
 //

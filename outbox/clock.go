@@ -3,11 +3,10 @@ package outbox
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"sync"
 	"time"
 
-	"gorm.io/gorm"
+	"github.com/claimstore/claimstore/dao"
 )
 
 // DatabaseClockResync is how often a repository on the database clock
@@ -97,52 +96,15 @@ func (c *dbClock) peek() time.Time {
 	return c.estimate()
 }
 
-// Queries that return the database server's current time as microseconds
-// since the Unix epoch, independent of any session time zone.
-var dbTimeQueries = map[string]string{
-	// PostgreSQL manual, 9.9.5 "Current Date/Time": clock_timestamp() is
-	// the time at the call; EXTRACT(EPOCH …) of a timestamptz is
-	// zone-independent (9.9.1).
-	"postgres": "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)",
-	// MySQL and MariaDB: UNIX_TIMESTAMP(NOW(6)) converts the session-time
-	// NOW to seconds since the epoch with microseconds (MySQL manual,
-	// 14.7 "Date and Time Functions").
-	"mysql": "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)",
-	// SQL Server: SYSUTCDATETIME() is the server's UTC time (Transact-SQL
-	// reference, "SYSUTCDATETIME").
-	"sqlserver": "SELECT DATEDIFF_BIG(MICROSECOND, '19700101', SYSUTCDATETIME())",
-	// SQLite: julianday('now') is the current UTC time of the process that
-	// runs the statement (SQLite "Date And Time Functions").
-	"sqlite": "SELECT CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)",
-}
-
-var dbMethodType = reflect.TypeFor[func() *gorm.DB]()
-
-// databaseClockOf returns the database clock of a store that has a method
-// DB() *gorm.DB on one of the dialects of dbTimeQueries (as sqlstore's
-// stores do), or nil. Like txStoreOf it uses reflection, so that this
-// package does not link the SQL adapter.
-func databaseClockOf(store any) *dbClock {
-	m := reflect.ValueOf(store).MethodByName("DB")
-	if !m.IsValid() || m.Type() != dbMethodType {
+// databaseClockOf returns the database clock of a store that reads its
+// database's time (a store whose Capabilities().DatabaseClock is true and
+// that has the method Now of dao.Table), or nil.
+func databaseClockOf(store dao.Store[Message]) *dbClock {
+	c, ok := store.(interface {
+		Now(ctx context.Context) (time.Time, error)
+	})
+	if !ok || !store.Capabilities().DatabaseClock {
 		return nil
 	}
-	db, _ := m.Call(nil)[0].Interface().(*gorm.DB)
-	if db == nil || db.Dialector == nil {
-		return nil
-	}
-	q, ok := dbTimeQueries[db.Dialector.Name()]
-	if !ok {
-		return nil
-	}
-	return &dbClock{
-		host: time.Now,
-		read: func(ctx context.Context) (time.Time, error) {
-			var us int64
-			if err := db.WithContext(ctx).Raw(q).Row().Scan(&us); err != nil {
-				return time.Time{}, err
-			}
-			return time.UnixMicro(us).UTC(), nil
-		},
-	}
+	return &dbClock{host: time.Now, read: c.Now}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -46,7 +45,7 @@ const DefaultLease = 30 * time.Second
 
 // TxStoreFunc returns a store of messages bound to the caller's open GORM
 // transaction tx, for [Repository.Add]. With sqlstore it is
-// func(tx *gorm.DB) dao.Store[Message] { return store.WithTx(tx) }.
+// func(tx *gorm.DB) dao.Store[Message] { return table.WithTx(tx) }.
 type TxStoreFunc func(tx *gorm.DB) dao.Store[Message]
 
 // Repository reads and writes outbox messages through a [dao.Store] of
@@ -156,8 +155,8 @@ func WithRandom(f func() float64) Option {
 }
 
 // WithTxStore sets how [Repository.Add] binds the store to a caller's
-// transaction. [New] sets it by itself for a store with a method
-// WithTx(*gorm.DB) returning a dao.Store[Message]-compatible store (sqlstore).
+// transaction. [New] sets it by itself for a *dao.Table over a SQL backend
+// (dao.Table.WithTx); set it for a store of your own.
 func WithTxStore(f TxStoreFunc) Option {
 	return func(r *Repository) error {
 		r.txFunc = f
@@ -945,26 +944,13 @@ func (r *Repository) Purge(ctx context.Context, req PurgeRequest) (int64, error)
 	return total, nil
 }
 
-var (
-	gormDBType = reflect.TypeFor[*gorm.DB]()
-	storeType  = reflect.TypeFor[dao.Store[Message]]()
-)
-
-// txStoreOf returns the transaction binder of a store that has a method
-// WithTx(*gorm.DB) whose result is a store of messages (as sqlstore's
-// stores do), or nil. It is found by reflection so that this package does
-// not link the SQL adapter and its drivers into programs that use another
-// backend.
+// txStoreOf returns the transaction binder of a store that can join a
+// caller's transaction (a *dao.Table whose backend binds a *gorm.DB), or
+// nil.
 func txStoreOf(store dao.Store[Message]) TxStoreFunc {
-	m := reflect.ValueOf(store).MethodByName("WithTx")
-	if !m.IsValid() {
+	t, ok := store.(*dao.Table[Message])
+	if !ok || !t.Capabilities().Transactions {
 		return nil
 	}
-	t := m.Type()
-	if t.NumIn() != 1 || t.In(0) != gormDBType || t.NumOut() != 1 || !t.Out(0).Implements(storeType) {
-		return nil
-	}
-	return func(tx *gorm.DB) dao.Store[Message] {
-		return m.Call([]reflect.Value{reflect.ValueOf(tx)})[0].Interface().(dao.Store[Message])
-	}
+	return func(tx *gorm.DB) dao.Store[Message] { return t.WithTx(tx) }
 }

@@ -166,7 +166,7 @@ func TestClaimRoundTrips(t *testing.T) {
 		want    func(n int) int64
 	}{
 		{"sqlite", nil, func(n int) int64 { return int64(1 + n) }},
-		{"postgres", []sqlstore.Option{sqlstore.WithoutFastPath()}, func(n int) int64 { return int64(1 + n) }},
+		{"postgres", []sqlstore.Option{sqlstore.WithStrategy(dao.StrategyPortable)}, func(n int) int64 { return int64(1 + n) }},
 		{"postgres", nil, func(int) int64 { return 1 }},
 	} {
 		t.Run(fmt.Sprintf("%s/fast=%v", tc.backend, tc.opts == nil && tc.backend == "postgres"), func(t *testing.T) {

@@ -10,8 +10,6 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
-	gomysql "github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 )
 
@@ -24,7 +22,7 @@ import (
 // wait for the write lock; a context that never ends also leaves no
 // driver a reason to skip or interrupt a statement, which would leave its
 // outcome unknown. The caller must call the returned cancel function.
-func (s *Store[T]) claimContext(ctx context.Context) (context.Context, context.CancelFunc) {
+func (s *sqlDriver[T]) claimContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx = context.WithoutCancel(ctx)
 	if s.dialect == dialects.SQLite {
 		return ctx, func() {}
@@ -35,7 +33,7 @@ func (s *Store[T]) claimContext(ctx context.Context) (context.Context, context.C
 // lockWaitLimit is the server-side limit on a guarded update's wait for a
 // row lock: the store's [WithLockWaitLimit], and no more than
 // statementLimit.
-func (s *Store[T]) lockWaitLimit() time.Duration {
+func (s *sqlDriver[T]) lockWaitLimit() time.Duration {
 	return min(s.lockWait, s.statementLimit())
 }
 
@@ -48,7 +46,7 @@ func (s *Store[T]) lockWaitLimit() time.Duration {
 //   - Elsewhere st is unchanged: a plain SELECT takes no row locks
 //     (PostgreSQL, MySQL and MariaDB read a snapshot, SQLite in WAL mode
 //     is not blocked by the writer), and the claim timeout bounds it.
-func (s *Store[T]) boundRead(st dialects.Statement) dialects.Statement {
+func (s *sqlDriver[T]) boundRead(st dialects.Statement) dialects.Statement {
 	if s.dialect == dialects.MariaDB {
 		st.SQL = "SET STATEMENT max_statement_time=" + seconds(s.statementLimit()) + " FOR " + st.SQL
 	}
@@ -93,7 +91,7 @@ func (s *Store[T]) boundRead(st dialects.Statement) dialects.Statement {
 //
 // The values are numbers the store computes from its options, never
 // caller input; on PostgreSQL the value is a bound parameter.
-func (s *Store[T]) boundWrite(st dialects.Statement) dialects.Statement {
+func (s *sqlDriver[T]) boundWrite(st dialects.Statement) dialects.Statement {
 	switch s.dialect {
 	case dialects.Postgres:
 		ms := max(1, (s.lockWaitLimit()+time.Millisecond-1)/time.Millisecond)
@@ -117,7 +115,7 @@ func seconds(d time.Duration) string {
 // timeout cut short: the statement may or may not have committed. err is
 // what the driver returned, kept as text only: it may wrap the timeout's
 // context.DeadlineExceeded, which is no error of the caller's context.
-func (s *Store[T]) noOutcome(what string, err error) error {
+func (s *sqlDriver[T]) noOutcome(what string, err error) error {
 	if err == nil {
 		err = errors.New("driver returned no error")
 	}
@@ -127,7 +125,7 @@ func (s *Store[T]) noOutcome(what string, err error) error {
 // execClaim runs the claim write st on a claimContext of ctx and returns
 // its affected-row count; see execOutcome. Errors are returned as the
 // driver gave them, for [classifyClaimWrite].
-func (s *Store[T]) execClaim(ctx context.Context, st dialects.Statement) (int64, error) {
+func (s *sqlDriver[T]) execClaim(ctx context.Context, st dialects.Statement) (int64, error) {
 	dctx, cancel := s.claimContext(ctx)
 	defer cancel()
 	n, known, err := execOutcome(dctx, s.pool, st)
@@ -175,32 +173,16 @@ func execOutcome(ctx context.Context, pool gorm.ConnPool, st dialects.Statement)
 //     by a statement timeout, SQL Server 1222) is an error wrapping
 //     dao.ErrBusy and the native error; the statement was rolled back.
 //   - Any other error is mapped as usual.
+//
+// The codes are those the backend packages map to dao.ErrConflict and
+// dao.ErrBusy (see [Backend]).
 func classifyClaimWrite(err error) (lost bool, out error) {
-	var pgErr *pgconn.PgError
-	var myErr *gomysql.MySQLError
-	mssql, isMSSQL := mssqlNumber(err)
+	mapped := mapError(err)
 	switch {
-	case errors.As(err, &pgErr):
-		switch pgErr.Code {
-		case "40P01", "40001":
-			return true, nil
-		case "55P03", "57014":
-			return false, fmt.Errorf("%w: lock wait past the limit: %w", dao.ErrBusy, err)
-		}
-	case errors.As(err, &myErr):
-		switch myErr.Number {
-		case 1213:
-			return true, nil
-		case 1205, 1969, 3024:
-			return false, fmt.Errorf("%w: lock wait past the limit: %w", dao.ErrBusy, err)
-		}
-	case isMSSQL:
-		switch mssql {
-		case 1205:
-			return true, nil
-		case 1222:
-			return false, fmt.Errorf("%w: lock wait past the limit: %w", dao.ErrBusy, err)
-		}
+	case errors.Is(mapped, dao.ErrConflict):
+		return true, nil
+	case errors.Is(mapped, dao.ErrBusy):
+		return false, fmt.Errorf("lock wait past the limit: %w", mapped)
 	}
-	return false, mapError(err)
+	return false, mapped
 }

@@ -12,12 +12,15 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dao/driver"
 	"github.com/claimstore/claimstore/dialects"
 )
 
-// Claim atomically claims up to req.Limit rows matching req.Where, writes
-// req.Set to them and returns them in their post-claim state, in
-// req.OrderBy order (primary key last).
+// ClaimBatch is the fast path, the driver's single-operation claim of a
+// checked request; the store ([dao.Table.Claim]) runs it when the claim
+// strategy is [dao.StrategyFastPath], and otherwise runs its portable
+// default over ReadCandidates and ClaimRow. How each dialect claims, and
+// the outcomes at the edges:
 //
 // On PostgreSQL, on the fast-path allow-list by default, it runs the one
 // statement of dialects.Renderer.Claim in autocommit: one round trip, in
@@ -28,7 +31,7 @@ import (
 // updated by a concurrent claimer raises a serialization failure (PostgreSQL
 // manual, "Transaction Isolation") rather than being skipped.
 //
-// On MySQL and MariaDB opted in with [WithFastPath] it runs claimLocked: a
+// On MySQL and MariaDB opted in with [WithStrategy] it runs claimLocked: a
 // READ COMMITTED transaction with a FOR UPDATE SKIP LOCKED read and one
 // UPDATE, four round trips whatever the number of rows (go-sql-driver
 // sends the isolation level as one more exchange inside BeginTx).
@@ -68,10 +71,8 @@ import (
 //   - Contention: many claimers racing for the same rows get fewer rows,
 //     never an error, on PostgreSQL, MySQL and MariaDB.
 //
-// req.Limit <= 0 returns (nil, nil) without I/O. Invalid requests are
-// [dao.ErrInvalidArgument]. A store bound to a transaction returns
-// [dao.ErrInTransaction] and does nothing. When the portable default fails
-// part-way, the rows already claimed are returned with the error.
+// When the portable default fails part-way, the rows already claimed are
+// returned with the error.
 //
 // Outcomes of the fast paths (PostgreSQL, and MySQL or MariaDB opted in):
 //
@@ -110,36 +111,17 @@ import (
 //     waits for no row lock, only for table locks (DDL), and such a wait
 //     is bounded by the claim timeout. MySQL relies on the session's
 //     innodb_lock_wait_timeout.
-func (s *Store[T]) Claim(ctx context.Context, req dao.ClaimRequest) ([]T, error) {
-	if s.err != nil {
-		return nil, s.err
-	}
-	if s.inTx {
-		return nil, fmt.Errorf("sqlstore: claim: %w", dao.ErrInTransaction)
-	}
-	if !s.fast {
-		rows, err := dao.PortableClaim(ctx, s.model, portableOps[T]{s}, req)
-		if err != nil {
-			return rows, fmt.Errorf("sqlstore: %w", err)
-		}
-		return rows, nil
-	}
-	req, err := s.model.CheckClaim(req)
-	if err != nil {
-		return nil, fmt.Errorf("sqlstore: claim: %w", err)
-	}
-	if req.Limit <= 0 {
-		return nil, nil
-	}
+func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]T, error) {
 	var st dialects.Statement
 	if s.dialect == dialects.Postgres {
+		var err error
 		if st, err = s.r.Claim(s.table, req); err != nil {
-			return nil, fmt.Errorf("sqlstore: claim: %w", err)
+			return nil, err
 		}
 	}
 	// Nothing is sent once ctx has ended.
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("sqlstore: claim: %w", err)
+		return nil, err
 	}
 	// From here on the statements run detached from ctx's cancellation,
 	// bounded by the claim timeout, so that their outcome is learned.
@@ -147,7 +129,7 @@ func (s *Store[T]) Claim(ctx context.Context, req dao.ClaimRequest) ([]T, error)
 	defer cancel()
 	conn, err := s.claimConn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: claim: %w", err)
+		return nil, err
 	}
 	defer conn.Close()
 	var rows []T
@@ -169,7 +151,7 @@ func (s *Store[T]) Claim(ctx context.Context, req dao.ClaimRequest) ([]T, error)
 // connection (or while one is opened) sends nothing and gets an error
 // wrapping ctx.Err(). The claim's statements then run on the connection
 // with the detached context.
-func (s *Store[T]) claimConn(ctx context.Context) (*sql.Conn, error) {
+func (s *sqlDriver[T]) claimConn(ctx context.Context) (*sql.Conn, error) {
 	db, err := s.db.DB()
 	if err != nil {
 		return nil, mapError(err)
@@ -190,7 +172,7 @@ func (s *Store[T]) claimConn(ctx context.Context) (*sql.Conn, error) {
 // ctx ended meanwhile (also on success: the committed rows come with it);
 // [dao.ErrUnavailable] when the claim timeout passed before the outcome
 // was learned (the driver gave the connection up); else err.
-func (s *Store[T]) claimErr(ctx, run context.Context, err error) error {
+func (s *sqlDriver[T]) claimErr(ctx, run context.Context, err error) error {
 	cerr := ctxErr(ctx)
 	if err != nil && run.Err() != nil && (cerr == nil || !errors.Is(err, cerr)) {
 		// The run context's deadline is not the caller's: report the
@@ -201,11 +183,11 @@ func (s *Store[T]) claimErr(ctx, run context.Context, err error) error {
 	case err == nil && cerr == nil:
 		return nil
 	case err == nil:
-		return fmt.Errorf("sqlstore: claim: %w (the rows returned were claimed)", cerr)
+		return fmt.Errorf("%w (the rows returned were claimed)", cerr)
 	case cerr != nil && !errors.Is(err, cerr):
-		return fmt.Errorf("sqlstore: claim: %w: %w", cerr, err)
+		return fmt.Errorf("%w: %w", cerr, err)
 	}
-	return fmt.Errorf("sqlstore: claim: %w", err)
+	return err
 }
 
 // statementLimit returns the server-side limit on the run time of one
@@ -213,7 +195,7 @@ func (s *Store[T]) claimErr(ctx, run context.Context, err error) error {
 // a claim transaction and its COMMIT end before the claim stops waiting,
 // and a server ends a statement, with a known outcome (rolled back),
 // before the client stops waiting for it.
-func (s *Store[T]) statementLimit() time.Duration {
+func (s *sqlDriver[T]) statementLimit() time.Duration {
 	return max(s.claimTimeout/3, time.Millisecond)
 }
 
@@ -229,7 +211,7 @@ func (s *Store[T]) statementLimit() time.Duration {
 // the statement's result is read, the transaction is rolled back instead
 // of committed. Rows are returned only when COMMIT succeeded. conn is the
 // claim's connection (claimConn).
-func (s *Store[T]) claimInTx(ctx, run context.Context, conn *sql.Conn, st dialects.Statement) ([]T, error) {
+func (s *sqlDriver[T]) claimInTx(ctx, run context.Context, conn *sql.Conn, st dialects.Statement) ([]T, error) {
 	begin := "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = " + millis(s.lockWaitLimit()) +
 		"; SET LOCAL statement_timeout = " + millis(s.statementLimit())
 	if _, err := conn.ExecContext(run, begin); err != nil {
@@ -269,7 +251,7 @@ const deadlockAttempts = 3
 // take in the claim's secondary index even though SKIP LOCKED keeps their
 // row sets apart. A transaction that still loses is a lost race for all
 // its rows: no rows and no error, as the other lost races of this path.
-func (s *Store[T]) claimLockedRetrying(ctx, run context.Context, conn *sql.Conn, req dao.ClaimRequest) ([]T, error) {
+func (s *sqlDriver[T]) claimLockedRetrying(ctx, run context.Context, conn *sql.Conn, req dao.ClaimRequest) ([]T, error) {
 	for attempt := 1; ; attempt++ {
 		rows, err := s.claimLocked(ctx, run, conn, req)
 		if err == nil {
@@ -306,7 +288,7 @@ func (s *Store[T]) claimLockedRetrying(ctx, run context.Context, conn *sql.Conn,
 // locks. On MySQL the statements run under the session's
 // innodb_lock_wait_timeout (default 50 s): set it below the claim timeout
 // (the go-sql-driver DSN takes innodb_lock_wait_timeout=5).
-func (s *Store[T]) claimLocked(ctx, run context.Context, conn *sql.Conn, req dao.ClaimRequest) ([]T, error) {
+func (s *sqlDriver[T]) claimLocked(ctx, run context.Context, conn *sql.Conn, req dao.ClaimRequest) ([]T, error) {
 	lock, err := s.r.LockCandidates(s.table, dao.Query{Where: req.Where, OrderBy: req.OrderBy, Limit: req.Limit})
 	if err != nil {
 		return nil, err
@@ -339,7 +321,7 @@ func (s *Store[T]) claimLocked(ctx, run context.Context, conn *sql.Conn, req dao
 // checking ctx before each and before the caller commits: it returns
 // ctx.Err() once ctx has ended, and the locked rows (in their pre-claim
 // state) otherwise.
-func (s *Store[T]) lockAndUpdate(ctx, run context.Context, tx *sql.Tx, lock dialects.Statement, set dao.Set) ([]T, error) {
+func (s *sqlDriver[T]) lockAndUpdate(ctx, run context.Context, tx *sql.Tx, lock dialects.Statement, set dao.Set) ([]T, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -367,19 +349,16 @@ func (s *Store[T]) lockAndUpdate(ctx, run context.Context, tx *sql.Tx, lock dial
 	return rows, nil
 }
 
-// portableOps implements dao.PortableOps with the rendered candidate read
-// and guarded update. Each statement runs on a claimContext: detached from
-// the caller's cancellation, bounded by the claim timeout, and carrying
-// the dialect's server-side limits (boundRead, boundWrite), so a statement
-// once sent always has a known outcome unless the claim timeout itself
-// expires.
-type portableOps[T any] struct{ s *Store[T] }
+// The portable default's statements, ReadCandidates and ClaimRow, each run
+// on a claimContext: detached from the caller's cancellation, bounded by
+// the claim timeout, and carrying the dialect's server-side limits
+// (boundRead, boundWrite), so a statement once sent always has a known
+// outcome unless the claim timeout itself expires.
 
 // ReadCandidates runs the candidate SELECT. An error that ends it past a
 // server-side limit wraps dao.ErrBusy; a read the claim timeout cut short
 // is dao.ErrUnavailable.
-func (o portableOps[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]T, error) {
-	s := o.s
+func (s *sqlDriver[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]T, error) {
 	st, err := s.r.Select(s.table, q)
 	if err != nil {
 		return nil, err
@@ -430,8 +409,7 @@ func (o portableOps[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]T, e
 // done by then, it sends nothing more and reports the row as not claimed:
 // its stored values are those the candidate read saw, so it stays
 // claimable.
-func (o portableOps[T]) ClaimRow(ctx context.Context, row *T, where dao.Criteria, set dao.Set) (bool, error) {
-	s := o.s
+func (s *sqlDriver[T]) ClaimRow(ctx context.Context, row *T, where dao.Criteria, set dao.Set) (bool, error) {
 	id := s.model.ID(row)
 	st, err := s.r.GuardedUpdate(s.table, id, where, set)
 	if err != nil {
@@ -469,7 +447,7 @@ func (o portableOps[T]) ClaimRow(ctx context.Context, row *T, where dao.Criteria
 // changes at least one stored value on MySQL or MariaDB. It errs towards
 // false: a false answer costs one extra query, a wrong true answer would
 // report a matched row as lost.
-func certainlyChanges[T any](m *dao.Model[T], row *T, set dao.Set) bool {
+func certainlyChanges[T any](m *driver.Model[T], row *T, set dao.Set) bool {
 	for col, v := range set {
 		cur, ok := m.Value(row, col)
 		if !ok {

@@ -9,9 +9,10 @@ import (
 	"testing"
 	"time"
 
+	mysqlbackend "github.com/claimstore/claimstore/adapters/mysql"
+
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/internal/testdb"
 	"github.com/claimstore/claimstore/roundtrip"
 	"gorm.io/gorm"
@@ -30,7 +31,7 @@ func claimReq(owner string, limit int) dao.ClaimRequest {
 // The claim returns the rows in their post-claim state, in order, and the
 // database holds the same state.
 func TestClaimReturnsPostClaimStateInOrder(t *testing.T) {
-	each(t, func(t *testing.T, s *sqlstore.Store[job]) {
+	each(t, func(t *testing.T, s *store) {
 		ctx := context.Background()
 		items := seed(t, s, 6) // priorities 0,1,2,0,1,2
 		got, err := s.Claim(ctx, claimReq("w1", 4))
@@ -69,7 +70,7 @@ func TestClaimReturnsPostClaimStateInOrder(t *testing.T) {
 // When the Set changes an ordering column, the rows still come back in
 // the order in which they were chosen (the pre-claim values).
 func TestClaimOrderWhenSetChangesOrderColumn(t *testing.T) {
-	each(t, func(t *testing.T, s *sqlstore.Store[job]) {
+	each(t, func(t *testing.T, s *store) {
 		ctx := context.Background()
 		items := seed(t, s, 4) // priorities 0,1,2,0
 		got, err := s.Claim(ctx, dao.ClaimRequest{
@@ -95,7 +96,7 @@ func TestClaimOrderWhenSetChangesOrderColumn(t *testing.T) {
 // Claim on a store bound to a transaction is refused and changes nothing;
 // the other methods run inside the transaction.
 func TestClaimInTransaction(t *testing.T) {
-	each(t, func(t *testing.T, s *sqlstore.Store[job]) {
+	each(t, func(t *testing.T, s *store) {
 		ctx := context.Background()
 		seed(t, s, 3)
 		err := s.DB().Transaction(func(tx *gorm.DB) error {
@@ -105,7 +106,7 @@ func TestClaimInTransaction(t *testing.T) {
 				t.Errorf("Claim in WithTx = %v, %v; want ErrInTransaction", rows, err)
 			}
 			// a store built on the transaction handle detects it too
-			ns, err := sqlstore.New[job](tx, sqlstore.WithTable(s.Table()))
+			ns, err := sqlstore.New[job](tx, sqlstore.WithTable(s.TableName()))
 			if err != nil {
 				return err
 			}
@@ -134,10 +135,10 @@ func TestClaimInTransaction(t *testing.T) {
 
 // fastStores returns, per server, a store on the fast path: PostgreSQL by
 // default, MySQL or MariaDB opted in.
-func fastStores(t *testing.T) map[string]*sqlstore.Store[job] {
-	return map[string]*sqlstore.Store[job]{
+func fastStores(t *testing.T) map[string]*store {
+	return map[string]*store{
 		"postgres": newStore(t, testdb.Postgres(t)),
-		"mysql":    newStore(t, testdb.MySQL(t), sqlstore.WithFastPath(dialects.MySQL, dialects.MariaDB)),
+		"mysql":    newStore(t, testdb.MySQL(t), sqlstore.WithStrategy(dao.StrategyFastPath)),
 	}
 }
 
@@ -146,7 +147,7 @@ func fastStores(t *testing.T) map[string]*sqlstore.Store[job] {
 func TestFastPathConcurrentClaimsDisjoint(t *testing.T) {
 	for name, s := range fastStores(t) {
 		t.Run(name, func(t *testing.T) {
-			if !s.Capabilities().FastPath {
+			if s.Capabilities().Strategy != dao.StrategyFastPath {
 				t.Fatal("store not on the fast path")
 			}
 			ctx := context.Background()
@@ -212,7 +213,7 @@ func TestFastPathConcurrentClaimsDisjoint(t *testing.T) {
 func TestFastPathSkipsLockedRowsAndCountsRoundTrips(t *testing.T) {
 	for name, opts := range map[string][]sqlstore.Option{
 		"postgres": nil,
-		"mysql":    {sqlstore.WithFastPath(dialects.MySQL, dialects.MariaDB)},
+		"mysql":    {sqlstore.WithStrategy(dao.StrategyFastPath)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
@@ -237,7 +238,7 @@ func TestFastPathSkipsLockedRowsAndCountsRoundTrips(t *testing.T) {
 			}
 			defer held.Rollback()
 			var locked []int64
-			if err := held.Table(s.Table()).Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).
+			if err := held.Table(s.TableName()).Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).
 				Where("id = ?", items[2].ID).Pluck("id", &locked).Error; err != nil || len(locked) != 1 {
 				t.Fatalf("lock row: %v %v", locked, err)
 			}
@@ -317,7 +318,7 @@ func TestMySQLUnchangedSetStillClaims(t *testing.T) {
 	}
 
 	// Lose items[1] between the candidate read and its guarded update.
-	other, err := sqlstore.New[job](testdb.MySQL(t), sqlstore.WithTable(s.Table()))
+	other, err := sqlstore.New[job](testdb.MySQL(t), sqlstore.WithTable(s.TableName()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +356,7 @@ func TestMySQLUnchangedSetStillClaims(t *testing.T) {
 // 1 + N round trips with no extra query.
 func TestMySQLClientFoundRows(t *testing.T) {
 	testdb.MySQL(t) // skip or fail like every MySQL test when unreachable
-	dsn, err := sqlstore.MySQLDSN(testdb.MySQLDSN())
+	dsn, err := mysqlbackend.DSN(testdb.MySQLDSN())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ func TestCollationDeclared(t *testing.T) {
 		"postgres": {Name: "C.UTF-8"}, // the test database's LC_COLLATE
 		"mysql":    {Name: "utf8mb4_general_ci", CaseInsensitive: true, AccentInsensitive: true, PadSpace: true},
 	}
-	each(t, func(t *testing.T, s *sqlstore.Store[job]) {
+	each(t, func(t *testing.T, s *store) {
 		backend := string(s.Dialect())
 		if backend == "mariadb" {
 			backend = "mysql"

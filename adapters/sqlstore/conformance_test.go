@@ -12,7 +12,6 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore/sqlstoretest"
 	"github.com/claimstore/claimstore/conformance"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/internal/testdb"
 	"gorm.io/gorm"
 )
@@ -21,7 +20,7 @@ type confJob = conformance.Job
 
 // confStore returns a store of the suite's model over a fresh migrated
 // table of db, dropped when t ends.
-func confStore(t testing.TB, db *gorm.DB, table string, opts ...sqlstore.Option) *sqlstore.Store[confJob] {
+func confStore(t testing.TB, db *gorm.DB, table string, opts ...sqlstore.Option) *dao.Table[confJob] {
 	t.Helper()
 	s, err := sqlstore.New[confJob](db, append(opts, sqlstore.WithTable(table))...)
 	if err != nil {
@@ -112,7 +111,7 @@ func TestConformance(t *testing.T) {
 		// forced at the candidate stage. Its 1 + N round trips under 16
 		// claimers racing for the same rows are slow, and mysql already
 		// runs the portable default over the full 5,000 rows.
-		h := sqlstoretest.Harness(testdb.Postgres(t), sqlstore.WithoutFastPath())
+		h := sqlstoretest.Harness(testdb.Postgres(t), sqlstore.WithStrategy(dao.StrategyPortable))
 		h.Rows = 1000
 		conformance.Run(t, h)
 	})
@@ -120,7 +119,7 @@ func TestConformance(t *testing.T) {
 		conformance.Run(t, sqlstoretest.Harness(testdb.MySQL(t)))
 	})
 	t.Run("mysql_fast_path", func(t *testing.T) {
-		conformance.Run(t, sqlstoretest.Harness(testdb.MySQL(t), sqlstore.WithFastPath(dialects.MySQL, dialects.MariaDB)))
+		conformance.Run(t, sqlstoretest.Harness(testdb.MySQL(t), sqlstore.WithStrategy(dao.StrategyFastPath)))
 	})
 }
 
@@ -179,6 +178,6 @@ func TestConformanceStress(t *testing.T) {
 	t.Run("postgres_nested_loop", func(t *testing.T) { conformance.RunStress(t, confStress(nestedLoopPostgres)) })
 	t.Run("mysql", func(t *testing.T) { conformance.RunStress(t, confStress(testdb.MySQL)) })
 	t.Run("mysql_fast_path", func(t *testing.T) {
-		conformance.RunStress(t, confStress(testdb.MySQL, sqlstore.WithFastPath(dialects.MySQL, dialects.MariaDB)))
+		conformance.RunStress(t, confStress(testdb.MySQL, sqlstore.WithStrategy(dao.StrategyFastPath)))
 	})
 }

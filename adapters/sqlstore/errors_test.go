@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	mysqlbackend "github.com/claimstore/claimstore/adapters/mysql"
+
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/testdb"
@@ -23,7 +25,7 @@ import (
 // A unique violation provoked on the real server is ErrDuplicate, not
 // retryable, with the driver's error reachable.
 func TestDuplicateIsMapped(t *testing.T) {
-	each(t, func(t *testing.T, s *sqlstore.Store[job]) {
+	each(t, func(t *testing.T, s *store) {
 		ctx := context.Background()
 		if err := s.Create(ctx, &job{Name: "dup", Status: "pending"}); err != nil {
 			t.Fatal(err)
@@ -217,7 +219,7 @@ func TestMySQLLockWaitTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hold.Rollback()
-	if _, err := hold.ExecContext(ctx, "UPDATE `"+s.Table()+"` SET status = 'held' WHERE id = ?", items[0].ID); err != nil {
+	if _, err := hold.ExecContext(ctx, "UPDATE `"+s.TableName()+"` SET status = 'held' WHERE id = ?", items[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	err = db.Transaction(func(tx *gorm.DB) error {
@@ -287,12 +289,12 @@ func TestMySQLDSN(t *testing.T) {
 		"u:p?w@tcp(h)/db?parseTime=false":                              "u:p?w@tcp(h)/db?parseTime=false&interpolateParams=true&clientFoundRows=true",
 		"root@tcp(h)/db?interpolateParams=false&clientFoundRows=false": "root@tcp(h)/db?interpolateParams=false&clientFoundRows=false&parseTime=true",
 	} {
-		got, err := sqlstore.MySQLDSN(in)
+		got, err := mysqlbackend.DSN(in)
 		if err != nil || got != want {
 			t.Errorf("MySQLDSN(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	if _, err := sqlstore.MySQLDSN("not a dsn"); !errors.Is(err, dao.ErrInvalidArgument) {
+	if _, err := mysqlbackend.DSN("not a dsn"); !errors.Is(err, dao.ErrInvalidArgument) {
 		t.Errorf("malformed DSN: %v", err)
 	}
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/internal/testdb"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -125,7 +124,7 @@ func (c tally) String() string {
 //     acknowledgement did not);
 //   - stranded: claimed by a call that did not return it otherwise;
 //   - pending: claimed by nobody and returned to nobody.
-func (l *ledger) settle(t *testing.T, s *sqlstore.Store[job]) tally {
+func (l *ledger) settle(t *testing.T, s *store) tally {
 	t.Helper()
 	all, err := s.Find(context.Background(), dao.Query{})
 	for try := 0; errors.Is(err, dao.ErrUnavailable) && try < 3; try++ {
@@ -162,7 +161,7 @@ func (l *ledger) settle(t *testing.T, s *sqlstore.Store[job]) tally {
 }
 
 // seedJobs inserts n pending rows.
-func seedJobs(t testing.TB, s *sqlstore.Store[job], n int) {
+func seedJobs(t testing.TB, s *store, n int) {
 	t.Helper()
 	items := make([]*job, n)
 	for i := range items {
@@ -193,7 +192,7 @@ func isCtxErr(err error) bool {
 // terminates the claimer's session after a random delay up to 1.5 times
 // the duration of a claim that is not killed (the first, measured);
 // session returns the id of the claimer's session before each round.
-func killRun(t *testing.T, s *sqlstore.Store[job], rounds, batch int,
+func killRun(t *testing.T, s *store, rounds, batch int,
 	session func() (int64, error), kill func(id int64) error) *ledger {
 	t.Helper()
 	l := newLedger()
@@ -314,7 +313,7 @@ func TestFaultMariaDBKillDuringClaim(t *testing.T) {
 	admin := testdb.MySQL(t)
 	db := testdb.MySQL(t)
 	oneConn(t, db)
-	s := newStore(t, db, sqlstore.WithFastPath(dialects.MySQL, dialects.MariaDB))
+	s := newStore(t, db, sqlstore.WithStrategy(dao.StrategyFastPath))
 	const batch = 1000
 	rounds := faultRounds(20)
 	seedJobs(t, s, batch*rounds/2)
@@ -337,7 +336,7 @@ func TestFaultMariaDBKillDuringClaim(t *testing.T) {
 // outcome: every error of a cancelled call is a context error, and no row
 // is duplicated, phantom or stranded. allowed reports whether an error of
 // a call whose context was not cancelled is acceptable.
-func sweep(t *testing.T, s *sqlstore.Store[job], l *ledger, window time.Duration, claimers, calls, limit int, allowed func(error) bool) tally {
+func sweep(t *testing.T, s *store, l *ledger, window time.Duration, claimers, calls, limit int, allowed func(error) bool) tally {
 	t.Helper()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -403,7 +402,7 @@ func sweep(t *testing.T, s *sqlstore.Store[job], l *ledger, window time.Duration
 // concurrent uncancelled callers when that is longer (a loaded machine
 // under -race), so that cancellations land before, during and after the
 // claims' statements. The measuring claims are recorded in l.
-func cancelWindow(t *testing.T, s *sqlstore.Store[job], claimers, limit int, l *ledger) time.Duration {
+func cancelWindow(t *testing.T, s *store, claimers, limit int, l *ledger) time.Duration {
 	t.Helper()
 	var mu sync.Mutex
 	var took []time.Duration
@@ -550,7 +549,7 @@ func TestFastPathHeldCandidatesCancelled(t *testing.T) {
 					db, other = testdb.Postgres(t), testdb.Postgres(t)
 				} else {
 					db, other = testdb.MySQL(t), testdb.MySQL(t)
-					opts = append(opts, sqlstore.WithFastPath(dialects.MySQL, dialects.MariaDB))
+					opts = append(opts, sqlstore.WithStrategy(dao.StrategyFastPath))
 				}
 				s := newStore(t, db, append(opts, sqlstore.WithLockWaitLimit(time.Second))...)
 				// Behind a MariaDB REPEATABLE READ holder every call waits
@@ -559,7 +558,7 @@ func TestFastPathHeldCandidatesCancelled(t *testing.T) {
 				seedJobs(t, s, 1000)
 				l := newLedger()
 				window := cancelWindow(t, s, 8, 5, l)
-				held, release := holdCandidates(t, other, s.Table(), iso, 20)
+				held, release := holdCandidates(t, other, s.TableName(), iso, 20)
 				busy := func(err error) bool { return errors.Is(err, dao.ErrBusy) }
 				sweep(t, s, l, window, 8, calls, 5, busy)
 				release()
@@ -580,9 +579,9 @@ func TestFastPathHeldCandidatesCancelled(t *testing.T) {
 // claim that waits for the holder's whole life returns rows instead.)
 func TestMariaDBFastPathBoundedBehindRepeatableRead(t *testing.T) {
 	db := testdb.MySQL(t)
-	s := newStore(t, db, sqlstore.WithFastPath(dialects.MySQL, dialects.MariaDB), sqlstore.WithLockWaitLimit(time.Second))
+	s := newStore(t, db, sqlstore.WithStrategy(dao.StrategyFastPath), sqlstore.WithLockWaitLimit(time.Second))
 	seedJobs(t, s, 50)
-	_, release := holdCandidates(t, testdb.MySQL(t), s.Table(), "REPEATABLE READ", 5)
+	_, release := holdCandidates(t, testdb.MySQL(t), s.TableName(), "REPEATABLE READ", 5)
 	watchdog := time.AfterFunc(20*time.Second, release)
 	defer watchdog.Stop()
 	rows, err := s.Claim(context.Background(), faultReq(1, 10))
@@ -619,7 +618,7 @@ func TestPostgresClaimBehindTableLock(t *testing.T) {
 			if tx.Error != nil {
 				t.Fatal(tx.Error)
 			}
-			if err := tx.Exec(`LOCK TABLE "` + s.Table() + `" IN ACCESS EXCLUSIVE MODE`).Error; err != nil {
+			if err := tx.Exec(`LOCK TABLE "` + s.TableName() + `" IN ACCESS EXCLUSIVE MODE`).Error; err != nil {
 				tx.Rollback()
 				t.Fatal(err)
 			}

@@ -10,11 +10,6 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
-	gomysql "github.com/go-sql-driver/mysql"
-	"github.com/ncruces/go-sqlite3/gormlite"
-	"gorm.io/driver/mysql"
-	"gorm.io/driver/postgres"
-	"gorm.io/driver/sqlserver"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 )
@@ -33,57 +28,29 @@ func Config() *gorm.Config {
 
 // Open opens a GORM handle on dsn for backend ("postgres", "mysql",
 // "mariadb", "sqlite" or "sqlserver"; see dialects.Parse for aliases),
-// pings the server with ctx, and returns the handle with [Config]:
+// with the dialector of the backend's package, which must be linked into
+// the program (see [New]); pings the server with ctx; and returns the
+// handle with [Config]. Each backend package documents its DSN (its Open
+// function calls this one). On SQLite GORM's timestamps are taken in UTC,
+// and an in-memory database (":memory:" or mode=memory) is limited to one
+// open connection, since each connection would see its own database.
 //
-//   - postgres: gorm.io/driver/postgres over pgx (jackc/pgx/v5 stdlib);
-//     dsn is a pgx connection string or URL.
-//   - mysql, mariadb: gorm.io/driver/mysql over go-sql-driver/mysql; dsn
-//     is a go-sql-driver DSN. parseTime=true is added when absent, so
-//     DATETIME columns scan into time.Time, and interpolateParams=true when
-//     absent, so a statement with arguments is one round trip (text
-//     protocol with client-side escaping) instead of three exchanges
-//     (prepare, execute, close) of the binary protocol. Interpolation is
-//     unsafe with the multibyte character sets big5, gbk, sjis and cp932
-//     (go-sql-driver documentation, "interpolateParams"); keep the default
-//     utf8mb4. clientFoundRows=true is added when absent, so an UPDATE
-//     reports the rows it matched, not only those it changed: Update then
-//     returns the matched count in one statement, and a guarded claim
-//     update of a row whose values it leaves unchanged still counts (the
-//     store is correct without the flag too, at the cost of extra queries
-//     in those cases; see [Store.Update]).
-//   - sqlite: github.com/ncruces/go-sqlite3/gormlite over the
-//     github.com/ncruces/go-sqlite3 driver, SQLite translated to Go
-//     without cgo, so nothing but Go is needed; build dsn with
-//     [SQLiteDSN]. A "file:" URI without _timefmt gets
-//     _timefmt=[SQLiteTimeLayout], so stored times sort as text (the
-//     driver's own default, RFC 3339 with "Z", does not). An in-memory
-//     database (":memory:" or mode=memory) is limited to one open
-//     connection, since each connection would see its own database.
-//   - sqlserver: gorm.io/driver/sqlserver over microsoft/go-mssqldb.
-//
-// Errors: an unknown backend or a malformed MySQL DSN is
+// Errors: an unknown or unlinked backend or a malformed DSN is
 // [dao.ErrInvalidArgument]; a server that cannot be reached is
 // [dao.ErrUnavailable]; other failures are mapped like every database
 // error. On error nothing stays open.
 func Open(ctx context.Context, backend string, dsn string) (*gorm.DB, error) {
 	name, err := dialects.Parse(backend)
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: open: %w", err)
+		return nil, fmt.Errorf("claimstore: open: %w", err)
 	}
-	var d gorm.Dialector
-	switch name {
-	case dialects.Postgres:
-		d = postgres.Open(dsn)
-	case dialects.MySQL, dialects.MariaDB:
-		full, err := MySQLDSN(dsn)
-		if err != nil {
-			return nil, fmt.Errorf("sqlstore: open: %w", err)
-		}
-		d = mysql.Open(full)
-	case dialects.SQLite:
-		d = gormlite.Open(sqliteTimeDefault(dsn))
-	case dialects.SQLServer:
-		d = sqlserver.Open(dsn)
+	b, ok := backendOf(name)
+	if !ok {
+		return nil, fmt.Errorf("claimstore: open: %w: no backend package is linked for %s: import %s", dao.ErrInvalidArgument, name, backendPackage(name))
+	}
+	d, err := b.Dialector(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("claimstore: open %s: %w", name, err)
 	}
 	cfg := Config()
 	if name == dialects.SQLite {
@@ -92,52 +59,20 @@ func Open(ctx context.Context, backend string, dsn string) (*gorm.DB, error) {
 	}
 	db, err := gorm.Open(d, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: open %s: %w", name, mapError(err))
+		return nil, fmt.Errorf("claimstore: open %s: %w", name, mapError(err))
 	}
 	sqlDB, err := db.DB()
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: open %s: %w", name, mapError(err))
+		return nil, fmt.Errorf("claimstore: open %s: %w", name, mapError(err))
 	}
 	if name == dialects.SQLite && (strings.Contains(dsn, ":memory:") || strings.Contains(dsn, "mode=memory")) {
 		sqlDB.SetMaxOpenConns(1)
 	}
 	if err := sqlDB.PingContext(ctx); err != nil {
 		sqlDB.Close()
-		return nil, fmt.Errorf("sqlstore: open %s: ping: %w", name, mapError(err))
+		return nil, fmt.Errorf("claimstore: open %s: ping: %w", name, mapError(err))
 	}
 	return db, nil
-}
-
-// MySQLDSN returns dsn (a go-sql-driver/mysql DSN) with parseTime=true,
-// interpolateParams=true and clientFoundRows=true added unless dsn sets
-// them; see [Open] for why. A DSN the driver cannot parse is
-// [dao.ErrInvalidArgument].
-func MySQLDSN(dsn string) (string, error) {
-	if _, err := gomysql.ParseDSN(dsn); err != nil {
-		return "", fmt.Errorf("%w: mysql dsn: %w", dao.ErrInvalidArgument, err)
-	}
-	var query string
-	if i := strings.LastIndexByte(dsn, '/'); i >= 0 {
-		if j := strings.IndexByte(dsn[i:], '?'); j >= 0 {
-			query = dsn[i+j+1:]
-		}
-	}
-	params, err := url.ParseQuery(query)
-	if err != nil {
-		return "", fmt.Errorf("%w: mysql dsn parameters: %w", dao.ErrInvalidArgument, err)
-	}
-	out := dsn
-	for _, p := range []string{"parseTime", "interpolateParams", "clientFoundRows"} {
-		if _, ok := params[p]; ok {
-			continue
-		}
-		sep := "&"
-		if !strings.Contains(out[strings.LastIndexByte(out, '/')+1:], "?") {
-			sep = "?"
-		}
-		out += sep + p + "=true"
-	}
-	return out, nil
 }
 
 // SQLiteDSN returns a DSN for the database file at path with the settings
@@ -194,11 +129,11 @@ func SQLiteDSNTimeout(path string, busyTimeout time.Duration) string {
 		url.QueryEscape(SQLiteTimeLayout)
 }
 
-// sqliteTimeDefault returns dsn with _timefmt=[SQLiteTimeLayout] added when
+// SQLiteTimeDefault returns dsn with _timefmt=[SQLiteTimeLayout] added when
 // dsn is a "file:" URI that does not set _timefmt; other DSNs (a plain
 // file name, ":memory:") are returned as they are, since a query string
 // added to them would become part of the file name.
-func sqliteTimeDefault(dsn string) string {
+func SQLiteTimeDefault(dsn string) string {
 	if !strings.HasPrefix(dsn, "file:") {
 		return dsn
 	}

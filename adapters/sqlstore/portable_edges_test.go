@@ -37,7 +37,7 @@ func edgeClaim(owner string, limit int) dao.ClaimRequest {
 
 // seedOrdered inserts n pending rows with priorities 0..n-1 and returns
 // their ids in claim order.
-func seedOrdered(t testing.TB, s *sqlstore.Store[job], n int) []int64 {
+func seedOrdered(t testing.TB, s *store, n int) []int64 {
 	t.Helper()
 	items := make([]*job, n)
 	for i := range items {
@@ -56,7 +56,7 @@ func seedOrdered(t testing.TB, s *sqlstore.Store[job], n int) []int64 {
 // checkClaimed checks that the rows returned to owner are exactly the rows
 // the table shows claimed (by owner, once), and that every other row of
 // all is untouched (pending, never attempted).
-func checkClaimed(t *testing.T, s *sqlstore.Store[job], all []int64, owner string, returned []job) {
+func checkClaimed(t *testing.T, s *store, all []int64, owner string, returned []job) {
 	t.Helper()
 	rows, err := s.Find(context.Background(), dao.Query{})
 	if err != nil {
@@ -90,7 +90,7 @@ func deref(p *string) string {
 
 // claimAll claims every pending row and checks that exactly want (in any
 // order) come back.
-func claimAll(t *testing.T, s *sqlstore.Store[job], want []int64) {
+func claimAll(t *testing.T, s *store, want []int64) {
 	t.Helper()
 	got, err := s.Claim(context.Background(), edgeClaim("after", 100))
 	if err != nil {
@@ -114,7 +114,7 @@ type holder struct {
 // hold opens a transaction at iso on a connection of db the store does not
 // use, locks the rows ids with SELECT … FOR UPDATE, and stays idle in
 // transaction until release.
-func hold(t *testing.T, db *gorm.DB, s *sqlstore.Store[job], iso sql.IsolationLevel, ids ...int64) *holder {
+func hold(t *testing.T, db *gorm.DB, s *store, iso sql.IsolationLevel, ids ...int64) *holder {
 	t.Helper()
 	sqlDB, err := db.DB()
 	if err != nil {
@@ -138,14 +138,14 @@ func hold(t *testing.T, db *gorm.DB, s *sqlstore.Store[job], iso sql.IsolationLe
 
 func (h *holder) release() { h.once.Do(func() { _ = h.tx.Rollback() }) }
 
-func quoteTable(s *sqlstore.Store[job]) string {
+func quoteTable(s *store) string {
 	if s.DB().Dialector.Name() == "mysql" {
-		return "`" + s.Table() + "`"
+		return "`" + s.TableName() + "`"
 	}
-	return `"` + s.Table() + `"`
+	return `"` + s.TableName() + `"`
 }
 
-func placeholder(s *sqlstore.Store[job], n int) string {
+func placeholder(s *store, n int) string {
 	if s.DB().Dialector.Name() == "postgres" {
 		return fmt.Sprintf("$%d", n)
 	}
@@ -181,7 +181,7 @@ func TestPortableClaimCanceledWhileWaitingForALock(t *testing.T) {
 				outlasts := releaseAfter > time.Second
 				t.Run(fmt.Sprintf("%s/%s/holder_outlasts_limit=%v", b.name, iso.name, outlasts), func(t *testing.T) {
 					db := b.open(t)
-					s := newStore(t, db, sqlstore.WithoutFastPath(), sqlstore.WithLockWaitLimit(time.Second))
+					s := newStore(t, db, sqlstore.WithStrategy(dao.StrategyPortable), sqlstore.WithLockWaitLimit(time.Second))
 					all := seedOrdered(t, s, 4)
 					h := hold(t, b.open(t), s, iso.iso, all[0])
 					time.AfterFunc(releaseAfter, h.release)
@@ -236,7 +236,7 @@ func TestPortableClaimLockWaitLimit(t *testing.T) {
 					t.Fatal(err)
 				}
 				sqlDB.SetMaxOpenConns(1) // the settings read below are the claim's connection's
-				s := newStore(t, db, sqlstore.WithoutFastPath(), sqlstore.WithLockWaitLimit(time.Second))
+				s := newStore(t, db, sqlstore.WithStrategy(dao.StrategyPortable), sqlstore.WithLockWaitLimit(time.Second))
 				all := seedOrdered(t, s, 4)
 				setting := "SELECT current_setting('lock_timeout')"
 				if b.name == "mysql" {
@@ -295,7 +295,7 @@ func TestPortableClaimConnectionKilled(t *testing.T) {
 				t.Fatal(err)
 			}
 			sqlDB.SetMaxOpenConns(1) // the claim runs on the one connection whose id is read below
-			s := newStore(t, db, sqlstore.WithoutFastPath(), sqlstore.WithLockWaitLimit(10*time.Second))
+			s := newStore(t, db, sqlstore.WithStrategy(dao.StrategyPortable), sqlstore.WithLockWaitLimit(10*time.Second))
 			all := seedOrdered(t, s, 4)
 			var connID int64
 			if err := sqlDB.QueryRow(idQuery).Scan(&connID); err != nil {
@@ -352,7 +352,7 @@ func TestPortableClaimConnectionKilled(t *testing.T) {
 // claim index (status, priority) the guarded update changes.
 func TestPortableClaimContentionWithoutErrors(t *testing.T) {
 	db := testdb.MySQL(t)
-	s := confStore(t, db, testdb.Table(t, db, "contend"), sqlstore.WithoutFastPath())
+	s := confStore(t, db, testdb.Table(t, db, "contend"), sqlstore.WithStrategy(dao.StrategyPortable))
 	n := 1000
 	if testing.Short() {
 		n = 300
@@ -432,12 +432,12 @@ func TestPortableClaimContentionWithoutErrors(t *testing.T) {
 // caller's cancellation does not reach, so it is written and returned, and
 // the claim stops there with context.Canceled.
 func TestPortableClaimSQLiteCanceledAtSend(t *testing.T) {
-	db := sqlstore.OpenHookedSQLite(t, 0)
+	db := openHookedSQLite(t, 0)
 	s := newStore(t, db)
 	all := seedOrdered(t, s, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	got, err := s.Claim(sqlstore.CancelAtSend(ctx, cancel), edgeClaim("me", 4))
+	got, err := s.Claim(cancelAtSend(ctx, cancel), edgeClaim("me", 4))
 	t.Logf("claim canceled as its first update was sent returned %v, %v", ids(got), err)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("error = %v, want context.Canceled", err)

@@ -7,7 +7,6 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/internal/difftest"
 	"github.com/claimstore/claimstore/internal/testdb"
 	"gorm.io/gorm"
@@ -22,14 +21,14 @@ var precedenceVariants = []struct {
 }{
 	{"sqlite", testdb.SQLite, nil},
 	{"postgres", testdb.Postgres, nil},
-	{"postgres_portable", testdb.Postgres, []sqlstore.Option{sqlstore.WithoutFastPath()}},
+	{"postgres_portable", testdb.Postgres, []sqlstore.Option{sqlstore.WithStrategy(dao.StrategyPortable)}},
 	{"mysql", testdb.MySQL, nil},
-	{"mysql_fast_path", testdb.MySQL, []sqlstore.Option{sqlstore.WithFastPath(dialects.MySQL, dialects.MariaDB)}},
+	{"mysql_fast_path", testdb.MySQL, []sqlstore.Option{sqlstore.WithStrategy(dao.StrategyFastPath)}},
 }
 
 // precedenceRows seeds four rows: only the first has priority 1 and status
 // ready or queued; the third is queued with another priority.
-func precedenceRows(t *testing.T, s *sqlstore.Store[job]) []*job {
+func precedenceRows(t *testing.T, s *store) []*job {
 	t.Helper()
 	rows := []*job{
 		{Name: "in", Status: "ready", Priority: 1},
@@ -43,7 +42,7 @@ func precedenceRows(t *testing.T, s *sqlstore.Store[job]) []*job {
 	return rows
 }
 
-func statusIDs(t *testing.T, s *sqlstore.Store[job], status string) []int64 {
+func statusIDs(t *testing.T, s *store, status string) []int64 {
 	t.Helper()
 	rows, err := s.Find(context.Background(), dao.Query{Where: dao.Eq("status", status)})
 	if err != nil {

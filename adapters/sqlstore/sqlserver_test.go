@@ -38,7 +38,7 @@ var mssqlCols = []string{"id", "status", "priority", "locked_by"}
 
 // mssqlStore returns a store over table [jobs] of a GORM SQL Server handle
 // whose connection is a sqlmock that matches statements exactly.
-func mssqlStore(t *testing.T) (*sqlstore.Store[mssqlJob], sqlmock.Sqlmock) {
+func mssqlStore(t *testing.T) (*dao.Table[mssqlJob], sqlmock.Sqlmock) {
 	t.Helper()
 	conn, mock, err := sqlmock.New(sqlmock.QueryMatcherOption(sqlmock.QueryMatcherEqual))
 	if err != nil {
@@ -79,17 +79,22 @@ func checkTSQL(t *testing.T, sql string) {
 
 func TestSQLServerDetectedWithoutQueries(t *testing.T) {
 	s, _ := mssqlStore(t)
-	if s.Dialect() != dialects.SQLServer {
-		t.Fatalf("Dialect() = %q, want %q", s.Dialect(), dialects.SQLServer)
+	var name dialects.Name
+	if !s.As(&name) || name != dialects.SQLServer {
+		t.Fatalf("dialect = %q, want %q", name, dialects.SQLServer)
 	}
 	c := s.Capabilities()
-	want := dao.Capabilities{Backend: "sqlserver", ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip,
+	want := dao.Capabilities{Backend: "sqlserver", Strategy: dao.StrategyPortable, ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip,
 		ClaimTimeout: sqlstore.DefaultClaimTimeout, Collation: dao.Collation{Name: "SQL_Latin1_General_CP1_CI_AS (assumed)", CaseInsensitive: true, PadSpace: true, Linguistic: true}}
 	if c != want {
 		t.Errorf("Capabilities() = %+v, want %+v", c, want)
 	}
-	if _, err := sqlstore.New[mssqlJob](s.DB(), sqlstore.WithFastPath(dialects.SQLServer)); !errors.Is(err, dao.ErrInvalidArgument) {
-		t.Errorf("New with WithFastPath(sqlserver) = %v, want ErrInvalidArgument (no SQL Server fast path exists)", err)
+	var db *gorm.DB
+	if !s.As(&db) {
+		t.Fatal("a SQL store gives its *gorm.DB to As")
+	}
+	if _, err := sqlstore.New[mssqlJob](db, sqlstore.WithStrategy(dao.StrategyFastPath)); !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Errorf("New with the fast path on sqlserver = %v, want ErrInvalidArgument (no SQL Server fast path exists)", err)
 	}
 }
 
@@ -99,7 +104,7 @@ func TestSQLServerStatements(t *testing.T) {
 		name string
 		sql  string
 		args []driver.Value
-		run  func(s *sqlstore.Store[mssqlJob], mock sqlmock.Sqlmock, sql string, args []driver.Value) error
+		run  func(s *dao.Table[mssqlJob], mock sqlmock.Sqlmock, sql string, args []driver.Value) error
 	}
 	rows := func() *sqlmock.Rows {
 		return sqlmock.NewRows(mssqlCols).AddRow(int64(7), "ready", int64(2), nil)
@@ -109,7 +114,7 @@ func TestSQLServerStatements(t *testing.T) {
 			name: "Find",
 			sql:  "SELECT TOP (@p1) * FROM [jobs] WHERE [status] = @p2 AND [priority] >= @p3 ORDER BY [priority] DESC, [id]",
 			args: []driver.Value{int64(5), "ready", int64(1)},
-			run: func(s *sqlstore.Store[mssqlJob], mock sqlmock.Sqlmock, sql string, args []driver.Value) error {
+			run: func(s *dao.Table[mssqlJob], mock sqlmock.Sqlmock, sql string, args []driver.Value) error {
 				mock.ExpectQuery(sql).WithArgs(args...).WillReturnRows(rows())
 				got, err := s.Find(ctx, dao.Query{
 					Where:   dao.And(dao.Eq("status", "ready"), dao.Ge("priority", 1)),
@@ -125,7 +130,7 @@ func TestSQLServerStatements(t *testing.T) {
 		{
 			name: "FindNullableOrderNoLimit",
 			sql:  "SELECT * FROM [jobs] WHERE [locked_by] IS NULL ORDER BY CASE WHEN [locked_by] IS NULL THEN 1 ELSE 0 END, [locked_by], [id]",
-			run: func(s *sqlstore.Store[mssqlJob], mock sqlmock.Sqlmock, sql string, args []driver.Value) error {
+			run: func(s *dao.Table[mssqlJob], mock sqlmock.Sqlmock, sql string, args []driver.Value) error {
 				mock.ExpectQuery(sql).WithoutArgs().WillReturnRows(sqlmock.NewRows(mssqlCols))
 				got, err := s.Find(ctx, dao.Query{Where: dao.IsNull("locked_by"), OrderBy: []dao.Order{dao.Asc("locked_by")}})
 				if err == nil && len(got) != 0 {
@@ -138,7 +143,7 @@ func TestSQLServerStatements(t *testing.T) {
 			name: "Count",
 			sql:  "SELECT COUNT(*) FROM [jobs] WHERE [status] IN (@p1, @p2)",
 			args: []driver.Value{"ready", "failed"},
-			run: func(s *sqlstore.Store[mssqlJob], mock sqlmock.Sqlmock, sql string, args []driver.Value) error {
+			run: func(s *dao.Table[mssqlJob], mock sqlmock.Sqlmock, sql string, args []driver.Value) error {
 				mock.ExpectQuery(sql).WithArgs(args...).WillReturnRows(sqlmock.NewRows([]string{""}).AddRow(int64(42)))
 				n, err := s.Count(ctx, dao.In("status", "ready", "failed"))
 				if err == nil && n != 42 {
@@ -151,7 +156,7 @@ func TestSQLServerStatements(t *testing.T) {
 			name: "Update",
 			sql:  "UPDATE [jobs] SET [locked_by] = @p1, [priority] = [priority] + @p2 WHERE [status] = @p3",
 			args: []driver.Value{nil, int64(1), "failed"},
-			run: func(s *sqlstore.Store[mssqlJob], mock sqlmock.Sqlmock, sql string, args []driver.Value) error {
+			run: func(s *dao.Table[mssqlJob], mock sqlmock.Sqlmock, sql string, args []driver.Value) error {
 				// SQL Server reports matched rows: one statement, no
 				// locking count as on MySQL without clientFoundRows.
 				mock.ExpectExec(sql).WithArgs(args...).WillReturnResult(sqlmock.NewResult(0, 3))
@@ -166,7 +171,7 @@ func TestSQLServerStatements(t *testing.T) {
 			name: "BoundedDelete",
 			sql:  "WITH delete_batch AS (SELECT TOP (@p1) * FROM [jobs] WHERE [status] = @p2 ORDER BY [id]) DELETE FROM delete_batch",
 			args: []driver.Value{int64(500), "done"},
-			run: func(s *sqlstore.Store[mssqlJob], mock sqlmock.Sqlmock, sql string, args []driver.Value) error {
+			run: func(s *dao.Table[mssqlJob], mock sqlmock.Sqlmock, sql string, args []driver.Value) error {
 				mock.ExpectExec(sql).WithArgs(args...).WillReturnResult(sqlmock.NewResult(0, 500))
 				n, err := s.Delete(ctx, dao.Eq("status", "done"), 500)
 				if err == nil && n != 500 {
@@ -179,7 +184,7 @@ func TestSQLServerStatements(t *testing.T) {
 			name: "Get",
 			sql:  "SELECT TOP (@p1) * FROM [jobs] WHERE [id] = @p2 ORDER BY [id]",
 			args: []driver.Value{int64(1), int64(7)},
-			run: func(s *sqlstore.Store[mssqlJob], mock sqlmock.Sqlmock, sql string, args []driver.Value) error {
+			run: func(s *dao.Table[mssqlJob], mock sqlmock.Sqlmock, sql string, args []driver.Value) error {
 				mock.ExpectQuery(sql).WithArgs(args...).WillReturnRows(rows())
 				got, err := s.Get(ctx, int64(7))
 				if err == nil && got.ID != 7 {
@@ -192,7 +197,7 @@ func TestSQLServerStatements(t *testing.T) {
 			name: "GetNotFound",
 			sql:  "SELECT TOP (@p1) * FROM [jobs] WHERE [id] = @p2 ORDER BY [id]",
 			args: []driver.Value{int64(1), int64(8)},
-			run: func(s *sqlstore.Store[mssqlJob], mock sqlmock.Sqlmock, sql string, args []driver.Value) error {
+			run: func(s *dao.Table[mssqlJob], mock sqlmock.Sqlmock, sql string, args []driver.Value) error {
 				mock.ExpectQuery(sql).WithArgs(args...).WillReturnRows(sqlmock.NewRows(mssqlCols))
 				_, err := s.Get(ctx, int64(8))
 				if !errors.Is(err, dao.ErrNotFound) {

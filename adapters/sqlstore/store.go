@@ -11,24 +11,23 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dao/driver"
 	"github.com/claimstore/claimstore/dialects"
-	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"
 )
 
-// Store is a [dao.Store] of T over one SQL table, for PostgreSQL, MySQL,
-// MariaDB, SQLite and SQL Server through GORM. Build it with [New]; a Store
-// is safe for concurrent use.
-type Store[T any] struct {
+// sqlDriver is the [driver.Driver] of T over one SQL table, for
+// PostgreSQL, MySQL, MariaDB, SQLite and SQL Server through GORM. It is
+// safe for concurrent use.
+type sqlDriver[T any] struct {
 	db      *gorm.DB      // session the store was built on (a transaction after WithTx)
 	pool    gorm.ConnPool // where statements run: *sql.DB, or *sql.Tx after WithTx
-	model   *dao.Model[T]
+	model   *driver.Model[T]
 	table   dialects.Table
 	dialect dialects.Name
 	r       dialects.Renderer
-	fast    bool // claim on the fast path
-	claimTx bool // wrap the fast path in a READ COMMITTED transaction
+	claimTx bool // wrap the PostgreSQL fast path in a READ COMMITTED transaction
 	direct  bool // scan rows with scanDirect instead of GORM's ScanRows
 	inTx    bool // bound to a caller's transaction: Claim is refused
 	// foundRows: MySQL and MariaDB report matched rather than changed rows
@@ -40,18 +39,23 @@ type Store[T any] struct {
 	claimTimeout time.Duration
 	lockWait     time.Duration
 	collation    dao.Collation // read once by New; see readCollation
-	err          error
 }
 
-var _ dao.Store[struct{ ID int64 }] = (*Store[struct{ ID int64 }])(nil)
+var (
+	_ driver.Driver[struct{ ID int64 }]   = (*sqlDriver[struct{ ID int64 }])(nil)
+	_ driver.Claimer[struct{ ID int64 }]  = (*sqlDriver[struct{ ID int64 }])(nil)
+	_ driver.TxBinder[struct{ ID int64 }] = (*sqlDriver[struct{ ID int64 }])(nil)
+	_ driver.Migrator                     = (*sqlDriver[struct{ ID int64 }])(nil)
+	_ driver.As                           = (*sqlDriver[struct{ ID int64 }])(nil)
+	_ driver.Clock                        = (*sqlDriver[struct{ ID int64 }])(nil)
+)
 
 // Option configures [New].
 type Option func(*options)
 
 type options struct {
 	table        string
-	fastPath     []dialects.Name
-	noFastPath   bool
+	strategy     dao.Strategy
 	claimTimeout time.Duration
 	lockWait     time.Duration
 }
@@ -73,8 +77,8 @@ const (
 // committed with its acknowledgement lost (its rows come back when their
 // lease expires). Server-side limits derived from d (a statement limit of
 // d/3) and from [WithLockWaitLimit] end a stuck claim before d passes
-// where the claim path sets them (see Store.Claim). d <= 0 keeps the
-// default.
+// where the claim path sets them (see the package documentation). d <= 0
+// keeps the default.
 func WithClaimTimeout(d time.Duration) Option {
 	return func(o *options) { o.claimTimeout = d }
 }
@@ -95,55 +99,62 @@ func WithLockWaitLimit(d time.Duration) Option {
 // "claimed", "delete_batch") are refused by [New].
 func WithTable(name string) Option { return func(o *options) { o.table = name } }
 
-// WithFastPath adds dialects to the fast-path allow-list beyond
-// dialects.DefaultFastPath() (PostgreSQL): dialects.MySQL and
-// dialects.MariaDB (MySQL 8.0.1+, MariaDB 10.6+, which have SKIP LOCKED)
-// can be opted in. [New] fails with [dao.ErrInvalidArgument] when a named
-// dialect has no fast path (dialects.HasFastPath).
-func WithFastPath(names ...dialects.Name) Option {
-	return func(o *options) { o.fastPath = append(o.fastPath, names...) }
-}
+// WithStrategy sets the claim strategy (see [dao.WithStrategy]). By default
+// PostgreSQL claims on its fast path and every other dialect on the
+// portable default; [dao.StrategyFastPath] opts MySQL 8.0.1+ and MariaDB
+// 10.6+ in (SKIP LOCKED), and [New] refuses it with
+// [dao.ErrInvalidArgument] for SQLite, SQL Server and older servers.
+// [dao.StrategyPortable] makes every claim run the portable default, which
+// benchmarks use to measure what the fast path buys.
+func WithStrategy(s dao.Strategy) Option { return func(o *options) { o.strategy = s } }
 
-// WithoutFastPath makes every claim run the portable default
-// (dao.PortableClaim), also on dialects on the allow-list. Benchmarks use
-// it to measure what the fast path buys.
-func WithoutFastPath() Option { return func(o *options) { o.noFastPath = true } }
-
-// New returns a store of T over db. It parses T with db's naming strategy
-// (so column names match what GORM migrates), detects the dialect with
+// New returns the store of T over db: the portable [dao.Table] over this
+// package's SQL driver. It parses T with db's naming strategy (so column
+// names match what GORM migrates), detects the dialect with
 // dialects.Detect (one SELECT VERSION() on MySQL and MariaDB), reads how
-// the database compares strings for [Store.Capabilities] (one query on
-// PostgreSQL, two on MySQL and MariaDB, none on SQLite and SQL Server; see
-// readCollation) and, on PostgreSQL with the fast path, reads the server's
-// default transaction isolation (one query; see the package
+// the database compares strings for Capabilities (one query on PostgreSQL,
+// two on MySQL and MariaDB, none on SQLite and SQL Server; see
+// readCollation) and, on PostgreSQL with the fast path, reads the
+// server's default transaction isolation (one query; see the package
 // documentation). The queries run with db's statement context.
 //
+// The dialect's backend package must be linked into the program
+// (adapters/postgres, adapters/mysql, adapters/sqlite or
+// adapters/sqlserver, whose New calls this function): it brings the
+// database driver and the mapping of its errors.
+//
 // When db is itself inside a transaction (db.Begin(), db.Transaction), the
-// store is bound to it as by [Store.WithTx]: CRUD runs in the transaction
-// and Claim returns [dao.ErrInTransaction].
+// store is bound to it as by [dao.Table.WithTx]: CRUD runs in the
+// transaction and Claim returns [dao.ErrInTransaction].
 //
 // Errors: [dao.ErrInvalidArgument] for a nil db, a model GORM cannot parse
-// or without exactly one primary key, a reserved table name, an unsupported
-// dialector or a fast-path opt-in for a dialect without one; a failed
-// detection query is mapped like every database error.
-func New[T any](db *gorm.DB, opts ...Option) (*Store[T], error) {
-	if db == nil {
-		return nil, fmt.Errorf("sqlstore: new: %w: nil *gorm.DB", dao.ErrInvalidArgument)
-	}
+// or without exactly one primary key, a reserved table name, a dialect
+// whose backend package is not linked, or a strategy the dialect cannot
+// run; a failed detection query is mapped like every database error.
+func New[T any](db *gorm.DB, opts ...Option) (*dao.Table[T], error) {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	model, err := dao.NewModel[T](db.NamingStrategy)
+	d, err := newDriver[T](db, o)
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: new: %w", err)
+		return nil, fmt.Errorf("claimstore: new: %w", err)
 	}
-	table := o.table
-	if table == "" {
-		table = model.Table()
+	return dao.New[T](d, dao.WithStrategy(o.strategy))
+}
+
+// newDriver builds the driver of New.
+func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
+	if db == nil {
+		return nil, fmt.Errorf("%w: nil *gorm.DB", dao.ErrInvalidArgument)
 	}
+	model, err := driver.NewModel[T](db.NamingStrategy)
+	if err != nil {
+		return nil, err
+	}
+	table := cmp.Or(o.table, model.Table())
 	if dialects.ReservedTableName(table) {
-		return nil, fmt.Errorf("sqlstore: new: %w: table name %q is reserved by the claim statements", dao.ErrInvalidArgument, table)
+		return nil, fmt.Errorf("%w: table name %q is reserved by the claim statements", dao.ErrInvalidArgument, table)
 	}
 	ctx := db.Statement.Context
 	if ctx == nil {
@@ -151,27 +162,23 @@ func New[T any](db *gorm.DB, opts ...Option) (*Store[T], error) {
 	}
 	name, err := dialects.Detect(ctx, db)
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: new: %w", mapError(err))
+		return nil, mapError(err)
+	}
+	b, ok := backendOf(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: no backend package is linked for %s: import %s", dao.ErrInvalidArgument, name, backendPackage(name))
 	}
 	r, err := dialects.NewRenderer(name)
 	if err != nil {
-		return nil, fmt.Errorf("sqlstore: new: %w", err)
+		return nil, err
 	}
-	allow := dialects.DefaultFastPath()
-	for _, n := range o.fastPath {
-		if !dialects.HasFastPath(n) {
-			return nil, fmt.Errorf("sqlstore: new: %w: no fast-path claim exists for %q", dao.ErrInvalidArgument, n)
-		}
-		allow = append(allow, n)
-	}
-	s := &Store[T]{
+	s := &sqlDriver[T]{
 		db:      db.Session(&gorm.Session{NewDB: true}),
 		pool:    connPool(db),
 		model:   model,
 		table:   dialects.Table{Name: table, PrimaryKey: model.PrimaryKey(), Nullable: nullableColumns(model.Schema())},
 		dialect: name,
 		r:       r,
-		fast:    !o.noFastPath && dialects.FastPathAllowed(name, allow),
 		// pgx returns every column as a Go type database/sql converts into
 		// the model's fields; the other drivers return some as text (SQLite
 		// times) that only GORM's scanner parses. Serializer fields always
@@ -179,41 +186,22 @@ func New[T any](db *gorm.DB, opts ...Option) (*Store[T], error) {
 		direct:       name == dialects.Postgres && !slices.ContainsFunc(model.Schema().Fields, func(f *schema.Field) bool { return f.Serializer != nil }),
 		claimTimeout: cmp.Or(max(o.claimTimeout, 0), DefaultClaimTimeout),
 		lockWait:     cmp.Or(max(o.lockWait, 0), DefaultLockWaitLimit),
+		foundRows:    b.MatchedRows == nil || b.MatchedRows(db),
 	}
 	s.inTx = inTransaction(s.pool)
-	s.foundRows = reportsMatchedRows(db, name)
 	if s.collation, err = readCollation(ctx, s.pool, name, table); err != nil {
-		return nil, fmt.Errorf("sqlstore: new: read collation: %w", mapError(err))
+		return nil, fmt.Errorf("read collation: %w", mapError(err))
 	}
-	if s.fast && name == dialects.Postgres && !s.inTx {
+	fast := o.strategy == dao.StrategyFastPath || (o.strategy == dao.StrategyDefault && dialects.FastPathAllowed(name, dialects.DefaultFastPath()))
+	if fast && name == dialects.Postgres && !s.inTx {
 		var level string
 		row := s.pool.QueryRowContext(ctx, "SELECT current_setting('transaction_isolation')")
 		if err := row.Scan(&level); err != nil {
-			return nil, fmt.Errorf("sqlstore: new: read transaction isolation: %w", mapError(err))
+			return nil, fmt.Errorf("read transaction isolation: %w", mapError(err))
 		}
 		s.claimTx = !strings.EqualFold(level, "read committed")
 	}
 	return s, nil
-}
-
-// reportsMatchedRows reports whether an UPDATE's affected-row count on db
-// is the number of rows it matched. MySQL and MariaDB count changed rows
-// unless the client sets CLIENT_FOUND_ROWS (go-sql-driver DSN parameter
-// clientFoundRows=true, which [Open] adds); the setting is read from the
-// GORM MySQL dialector's parsed DSN, and taken as off when the dialector
-// has none (a handle built over an existing connection pool).
-func reportsMatchedRows(db *gorm.DB, name dialects.Name) bool {
-	if name != dialects.MySQL && name != dialects.MariaDB {
-		return true
-	}
-	var cfg *mysql.Config
-	switch d := db.Dialector.(type) {
-	case *mysql.Dialector:
-		cfg = d.Config
-	case mysql.Dialector:
-		cfg = d.Config
-	}
-	return cfg != nil && cfg.DSNConfig != nil && cfg.DSNConfig.ClientFoundRows
 }
 
 // connPool returns the pool statements of db run on.
@@ -240,99 +228,114 @@ func nullableColumns(s *schema.Schema) map[string]bool {
 		if f.DBName == "" || f.PrimaryKey || f.NotNull {
 			continue
 		}
-		t := f.FieldType
-		if t.Kind() == reflect.Pointer {
+		if driver.Nullable(f) {
 			out[f.DBName] = true
-			continue
-		}
-		if t.Kind() == reflect.Struct {
-			if v, ok := t.FieldByName("Valid"); ok && v.Type.Kind() == reflect.Bool {
-				out[f.DBName] = true
-			}
 		}
 	}
 	return out
 }
 
-// WithTx returns a store that runs every call inside tx, a transaction the
-// caller opened on the same database (db.Begin() or the argument of
-// db.Transaction) and commits or rolls back. Create, Get, Find, Count,
-// Update, Delete and Migrate take part in the transaction (MySQL and
-// MariaDB commit implicitly before and after DDL, so a Migrate there ends
-// the transaction's atomicity); Claim returns
-// [dao.ErrInTransaction] without touching the database, because a claim
-// must commit on its own: inside the caller's transaction its rows would
-// stay invisible to other workers, and held locked, until that transaction
-// ends. A nil tx yields a store whose every call fails with
+// BindTx returns a driver that runs every call inside tx, a *gorm.DB
+// inside a transaction the caller opened on the same database (db.Begin()
+// or the argument of db.Transaction). MySQL and MariaDB commit implicitly
+// before and after DDL, so a Migrate there ends the transaction's
+// atomicity. A nil tx, or one of another type, is
 // [dao.ErrInvalidArgument].
-func (s *Store[T]) WithTx(tx *gorm.DB) *Store[T] {
+func (s *sqlDriver[T]) BindTx(tx any) (driver.Driver[T], error) {
+	g, ok := tx.(*gorm.DB)
+	if !ok || g == nil {
+		return nil, fmt.Errorf("%w: the SQL backends bind a *gorm.DB inside a transaction, got %T", dao.ErrInvalidArgument, tx)
+	}
 	c := *s
 	c.inTx = true
-	if tx == nil {
-		c.err = fmt.Errorf("sqlstore: %w: WithTx(nil)", dao.ErrInvalidArgument)
-		return &c
-	}
-	c.db = tx.Session(&gorm.Session{NewDB: true})
-	c.pool = connPool(tx)
-	return &c
+	c.db = g.Session(&gorm.Session{NewDB: true})
+	c.pool = connPool(g)
+	return &c, nil
 }
 
-// DB returns the GORM handle the store runs on: a session of the *gorm.DB
-// given to [New], or of the transaction given to [Store.WithTx].
-func (s *Store[T]) DB() *gorm.DB { return s.db }
-
-// Dialect returns the detected dialect.
-func (s *Store[T]) Dialect() dialects.Name { return s.dialect }
+// As sets target to the GORM handle the store runs on, a session of the
+// *gorm.DB given to [New] or of the transaction bound by WithTx, when
+// target is a **gorm.DB; to the detected dialect when target is a
+// *dialects.Name; and to the table (its name and primary key) when target
+// is a *dialects.Table.
+func (s *sqlDriver[T]) As(target any) bool {
+	switch t := target.(type) {
+	case **gorm.DB:
+		*t = s.db
+	case *dialects.Name:
+		*t = s.dialect
+	case *dialects.Table:
+		*t = s.table
+	default:
+		return false
+	}
+	return true
+}
 
 // Model returns the parsed model of T.
-func (s *Store[T]) Model() *dao.Model[T] { return s.model }
+func (s *sqlDriver[T]) Model() *driver.Model[T] { return s.model }
 
-// Table returns the table name the store reads and writes.
-func (s *Store[T]) Table() string { return s.table.Name }
-
-// Capabilities reports the claim path, its round trips and the documented
-// lost-race behaviour for the store's dialect, and the collation New read
-// (see readCollation: on MariaDB and MySQL the table's collation, by
+// Info states the dialect, the portable claim's lost-race behaviour
+// (skipped; ErrBusy on SQLite, whose writers serialize), the collation New
+// read (see readCollation: on MariaDB and MySQL the table's collation, by
 // default case- and accent-insensitive with PAD SPACE; on PostgreSQL the
-// database's, binary under C; BINARY on SQLite); it does no I/O.
+// database's, binary under C; BINARY on SQLite) and the claim's bounds:
+// the claim timeout (none on SQLite, in-process: see claimContext) and the
+// server-side lock-wait limit of the guarded update where the dialect sets
+// one per statement (PostgreSQL lock_timeout, MariaDB
+// innodb_lock_wait_timeout in whole seconds; see boundWrite).
+func (s *sqlDriver[T]) Info() driver.Info {
+	info := driver.Info{
+		Backend:       string(s.dialect),
+		LostRace:      dao.LostRaceSkip,
+		Collation:     s.collation,
+		ClaimTimeout:  s.claimTimeout,
+		InTransaction: s.inTx,
+	}
+	switch s.dialect {
+	case dialects.SQLite:
+		info.ClaimTimeout = 0
+		info.LostRace = dao.LostRaceBusy
+	case dialects.MariaDB:
+		info.LockWaitLimit = s.mariaDBLockWait()
+	case dialects.Postgres:
+		info.LockWaitLimit = s.lockWaitLimit()
+	}
+	return info
+}
+
+// mariaDBLockWait is the lock-wait limit as MariaDB applies it: SET
+// STATEMENT innodb_lock_wait_timeout takes whole seconds (boundWrite).
+func (s *sqlDriver[T]) mariaDBLockWait() time.Duration {
+	return max(time.Second, (s.lockWaitLimit()+time.Second-1)/time.Second*time.Second)
+}
+
+// ClaimerInfo states the fast path of the dialect:
 //
-//	postgres (fast path)             1 round trip (3 when the server default isolation is not READ COMMITTED), lost race skipped
-//	postgres (WithoutFastPath)       1 + N, lost race skipped
-//	mysql, mariadb, sqlserver        1 + N, lost race skipped
-//	mysql, mariadb (WithFastPath)    4, lost race skipped (SKIP LOCKED)
-//	sqlite                           1 + N, lost race ErrBusy
-func (s *Store[T]) Capabilities() dao.Capabilities {
-	c := dao.Capabilities{
-		Backend:         string(s.dialect),
-		ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1},
-		LostRace:        dao.LostRaceSkip,
-		Collation:       s.collation,
-		ClaimTimeout:    s.claimTimeout,
+//	postgres            1 round trip (3 when the server default isolation is not READ COMMITTED), on by default
+//	mysql, mariadb      4 round trips (BEGIN, locking read, UPDATE, COMMIT), opt-in
+//	sqlite, sqlserver   none
+//
+// Every fast path skips a row another claimer holds (SKIP LOCKED).
+func (s *sqlDriver[T]) ClaimerInfo() driver.ClaimerInfo {
+	ci := driver.ClaimerInfo{
+		Available: dialects.HasFastPath(s.dialect),
+		Default:   dialects.FastPathAllowed(s.dialect, dialects.DefaultFastPath()),
+		LostRace:  dao.LostRaceSkip,
 	}
 	switch {
-	case s.dialect == dialects.SQLite:
-		c.ClaimTimeout = 0 // in-process: see claimContext
-	case s.dialect == dialects.MariaDB:
-		// SET STATEMENT innodb_lock_wait_timeout, whole seconds (boundWrite).
-		c.LockWaitLimit = max(time.Second, (s.lockWaitLimit()+time.Second-1)/time.Second*time.Second)
-	case s.dialect == dialects.Postgres && (!s.fast || s.claimTx):
-		c.LockWaitLimit = s.lockWaitLimit() // lock_timeout (boundWrite, claimInTx)
-	}
-	if s.fast {
-		c.FastPath = true
-		switch {
-		case s.dialect != dialects.Postgres:
-			c.ClaimRoundTrips = dao.RoundTrips{Fixed: 4} // BEGIN, locking read, UPDATE, COMMIT
-		case s.claimTx:
-			c.ClaimRoundTrips = dao.RoundTrips{Fixed: 3} // BEGIN, the claim, COMMIT
-		default:
-			c.ClaimRoundTrips = dao.RoundTrips{Fixed: 1}
+	case s.dialect != dialects.Postgres:
+		ci.RoundTrips = dao.RoundTrips{Fixed: 4}
+		if s.dialect == dialects.MariaDB {
+			ci.LockWaitLimit = s.mariaDBLockWait()
 		}
+	case s.claimTx:
+		ci.RoundTrips = dao.RoundTrips{Fixed: 3}
+		ci.LockWaitLimit = s.lockWaitLimit() // SET LOCAL lock_timeout (claimInTx)
+	default:
+		ci.RoundTrips = dao.RoundTrips{Fixed: 1}
 	}
-	if s.dialect == dialects.SQLite {
-		c.LostRace = dao.LostRaceBusy
-	}
-	return c
+	return ci
 }
 
 // Migrate creates the store's table for T, or adds missing columns and
@@ -340,13 +343,10 @@ func (s *Store[T]) Capabilities() dao.Capabilities {
 // model's indexes (gorm index and uniqueIndex tags, including partial
 // indexes with a where: clause) are named after that table. Errors are
 // mapped to dao sentinels.
-func (s *Store[T]) Migrate(ctx context.Context) error {
-	if s.err != nil {
-		return s.err
-	}
+func (s *sqlDriver[T]) Migrate(ctx context.Context) error {
 	var zero T
 	if err := s.db.WithContext(ctx).Table(s.table.Name).AutoMigrate(&zero); err != nil {
-		return fmt.Errorf("sqlstore: migrate %s: %w", s.table.Name, mapError(err))
+		return fmt.Errorf("%s: %w", s.table.Name, mapError(err))
 	}
 	return nil
 }
@@ -370,23 +370,8 @@ const sqliteInsertValues = 1000
 // automatic timestamps are taken in UTC, so that every stored time has the
 // same offset and text order is time order.
 //
-// No items is a no-op; a nil item, or a value [dao.Model.CheckRow] refuses
-// (text that is not UTF-8 or holds NUL, a NaN or infinite float, a time
-// outside years 1 to 9999 UTC), is [dao.ErrInvalidArgument] and nothing is
-// sent; a unique violation is [dao.ErrDuplicate], and then nothing is
-// inserted.
-func (s *Store[T]) Create(ctx context.Context, items ...*T) error {
-	if s.err != nil {
-		return s.err
-	}
-	if len(items) == 0 {
-		return nil
-	}
-	for _, it := range items {
-		if err := s.model.CheckRow(it); err != nil {
-			return fmt.Errorf("sqlstore: create: %w", err)
-		}
-	}
+// A unique violation is [dao.ErrDuplicate], and then nothing is inserted.
+func (s *sqlDriver[T]) Insert(ctx context.Context, items []*T) error {
 	// Rows per INSERT: as many as the dialect's bound-value limit allows
 	// (dialects.Renderer.MaxParams), or GORM's CreateBatchSize if smaller.
 	values := s.r.MaxParams()
@@ -403,7 +388,7 @@ func (s *Store[T]) Create(ctx context.Context, items ...*T) error {
 	tx := s.db.WithContext(ctx)
 	if s.dialect == dialects.SQLite {
 		if err := s.timesToUTC(items); err != nil {
-			return fmt.Errorf("sqlstore: create: %w", err)
+			return err
 		}
 		now := s.db.NowFunc
 		tx = tx.Session(&gorm.Session{NowFunc: func() time.Time { return now().UTC() }})
@@ -419,14 +404,11 @@ func (s *Store[T]) Create(ctx context.Context, items ...*T) error {
 	} else {
 		err = tx.Transaction(insert)
 	}
-	if err != nil {
-		return fmt.Errorf("sqlstore: create: %w", mapError(err))
-	}
-	return nil
+	return mapError(err)
 }
 
 // timesToUTC sets every time field of items to the same instant in UTC.
-func (s *Store[T]) timesToUTC(items []*T) error {
+func (s *sqlDriver[T]) timesToUTC(items []*T) error {
 	for _, f := range s.model.Schema().Fields {
 		if f.DBName == "" || f.DataType != schema.Time {
 			continue
@@ -437,7 +419,7 @@ func (s *Store[T]) timesToUTC(items []*T) error {
 			if !ok || t.Location() == time.UTC {
 				continue
 			}
-			if err := s.model.Apply(it, dao.Set{f.DBName: t.UTC()}); err != nil {
+			if err := s.model.Apply(it, driver.Set{f.DBName: t.UTC()}); err != nil {
 				return err
 			}
 		}
@@ -445,54 +427,16 @@ func (s *Store[T]) timesToUTC(items []*T) error {
 	return nil
 }
 
-// Get returns the row whose primary key is id: one SELECT. An id that does
-// not fit the key column is [dao.ErrInvalidArgument]; no such row is
-// [dao.ErrNotFound].
-func (s *Store[T]) Get(ctx context.Context, id any) (T, error) {
-	var zero T
-	if s.err != nil {
-		return zero, s.err
-	}
-	key, err := s.model.CheckID(id)
-	if err != nil {
-		return zero, fmt.Errorf("sqlstore: get: %w", err)
-	}
-	st, err := s.r.Select(s.table, dao.Query{Where: dao.Eq(s.table.PrimaryKey, key), Limit: 1})
-	if err != nil {
-		return zero, fmt.Errorf("sqlstore: get: %w", err)
-	}
-	rows, err := s.query(ctx, s.pool, st)
-	if err != nil {
-		return zero, fmt.Errorf("sqlstore: get %v: %w", id, err)
-	}
-	if len(rows) == 0 {
-		return zero, fmt.Errorf("sqlstore: get %v: %w", id, dao.ErrNotFound)
-	}
-	return rows[0], nil
-}
-
-// Find returns the rows matching q in q.OrderBy order (primary key last),
-// at most q.Limit of them when q.Limit > 0: one SELECT. NULLs of nullable
-// ordering columns sort last ascending and first descending on every
-// dialect, as PostgreSQL sorts them. Invalid input is
-// [dao.ErrInvalidArgument].
-func (s *Store[T]) Find(ctx context.Context, q dao.Query) ([]T, error) {
-	if s.err != nil {
-		return nil, s.err
-	}
-	q, err := s.model.CheckQuery(q)
-	if err != nil {
-		return nil, fmt.Errorf("sqlstore: find: %w", err)
-	}
-	rows, err := s.find(ctx, q)
-	if err != nil {
-		return nil, fmt.Errorf("sqlstore: find: %w", err)
-	}
-	return rows, nil
+// Select returns the rows matching q in q.OrderBy order (primary key
+// last), at most q.Limit of them when q.Limit > 0: one SELECT. NULLs of
+// nullable ordering columns sort last ascending and first descending on
+// every dialect, as PostgreSQL sorts them.
+func (s *sqlDriver[T]) Select(ctx context.Context, q dao.Query) ([]T, error) {
+	return s.find(ctx, q)
 }
 
 // find runs a checked query.
-func (s *Store[T]) find(ctx context.Context, q dao.Query) ([]T, error) {
+func (s *sqlDriver[T]) find(ctx context.Context, q dao.Query) ([]T, error) {
 	st, err := s.r.Select(s.table, q)
 	if err != nil {
 		return nil, err
@@ -501,21 +445,14 @@ func (s *Store[T]) find(ctx context.Context, q dao.Query) ([]T, error) {
 }
 
 // Count returns how many rows match where: one SELECT COUNT(*).
-func (s *Store[T]) Count(ctx context.Context, where dao.Criteria) (int64, error) {
-	if s.err != nil {
-		return 0, s.err
-	}
-	where, err := s.model.CheckCriteria(where)
-	if err != nil {
-		return 0, fmt.Errorf("sqlstore: count: %w", err)
-	}
+func (s *sqlDriver[T]) Count(ctx context.Context, where dao.Criteria) (int64, error) {
 	st, err := s.r.Count(s.table, where)
 	if err != nil {
-		return 0, fmt.Errorf("sqlstore: count: %w", err)
+		return 0, err
 	}
 	var n int64
 	if err := s.pool.QueryRowContext(ctx, st.SQL, st.Args...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("sqlstore: count: %w", mapError(err))
+		return 0, mapError(err)
 	}
 	return n, nil
 }
@@ -527,33 +464,17 @@ func (s *Store[T]) Count(ctx context.Context, where dao.Criteria) (int64, error)
 // MySQL and MariaDB report them when the connection sets clientFoundRows
 // ([Open] does); otherwise they report changed rows only, and Update then
 // runs BEGIN, a locking SELECT COUNT(*), the UPDATE and COMMIT (four round
-// trips instead of one) to return the matched count. An empty set is
-// [dao.ErrInvalidArgument]; a unique violation is [dao.ErrDuplicate].
-func (s *Store[T]) Update(ctx context.Context, where dao.Criteria, set dao.Set) (int64, error) {
-	if s.err != nil {
-		return 0, s.err
-	}
-	where, err := s.model.CheckCriteria(where)
-	if err != nil {
-		return 0, fmt.Errorf("sqlstore: update: %w", err)
-	}
-	if set, err = s.model.CheckSet(set); err != nil {
-		return 0, fmt.Errorf("sqlstore: update: %w", err)
-	}
+// trips instead of one) to return the matched count. A unique violation is
+// [dao.ErrDuplicate].
+func (s *sqlDriver[T]) Update(ctx context.Context, where dao.Criteria, set dao.Set) (int64, error) {
 	st, err := s.r.Update(s.table, where, set)
 	if err != nil {
-		return 0, fmt.Errorf("sqlstore: update: %w", err)
+		return 0, err
 	}
-	var n int64
 	if s.foundRows {
-		n, err = s.exec(ctx, s.pool, st)
-	} else {
-		n, err = s.updateMatched(ctx, where, st)
+		return s.exec(ctx, s.pool, st)
 	}
-	if err != nil {
-		return 0, fmt.Errorf("sqlstore: update: %w", err)
-	}
-	return n, nil
+	return s.updateMatched(ctx, where, st)
 }
 
 // updateMatched runs the UPDATE st on a MySQL or MariaDB connection that
@@ -562,7 +483,7 @@ func (s *Store[T]) Update(ctx context.Context, where dao.Criteria, set dao.Set) 
 // matching rows with a locking read (dialects.Renderer.LockingCount), so
 // none of them can change or, under REPEATABLE READ, be joined by new
 // matching rows before the UPDATE runs.
-func (s *Store[T]) updateMatched(ctx context.Context, where dao.Criteria, st dialects.Statement) (int64, error) {
+func (s *sqlDriver[T]) updateMatched(ctx context.Context, where dao.Criteria, st dialects.Statement) (int64, error) {
 	cst, err := s.r.LockingCount(s.table, where)
 	if err != nil {
 		return 0, err
@@ -587,28 +508,13 @@ func (s *Store[T]) updateMatched(ctx context.Context, where dao.Criteria, st dia
 
 // Delete removes at most limit rows matching where, smallest primary keys
 // first, in one statement (see dialects.Renderer.Delete for each
-// dialect's form), and returns how many it removed. limit <= 0 is
-// [dao.ErrInvalidArgument].
-func (s *Store[T]) Delete(ctx context.Context, where dao.Criteria, limit int) (int64, error) {
-	if s.err != nil {
-		return 0, s.err
-	}
-	if limit <= 0 {
-		return 0, fmt.Errorf("sqlstore: delete: %w: limit must be > 0, got %d", dao.ErrInvalidArgument, limit)
-	}
-	where, err := s.model.CheckCriteria(where)
-	if err != nil {
-		return 0, fmt.Errorf("sqlstore: delete: %w", err)
-	}
+// dialect's form), and returns how many it removed.
+func (s *sqlDriver[T]) Delete(ctx context.Context, where dao.Criteria, limit int) (int64, error) {
 	st, err := s.r.Delete(s.table, where, limit)
 	if err != nil {
-		return 0, fmt.Errorf("sqlstore: delete: %w", err)
+		return 0, err
 	}
-	n, err := s.exec(ctx, s.pool, st)
-	if err != nil {
-		return 0, fmt.Errorf("sqlstore: delete: %w", err)
-	}
-	return n, nil
+	return s.exec(ctx, s.pool, st)
 }
 
 // query runs st on pool and scans every row into a T with GORM's scanner
@@ -620,7 +526,7 @@ func (s *Store[T]) Delete(ctx context.Context, where dao.Criteria, limit int) (i
 // query) and rows.Close() nil. Otherwise it returns no rows and the
 // error, mapped by mapCtxError with ctx: rows read before a failure may
 // belong to a statement the server rolled back.
-func (s *Store[T]) query(ctx context.Context, pool gorm.ConnPool, st dialects.Statement) ([]T, error) {
+func (s *sqlDriver[T]) query(ctx context.Context, pool gorm.ConnPool, st dialects.Statement) ([]T, error) {
 	rows, err := pool.QueryContext(ctx, st.SQL, st.Args...)
 	if err != nil {
 		return nil, mapCtxError(ctx, err)
@@ -651,7 +557,7 @@ func (s *Store[T]) query(ctx context.Context, pool gorm.ConnPool, st dialects.St
 // the order columns) are read and dropped. It is what GORM's ScanRows does
 // for these models at a fraction of its allocations: the client cost of a
 // 100-row claim is dominated by row scanning.
-func (s *Store[T]) scanDirect(ctx context.Context, rows *sql.Rows) ([]T, error) {
+func (s *sqlDriver[T]) scanDirect(ctx context.Context, rows *sql.Rows) ([]T, error) {
 	cols, err := rows.Columns()
 	if err != nil {
 		return nil, err
@@ -686,7 +592,7 @@ func (s *Store[T]) scanDirect(ctx context.Context, rows *sql.Rows) ([]T, error) 
 
 // exec runs st on pool and returns the affected-row count. Errors are
 // mapped by mapCtxError with ctx.
-func (s *Store[T]) exec(ctx context.Context, pool gorm.ConnPool, st dialects.Statement) (int64, error) {
+func (s *sqlDriver[T]) exec(ctx context.Context, pool gorm.ConnPool, st dialects.Statement) (int64, error) {
 	res, err := pool.ExecContext(ctx, st.SQL, st.Args...)
 	if err != nil {
 		return 0, mapCtxError(ctx, err)

@@ -38,7 +38,7 @@ var backends = []backend{
 }
 
 // each runs f once per backend in a subtest with a fresh, migrated store.
-func each(t *testing.T, f func(t *testing.T, s *sqlstore.Store[job]), opts ...sqlstore.Option) {
+func each(t *testing.T, f func(t *testing.T, s *store), opts ...sqlstore.Option) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			db := b.open(t)
@@ -47,7 +47,37 @@ func each(t *testing.T, f func(t *testing.T, s *sqlstore.Store[job]), opts ...sq
 	}
 }
 
-func newStore(t testing.TB, db *gorm.DB, opts ...sqlstore.Option) *sqlstore.Store[job] {
+// store is a store of the tests, with the name of its table.
+type store struct {
+	*dao.Table[job]
+	name string
+}
+
+// DB returns the GORM handle the store runs on.
+func (s *store) DB() *gorm.DB {
+	var db *gorm.DB
+	if !s.As(&db) {
+		panic("a SQL store gives its *gorm.DB to As")
+	}
+	return db
+}
+
+// TableName returns the store's table.
+func (s *store) TableName() string { return s.name }
+
+// Dialect returns the store's dialect.
+func (s *store) Dialect() dialects.Name {
+	var n dialects.Name
+	if !s.As(&n) {
+		panic("a SQL store gives its dialect to As")
+	}
+	return n
+}
+
+// WithTx returns the store bound to tx.
+func (s *store) WithTx(tx any) *store { return &store{s.Table.WithTx(tx), s.name} }
+
+func newStore(t testing.TB, db *gorm.DB, opts ...sqlstore.Option) *store {
 	t.Helper()
 	table := testdb.Table(t, db, "sqlstore")
 	s, err := sqlstore.New[job](db, append(opts, sqlstore.WithTable(table))...)
@@ -57,10 +87,10 @@ func newStore(t testing.TB, db *gorm.DB, opts ...sqlstore.Option) *sqlstore.Stor
 	if err := s.Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return &store{s, table}
 }
 
-func seed(t testing.TB, s *sqlstore.Store[job], n int) []*job {
+func seed(t testing.TB, s dao.Store[job], n int) []*job {
 	t.Helper()
 	items := make([]*job, n)
 	for i := range items {
@@ -93,7 +123,7 @@ func equal(a, b []int64) bool {
 }
 
 func TestCRUD(t *testing.T) {
-	each(t, func(t *testing.T, s *sqlstore.Store[job]) {
+	each(t, func(t *testing.T, s *store) {
 		ctx := context.Background()
 		items := seed(t, s, 6)
 		for i, it := range items {
@@ -167,7 +197,7 @@ func TestCRUD(t *testing.T) {
 // NULLs of a nullable ordering column sort as in PostgreSQL on every
 // dialect: last ascending, first descending.
 func TestNullOrdering(t *testing.T) {
-	each(t, func(t *testing.T, s *sqlstore.Store[job]) {
+	each(t, func(t *testing.T, s *store) {
 		ctx := context.Background()
 		items := seed(t, s, 3)
 		t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -196,15 +226,15 @@ func TestNullOrdering(t *testing.T) {
 
 func TestCapabilities(t *testing.T) {
 	want := map[dialects.Name]dao.Capabilities{
-		dialects.Postgres: {Backend: "postgres", FastPath: true, ClaimRoundTrips: dao.RoundTrips{Fixed: 1}, LostRace: dao.LostRaceSkip,
+		dialects.Postgres: {Backend: "postgres", Strategy: dao.StrategyFastPath, ClaimRoundTrips: dao.RoundTrips{Fixed: 1}, LostRace: dao.LostRaceSkip,
 			ClaimTimeout: sqlstore.DefaultClaimTimeout},
-		dialects.MariaDB: {Backend: "mariadb", ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip,
+		dialects.MariaDB: {Backend: "mariadb", Strategy: dao.StrategyPortable, ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip,
 			ClaimTimeout: sqlstore.DefaultClaimTimeout, LockWaitLimit: sqlstore.DefaultLockWaitLimit},
-		dialects.MySQL: {Backend: "mysql", ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip,
+		dialects.MySQL: {Backend: "mysql", Strategy: dao.StrategyPortable, ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip,
 			ClaimTimeout: sqlstore.DefaultClaimTimeout},
-		dialects.SQLite: {Backend: "sqlite", ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceBusy},
+		dialects.SQLite: {Backend: "sqlite", Strategy: dao.StrategyPortable, ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceBusy},
 	}
-	each(t, func(t *testing.T, s *sqlstore.Store[job]) {
+	each(t, func(t *testing.T, s *store) {
 		got := s.Capabilities()
 		got.Collation = dao.Collation{} // TestCollationDeclared checks it
 		if got != want[s.Dialect()] {
@@ -212,8 +242,8 @@ func TestCapabilities(t *testing.T) {
 		}
 	})
 	t.Run("postgres-without-fast-path", func(t *testing.T) {
-		s := newStore(t, testdb.Postgres(t), sqlstore.WithoutFastPath())
-		if got := s.Capabilities(); got.FastPath || got.ClaimRoundTrips != (dao.RoundTrips{Fixed: 1, PerRow: 1}) ||
+		s := newStore(t, testdb.Postgres(t), sqlstore.WithStrategy(dao.StrategyPortable))
+		if got := s.Capabilities(); got.Strategy != dao.StrategyPortable || got.ClaimRoundTrips != (dao.RoundTrips{Fixed: 1, PerRow: 1}) ||
 			got.LockWaitLimit != sqlstore.DefaultLockWaitLimit {
 			t.Errorf("Capabilities = %+v", got)
 		}
@@ -228,7 +258,7 @@ func TestNewRejects(t *testing.T) {
 	if _, err := sqlstore.New[job](db, sqlstore.WithTable("claimed")); !errors.Is(err, dao.ErrInvalidArgument) {
 		t.Errorf("New(reserved table) = %v", err)
 	}
-	if _, err := sqlstore.New[job](db, sqlstore.WithFastPath(dialects.SQLite)); !errors.Is(err, dao.ErrInvalidArgument) {
+	if _, err := sqlstore.New[job](db, sqlstore.WithStrategy(dao.StrategyFastPath)); !errors.Is(err, dao.ErrInvalidArgument) {
 		t.Errorf("New(fast path without one) = %v", err)
 	}
 	type noPK struct{ A, B string }
@@ -240,7 +270,7 @@ func TestNewRejects(t *testing.T) {
 // Update returns the rows it matched, also those that already held the
 // values.
 func TestUpdateCountsMatchedRows(t *testing.T) {
-	each(t, func(t *testing.T, s *sqlstore.Store[job]) {
+	each(t, func(t *testing.T, s *store) {
 		ctx := context.Background()
 		seed(t, s, 3)
 		n, err := s.Update(ctx, dao.Criteria{}, dao.Set{"status": "pending"})
@@ -258,7 +288,7 @@ func TestUpdateCountsMatchedRows(t *testing.T) {
 // every dialect (SQLite stores them as text: the store writes and binds
 // them in UTC).
 func TestTimesAcrossZones(t *testing.T) {
-	each(t, func(t *testing.T, s *sqlstore.Store[job]) {
+	each(t, func(t *testing.T, s *store) {
 		ctx := context.Background()
 		west := time.FixedZone("UTC-7", -7*3600)
 		east := time.FixedZone("UTC+9", 9*3600)

@@ -264,7 +264,7 @@ func benchOutboxVariant(ctx context.Context, progress io.Writer, broker *demoBro
 		return countingUpdates{s, &updates}
 	}
 	opts := []outbox.Option{outbox.WithLease(o.lease)}
-	if s, ok := env.repo.Store().(*sqlstore.Store[outbox.Message]); ok {
+	if s, ok := env.repo.Store().(*dao.Table[outbox.Message]); ok && s.Capabilities().Transactions {
 		opts = append(opts, outbox.WithTxStore(func(tx *gorm.DB) dao.Store[outbox.Message] { return wrap(s.WithTx(tx)) }))
 	}
 	repo, err := outbox.New(wrap(env.repo.Store()), opts...)

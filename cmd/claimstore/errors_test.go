@@ -371,7 +371,7 @@ func TestBusyRetryStore(t *testing.T) {
 	t.Logf("retries: claim %d, mark %d", afterClaim, retries.Load()-afterClaim)
 }
 
-func mustRepo(t *testing.T, s *sqlstore.Store[outbox.Message]) *outbox.Repository {
+func mustRepo(t *testing.T, s dao.Store[outbox.Message]) *outbox.Repository {
 	t.Helper()
 	r, err := outbox.New(s)
 	if err != nil {

@@ -225,8 +225,8 @@ func (s busyRetryStore) Update(ctx context.Context, where dao.Criteria, set dao.
 // counting the retries in retries; on the memory backend it returns the
 // repository as it is.
 func withBusyRetries(env *outboxEnv, retries *atomic.Int64, opts ...outbox.Option) (*outbox.Repository, error) {
-	s, ok := env.repo.Store().(*sqlstore.Store[outbox.Message])
-	if !ok {
+	s, ok := env.repo.Store().(*dao.Table[outbox.Message])
+	if !ok || !s.Capabilities().Transactions {
 		return env.repo, nil
 	}
 	opts = append(opts, outbox.WithTxStore(func(tx *gorm.DB) dao.Store[outbox.Message] { return s.WithTx(tx) }))

@@ -23,6 +23,8 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/claimstore/claimstore/adapters/postgres"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"gorm.io/gorm"
@@ -85,7 +87,7 @@ func run(ctx context.Context, dsn, natsURL string, orders int) error {
 		return fmt.Errorf("stream %s: %w", streamName, err)
 	}
 
-	db, err := sqlstore.Open(ctx, "postgres", dsn)
+	db, err := postgres.Open(ctx, dsn)
 	if err != nil {
 		return err
 	}
@@ -98,7 +100,7 @@ func run(ctx context.Context, dsn, natsURL string, orders int) error {
 	if err := outbox.Migrate(ctx, db, messageTable); err != nil {
 		return err
 	}
-	store, err := sqlstore.New[outbox.Message](db, sqlstore.WithTable(messageTable))
+	store, err := postgres.New[outbox.Message](db, sqlstore.WithTable(messageTable))
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,9 @@ import (
 	"sync"
 	"time"
 
+	// The backends this program can open.
+	_ "github.com/claimstore/claimstore/adapters/postgres"
+	_ "github.com/claimstore/claimstore/adapters/sqlite"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 )

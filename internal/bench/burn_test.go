@@ -15,7 +15,7 @@ import (
 )
 
 // loadedMemStore returns a memory store holding rows pending jobs.
-func loadedMemStore(t *testing.T, rows int64) *memstore.Store[Job] {
+func loadedMemStore(t *testing.T, rows int64) *dao.Table[Job] {
 	t.Helper()
 	s, err := memstore.New[Job]()
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 
+	"github.com/claimstore/claimstore/adapters/mysql"
+
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/roundtrip"
 	"gorm.io/gorm"
@@ -15,7 +17,7 @@ import (
 // (for MySQL and MariaDB: parseTime and interpolateParams added).
 func driverDSN(backend, dsn string) (string, error) {
 	if backend == "mysql" || backend == "mariadb" {
-		return sqlstore.MySQLDSN(dsn)
+		return mysql.DSN(dsn)
 	}
 	return dsn, nil
 }

@@ -28,7 +28,7 @@ type Config struct {
 	// table of the same shape and size.
 	Baseline bool
 	// Portable adds, with Baseline on PostgreSQL, the library with its
-	// fast path switched off (sqlstore.WithoutFastPath): what the fast
+	// fast path switched off (dao.StrategyPortable): what the fast
 	// path buys.
 	Portable bool
 	// Keep keeps the tables (and a default SQLite file) instead of
@@ -164,7 +164,7 @@ rounds:
 
 // pathOf describes the claim path a store's capabilities announce.
 func pathOf(c dao.Capabilities) string {
-	if c.FastPath {
+	if c.Strategy == dao.StrategyFastPath {
 		return "fast path"
 	}
 	return "portable default (read candidates, then one guarded UPDATE per row)"

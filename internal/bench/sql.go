@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/claimstore/claimstore/dao/driver"
+
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
@@ -62,7 +64,8 @@ type sqlRun struct {
 	admin   *gorm.DB // not counted: DDL, loading, pending-row checks
 	dialect dialects.Name
 	r       dialects.Renderer
-	model   *dao.Model[Job]
+	model   *driver.Model[Job]
+	probe   *dao.Table[Job] // checks requests as the library does
 	rep     *Report
 }
 
@@ -134,7 +137,11 @@ func openSQLRun(ctx context.Context, cfg Config, dsn string) (*sqlRun, error) {
 		s.close()
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	s.dialect, s.model = probe.Dialect(), probe.Model()
+	if !probe.As(&s.dialect) {
+		s.close()
+		return nil, fmt.Errorf("bench: the store gives no dialect")
+	}
+	s.model, s.probe = probe.Model(), probe
 	if s.r, err = dialects.NewRenderer(s.dialect); err != nil {
 		s.close()
 		return nil, fmt.Errorf("bench: %w", err)
@@ -178,7 +185,7 @@ func (s *sqlRun) serverVersion(ctx context.Context) (string, error) {
 // table is one freshly created and loaded table.
 type table struct {
 	name  string
-	store *sqlstore.Store[Job] // on the uncounted admin handle
+	store *dao.Table[Job] // on the uncounted admin handle
 }
 
 // prepare creates a fresh table prefix_<random> with the library's
@@ -325,9 +332,9 @@ func (s *sqlRun) library(name string) spec {
 	var opts []sqlstore.Option
 	switch name {
 	case VariantLibraryPortable:
-		prefix, opts = "bench_libp", []sqlstore.Option{sqlstore.WithoutFastPath()}
+		prefix, opts = "bench_libp", []sqlstore.Option{sqlstore.WithStrategy(dao.StrategyPortable)}
 	case VariantLibraryFast:
-		prefix, opts = "bench_libf", []sqlstore.Option{sqlstore.WithFastPath(s.dialect)}
+		prefix, opts = "bench_libf", []sqlstore.Option{sqlstore.WithStrategy(dao.StrategyFastPath)}
 	}
 	return s.sqlSpec(Variant{Name: name}, prefix, func(ctx context.Context, t *table) (runner, error) {
 		return s.libraryRunner(ctx, t, opts...)
@@ -368,9 +375,9 @@ func (s *sqlRun) libraryRunner(ctx context.Context, t *table, opts ...sqlstore.O
 // describeLibrary says what the library's claim does on this dialect.
 func (s *sqlRun) describeLibrary(c dao.Capabilities) string {
 	switch {
-	case c.FastPath && s.dialect == dialects.Postgres:
+	case c.Strategy == dao.StrategyFastPath && s.dialect == dialects.Postgres:
 		return "fast path: one statement (WITH … AS MATERIALIZED (SELECT … FOR UPDATE SKIP LOCKED), … UPDATE … RETURNING) SELECT … ORDER BY), Store.Claim over GORM/database/sql"
-	case c.FastPath:
+	case c.Strategy == dao.StrategyFastPath:
 		return "fast path (opt-in): READ COMMITTED transaction: SELECT … FOR UPDATE SKIP LOCKED, UPDATE … WHERE id IN (…), COMMIT; Store.Claim over GORM/database/sql"
 	}
 	return "portable default: SELECT candidates, then UPDATE … WHERE id = ? AND <criteria> per row; Store.Claim over GORM/database/sql"
@@ -389,7 +396,7 @@ func sizePool(db *sql.DB, workers int) {
 // by the model as the library checks it, so that a statement rendered from
 // it is the one the library renders.
 func (s *sqlRun) checkedClaim(w, limit int) (dao.ClaimRequest, error) {
-	return s.model.CheckClaim(ClaimRequest(w, limit))
+	return s.probe.CheckClaim(ClaimRequest(w, limit))
 }
 
 // libTable returns the dialects.Table the library renders statements for

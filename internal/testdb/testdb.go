@@ -21,6 +21,11 @@ import (
 	"testing"
 	"time"
 
+	// The backends of the handles this package opens, so that
+	// sqlstore.New accepts them.
+	_ "github.com/claimstore/claimstore/adapters/mysql"
+	_ "github.com/claimstore/claimstore/adapters/postgres"
+	_ "github.com/claimstore/claimstore/adapters/sqlite"
 	"github.com/claimstore/claimstore/adapters/sqlstore/sqlstoretest"
 	"github.com/ncruces/go-sqlite3/gormlite"
 	"gorm.io/driver/mysql"

@@ -23,6 +23,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/conformance"
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dialects"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 )
@@ -31,7 +32,7 @@ import (
 // MySQL, MariaDB, SQLite or SQL Server, as [sqlstore.New] accepts):
 //
 //   - NewStore creates, for each test, a table with a fresh name
-//     (claimstore_conf_<16 hex digits>) with [sqlstore.Store.Migrate],
+//     (claimstore_conf_<16 hex digits>) with dao.Table.Migrate,
 //     returns a store over it built with opts, and drops the table when
 //     the test ends, also when it fails. A WithTable among opts is
 //     overridden.
@@ -62,11 +63,11 @@ func Harness(db *gorm.DB, opts ...sqlstore.Option) conformance.Harness {
 		},
 		HoldLock: func(t *testing.T, ds dao.Store[conformance.Job], id int64) func() {
 			t.Helper()
-			s, ok := ds.(*sqlstore.Store[conformance.Job])
-			if !ok {
+			var table dialects.Table
+			if a, ok := ds.(interface{ As(any) bool }); !ok || !a.As(&table) {
 				t.Fatalf("sqlstoretest: HoldLock got a %T, not a store of this harness", ds)
 			}
-			return HoldLock(t, s.DB(), s.Table(), id)
+			return HoldLock(t, db, table.Name, id)
 		},
 	}
 }

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/adapters/sqlstore/sqlstoretest"
 	"github.com/claimstore/claimstore/conformance"
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/internal/testdb"
 	"gorm.io/gorm"
 )
@@ -28,12 +28,16 @@ func TestHarnessTables(t *testing.T) {
 			var tables []string
 			t.Run("store", func(t *testing.T) {
 				for range 2 {
-					s := h.NewStore(t).(*sqlstore.Store[conformance.Job])
-					tables = append(tables, s.Table())
+					s := h.NewStore(t).(*dao.Table[conformance.Job])
+					var table dialects.Table
+					if !s.As(&table) {
+						t.Fatal("a SQL store gives its table to As")
+					}
+					tables = append(tables, table.Name)
 					if err := s.Create(context.Background(), &conformance.Job{Status: "ready", Payload: "p"}); err != nil {
 						t.Fatal(err)
 					}
-					if !s.Capabilities().FastPath {
+					if s.Capabilities().Strategy != dao.StrategyFastPath {
 						continue
 					}
 					// The suite's LostRace/HeldLock covers the other

@@ -1,4 +1,4 @@
-package sqlstore
+package sqlstore_test
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
@@ -26,9 +28,9 @@ import (
 // real driver, as if the caller's context ended at that very moment.
 type cancelAtSendKey struct{}
 
-// CancelAtSend returns ctx carrying cancel for the hooked driver of
-// [OpenHookedSQLite].
-func CancelAtSend(ctx context.Context, cancel context.CancelFunc) context.Context {
+// cancelAtSend returns ctx carrying cancel for the hooked driver of
+// [openHookedSQLite].
+func cancelAtSend(ctx context.Context, cancel context.CancelFunc) context.Context {
 	return context.WithValue(ctx, cancelAtSendKey{}, cancel)
 }
 
@@ -91,11 +93,11 @@ type dsnConnector struct {
 func (c dsnConnector) Connect(context.Context) (driver.Conn, error) { return c.d.Open(c.dsn) }
 func (c dsnConnector) Driver() driver.Driver                        { return c.d }
 
-// OpenHookedSQLite opens a fresh one-connection SQLite database file
+// openHookedSQLite opens a fresh one-connection SQLite database file
 // through hookedDriver (so every statement, the seeding INSERT included,
 // runs on the same connection) with a GORM handle over it, closed at
 // cleanup.
-func OpenHookedSQLite(t testing.TB, delay time.Duration) *gorm.DB {
+func openHookedSQLite(t testing.TB, delay time.Duration) *gorm.DB {
 	t.Helper()
 	probe, err := sql.Open("sqlite3", ":memory:") // github.com/ncruces/go-sqlite3/driver, linked by gormlite
 	if err != nil {
@@ -104,7 +106,7 @@ func OpenHookedSQLite(t testing.TB, delay time.Duration) *gorm.DB {
 	inner := probe.Driver()
 	probe.Close()
 	path := filepath.Join(t.TempDir(), "hooked.db")
-	sqlDB := sql.OpenDB(dsnConnector{dsn: SQLiteDSN(path), d: hookedDriver{inner: inner, delay: delay}})
+	sqlDB := sql.OpenDB(dsnConnector{dsn: sqlstore.SQLiteDSN(path), d: hookedDriver{inner: inner, delay: delay}})
 	sqlDB.SetMaxOpenConns(1)
 	t.Cleanup(func() { sqlDB.Close() })
 	db, err := gorm.Open(gormlite.OpenDB(sqlDB), &gorm.Config{Logger: logger.Default.LogMode(logger.Silent), SkipDefaultTransaction: true})
@@ -119,8 +121,8 @@ func OpenHookedSQLite(t testing.TB, delay time.Duration) *gorm.DB {
 // done may skip the statement and report the count of the statement before
 // it (glebarez go-sqlite v1.21 did), or run it.
 func TestExecOutcomeDistrustsALateResult(t *testing.T) {
-	db := OpenHookedSQLite(t, 200*time.Millisecond)
-	pool := connPool(db)
+	db := openHookedSQLite(t, 200*time.Millisecond)
+	pool := sqlstore.ConnPool(db)
 	ctx := context.Background()
 	if _, err := pool.ExecContext(ctx, "CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT)"); err != nil {
 		t.Fatal(err)
@@ -131,14 +133,14 @@ func TestExecOutcomeDistrustsALateResult(t *testing.T) {
 	up := dialects.Statement{SQL: "UPDATE t SET s = 'b' WHERE id = ? AND s = 'a'", Args: []any{1}}
 	tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	n, known, err := execOutcome(tctx, pool, up)
+	n, known, err := sqlstore.ExecOutcome(tctx, pool, up)
 	if known {
 		t.Errorf("execOutcome after the context ended = %d rows, known, %v; want the outcome unknown", n, err)
 	}
 	// With a live context the outcome is known and the count is this
 	// statement's own.
 	up.Args = []any{2}
-	n, known, err = execOutcome(ctx, pool, up)
+	n, known, err = sqlstore.ExecOutcome(ctx, pool, up)
 	if !known || err != nil || n != 1 {
 		t.Errorf("execOutcome = %d, %v, %v; want 1 row, known", n, known, err)
 	}
@@ -171,7 +173,7 @@ func TestClassifyClaimWrite(t *testing.T) {
 		{"lost connection", gomysql.ErrInvalidConn, false, dao.ErrUnavailable},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			lost, err := classifyClaimWrite(fmt.Errorf("exec: %w", c.err))
+			lost, err := sqlstore.ClassifyClaimWrite(fmt.Errorf("exec: %w", c.err))
 			if lost != c.lost {
 				t.Errorf("lost = %v, want %v", lost, c.lost)
 			}
@@ -194,4 +196,18 @@ func TestClassifyClaimWrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mssqlNumber returns the error number of a SQL Server error, which the
+// driver returns by value or by pointer.
+func mssqlNumber(err error) (int32, bool) {
+	var v mssql.Error
+	if errors.As(err, &v) {
+		return v.Number, true
+	}
+	var p *mssql.Error
+	if errors.As(err, &p) && p != nil {
+		return p.Number, true
+	}
+	return 0, false
 }

@@ -1,4 +1,4 @@
-package sqlstore_test
+package postgres_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/adapters/postgres"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/readme"
 )
@@ -23,11 +23,11 @@ type Job struct {
 
 // claimJobs is the README's first example: open, migrate, claim.
 func claimJobs(ctx context.Context, dsn string) ([]Job, error) {
-	db, err := sqlstore.Open(ctx, "postgres", dsn)
+	db, err := postgres.Open(ctx, dsn)
 	if err != nil {
 		return nil, err // errors.Is(err, dao.ErrUnavailable) when the server is down
 	}
-	jobs, err := sqlstore.New[Job](db)
+	jobs, err := postgres.New[Job](db)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package sqlstore
+package sqlstore_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
 
 	"github.com/claimstore/claimstore/dao"
 	gomysql "github.com/go-sql-driver/mysql"
@@ -37,33 +39,33 @@ func TestMapCtxErrorKeepsContextErrors(t *testing.T) {
 			ctx  context.Context
 			want error
 		}{{cancelled, context.Canceled}, {expired, context.DeadlineExceeded}} {
-			got := mapCtxError(c.ctx, w.err)
+			got := sqlstore.MapCtxError(c.ctx, w.err)
 			if !errors.Is(got, c.want) {
-				t.Errorf("mapCtxError(%v, %v) = %v: does not wrap %v", c.want, w.err, got, c.want)
+				t.Errorf("sqlstore.MapCtxError(%v, %v) = %v: does not wrap %v", c.want, w.err, got, c.want)
 			}
 			if !errors.Is(got, w.err) {
-				t.Errorf("mapCtxError(%v) = %v: native error not reachable", w.err, got)
+				t.Errorf("sqlstore.MapCtxError(%v) = %v: native error not reachable", w.err, got)
 			}
 			if w.sentinel != nil && !errors.Is(got, w.sentinel) {
-				t.Errorf("mapCtxError(%v) = %v: sentinel %v not reachable", w.err, got, w.sentinel)
+				t.Errorf("sqlstore.MapCtxError(%v) = %v: sentinel %v not reachable", w.err, got, w.sentinel)
 			}
 			if dao.IsRetryable(got) {
-				t.Errorf("mapCtxError(%v) = %v: retryable after the context ended", w.err, got)
+				t.Errorf("sqlstore.MapCtxError(%v) = %v: retryable after the context ended", w.err, got)
 			}
 		}
-		live := mapCtxError(context.Background(), w.err)
+		live := sqlstore.MapCtxError(context.Background(), w.err)
 		if errors.Is(live, context.Canceled) || errors.Is(live, context.DeadlineExceeded) {
-			t.Errorf("mapCtxError(live ctx, %v) = %v: a context error", w.err, live)
+			t.Errorf("sqlstore.MapCtxError(live ctx, %v) = %v: a context error", w.err, live)
 		}
-		if live.Error() != mapError(w.err).Error() {
-			t.Errorf("mapCtxError(live ctx, %v) = %v, mapError = %v", w.err, live, mapError(w.err))
+		if live.Error() != sqlstore.MapError(w.err).Error() {
+			t.Errorf("sqlstore.MapCtxError(live ctx, %v) = %v, mapError = %v", w.err, live, sqlstore.MapError(w.err))
 		}
 	}
-	if err := mapCtxError(cancelled, nil); err != nil {
-		t.Errorf("mapCtxError(nil) = %v", err)
+	if err := sqlstore.MapCtxError(cancelled, nil); err != nil {
+		t.Errorf("sqlstore.MapCtxError(nil) = %v", err)
 	}
 	// An error that already is the context's error is not wrapped twice.
-	if got := mapCtxError(cancelled, context.Canceled); got != context.Canceled {
-		t.Errorf("mapCtxError(context.Canceled) = %v", got)
+	if got := sqlstore.MapCtxError(cancelled, context.Canceled); got != context.Canceled {
+		t.Errorf("sqlstore.MapCtxError(context.Canceled) = %v", got)
 	}
 }

@@ -1,4 +1,4 @@
-package sqlstore
+package sqlstore_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"io"
 	"reflect"
 	"testing"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
 
 	"github.com/claimstore/claimstore/dao"
 	mssql "github.com/microsoft/go-mssqldb"
@@ -34,25 +36,25 @@ func TestMapErrorSQLServerAndGeneric(t *testing.T) {
 		{sql.ErrNoRows, dao.ErrNotFound},
 	}
 	for _, c := range cases {
-		got := mapError(c.err)
+		got := sqlstore.MapError(c.err)
 		// mssql.Error holds a slice, so errors.Is cannot compare it; the
 		// errors.As check below covers it.
 		native := !reflect.TypeOf(c.err).Comparable() || errors.Is(got, c.err)
 		if !errors.Is(got, c.want) || !native {
-			t.Errorf("mapError(%v) = %v; want %v wrapping the native error", c.err, got, c.want)
+			t.Errorf("sqlstore.MapError(%v) = %v; want %v wrapping the native error", c.err, got, c.want)
 		}
 	}
 	var me mssql.Error
-	if !errors.As(mapError(mssql.Error{Number: 2627}), &me) || me.Number != 2627 {
+	if !errors.As(sqlstore.MapError(mssql.Error{Number: 2627}), &me) || me.Number != 2627 {
 		t.Error("mssql.Error not reachable with errors.As")
 	}
 	for _, err := range []error{nil, context.Canceled, fmt.Errorf("x: %w", context.DeadlineExceeded), errors.New("other")} {
-		if got := mapError(err); got != err {
-			t.Errorf("mapError(%v) = %v; want it unchanged", err, got)
+		if got := sqlstore.MapError(err); got != err {
+			t.Errorf("sqlstore.MapError(%v) = %v; want it unchanged", err, got)
 		}
 	}
 	already := fmt.Errorf("%w: %w", dao.ErrBusy, io.EOF)
-	if got := mapError(already); got != already {
+	if got := sqlstore.MapError(already); got != already {
 		t.Errorf("an error with a sentinel was mapped again: %v", got)
 	}
 }

@@ -1,0 +1,138 @@
+package mysql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dialects"
+	gomysql "github.com/go-sql-driver/mysql"
+	gormmysql "gorm.io/driver/mysql"
+	"gorm.io/gorm"
+)
+
+func init() {
+	sqlstore.Register(sqlstore.Backend{
+		Dialector: func(dsn string) (gorm.Dialector, error) {
+			full, err := DSN(dsn)
+			if err != nil {
+				return nil, err
+			}
+			return gormmysql.Open(full), nil
+		},
+		Classify:    classify,
+		MatchedRows: matchedRows,
+	}, dialects.MySQL, dialects.MariaDB)
+}
+
+// New returns the store of T over db, a MySQL or MariaDB handle opened with
+// gorm.io/driver/mysql (by [Open] or by the caller): see sqlstore.New,
+// which it calls, for what it reads at start, the options and the errors.
+// Claims run the portable default unless sqlstore.WithStrategy opts in the
+// fast path (MySQL 8.0.1+, MariaDB 10.6+: SKIP LOCKED).
+func New[T any](db *gorm.DB, opts ...sqlstore.Option) (*dao.Table[T], error) {
+	return sqlstore.New[T](db, opts...)
+}
+
+// Open opens a GORM handle on dsn, a go-sql-driver/mysql DSN
+// ("root:@tcp(127.0.0.1:3306)/test"), completed by [DSN], with
+// gorm.io/driver/mysql, and pings the server with ctx. Errors: a malformed
+// DSN is [dao.ErrInvalidArgument], an unreachable server
+// [dao.ErrUnavailable]; other failures are mapped like every database
+// error. On error nothing stays open.
+func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
+	return sqlstore.Open(ctx, string(dialects.MySQL), dsn)
+}
+
+// DSN returns dsn (a go-sql-driver/mysql DSN) with three parameters added
+// unless dsn sets them:
+//
+//   - parseTime=true, so DATETIME columns scan into time.Time;
+//   - interpolateParams=true, so a statement with arguments is one round
+//     trip (text protocol with client-side escaping) instead of three
+//     exchanges (prepare, execute, close) of the binary protocol.
+//     Interpolation is unsafe with the multibyte character sets big5, gbk,
+//     sjis and cp932 (go-sql-driver documentation, "interpolateParams");
+//     keep the default utf8mb4;
+//   - clientFoundRows=true, so an UPDATE reports the rows it matched, not
+//     only those it changed: Update then returns the matched count in one
+//     statement, and a guarded claim update of a row whose values it leaves
+//     unchanged still counts (the store is correct without the flag too,
+//     at the cost of extra queries in those cases).
+//
+// A DSN the driver cannot parse is [dao.ErrInvalidArgument].
+func DSN(dsn string) (string, error) {
+	if _, err := gomysql.ParseDSN(dsn); err != nil {
+		return "", fmt.Errorf("%w: mysql dsn: %w", dao.ErrInvalidArgument, err)
+	}
+	var query string
+	if i := strings.LastIndexByte(dsn, '/'); i >= 0 {
+		if j := strings.IndexByte(dsn[i:], '?'); j >= 0 {
+			query = dsn[i+j+1:]
+		}
+	}
+	params, err := url.ParseQuery(query)
+	if err != nil {
+		return "", fmt.Errorf("%w: mysql dsn parameters: %w", dao.ErrInvalidArgument, err)
+	}
+	out := dsn
+	for _, p := range []string{"parseTime", "interpolateParams", "clientFoundRows"} {
+		if _, ok := params[p]; ok {
+			continue
+		}
+		sep := "&"
+		if !strings.Contains(out[strings.LastIndexByte(out, '/')+1:], "?") {
+			sep = "?"
+		}
+		out += sep + p + "=true"
+	}
+	return out, nil
+}
+
+// matchedRows reports whether an UPDATE's affected-row count on db is the
+// number of rows it matched. MySQL and MariaDB count changed rows unless
+// the client sets CLIENT_FOUND_ROWS (DSN parameter clientFoundRows=true,
+// which [DSN] adds; MySQL manual, "mysql_affected_rows()"); the setting is
+// read from the GORM dialector's parsed DSN, and taken as off when the
+// dialector has none (a handle built over an existing connection pool).
+func matchedRows(db *gorm.DB) bool {
+	var cfg *gormmysql.Config
+	switch d := db.Dialector.(type) {
+	case *gormmysql.Dialector:
+		cfg = d.Config
+	case gormmysql.Dialector:
+		cfg = d.Config
+	}
+	return cfg != nil && cfg.DSNConfig != nil && cfg.DSNConfig.ClientFoundRows
+}
+
+// classify maps the errors of go-sql-driver/mysql to dao sentinels (MySQL
+// "Server Error Message Reference", MariaDB "Error Codes"): 1062
+// ER_DUP_ENTRY and 1586 ER_DUP_ENTRY_WITH_KEY_NAME -> ErrDuplicate; 1213
+// ER_LOCK_DEADLOCK -> ErrConflict; 1205 ER_LOCK_WAIT_TIMEOUT
+// (innodb_lock_wait_timeout), MariaDB's 1969 ER_STATEMENT_TIMEOUT
+// (max_statement_time) and MySQL's 3024 ER_QUERY_TIMEOUT
+// (max_execution_time) -> ErrBusy; mysql.ErrInvalidConn ->
+// ErrUnavailable. Other errors are nil.
+func classify(err error) error {
+	var myErr *gomysql.MySQLError
+	if errors.As(err, &myErr) {
+		switch myErr.Number {
+		case 1062, 1586:
+			return dao.ErrDuplicate
+		case 1213:
+			return dao.ErrConflict
+		case 1205, 1969, 3024:
+			return dao.ErrBusy
+		}
+		return nil
+	}
+	if errors.Is(err, gomysql.ErrInvalidConn) {
+		return dao.ErrUnavailable
+	}
+	return nil
+}

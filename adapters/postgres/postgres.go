@@ -1,0 +1,69 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dialects"
+	"github.com/jackc/pgx/v5/pgconn"
+	gormpg "gorm.io/driver/postgres"
+	"gorm.io/gorm"
+)
+
+func init() {
+	sqlstore.Register(sqlstore.Backend{
+		Dialector: func(dsn string) (gorm.Dialector, error) { return gormpg.Open(dsn), nil },
+		Classify:  classify,
+	}, dialects.Postgres)
+}
+
+// New returns the store of T over db, a PostgreSQL handle opened with
+// gorm.io/driver/postgres (by [Open] or by the caller): see sqlstore.New,
+// which it calls, for what it reads at start, the options and the errors.
+// Claims run on the fast path by default: one UPDATE … FOR UPDATE SKIP
+// LOCKED … RETURNING in autocommit (see package sqlstore).
+func New[T any](db *gorm.DB, opts ...sqlstore.Option) (*dao.Table[T], error) {
+	return sqlstore.New[T](db, opts...)
+}
+
+// Open opens a GORM handle on dsn, a pgx connection string or URL
+// ("postgres://user@127.0.0.1:5432/db?sslmode=disable" or "host=… user=…
+// dbname=…"), with gorm.io/driver/postgres over pgx (jackc/pgx/v5 stdlib),
+// and pings the server with ctx. Errors: an unreachable server is
+// [dao.ErrUnavailable]; other failures are mapped like every database
+// error. On error nothing stays open.
+func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
+	return sqlstore.Open(ctx, string(dialects.Postgres), dsn)
+}
+
+// classify maps the errors of pgx to dao sentinels (PostgreSQL manual,
+// "Appendix A. PostgreSQL Error Codes"): 23505 unique_violation ->
+// ErrDuplicate; 40001 serialization_failure and 40P01 deadlock_detected ->
+// ErrConflict; 55P03 lock_not_available (lock_timeout) and 57014
+// query_canceled (statement_timeout, or a cancel request) -> ErrBusy;
+// class 08 (connection exception), 57P01 admin_shutdown, 57P02
+// crash_shutdown and 57P03 cannot_connect_now -> ErrUnavailable;
+// pgconn.ConnectError -> ErrUnavailable. Other errors are nil.
+func classify(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch code := pgErr.Code; {
+		case code == "23505":
+			return dao.ErrDuplicate
+		case code == "40001" || code == "40P01":
+			return dao.ErrConflict
+		case code == "55P03", code == "57014":
+			return dao.ErrBusy
+		case len(code) == 5 && code[:2] == "08", code == "57P01", code == "57P02", code == "57P03":
+			return dao.ErrUnavailable
+		}
+		return nil
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return dao.ErrUnavailable
+	}
+	return nil
+}

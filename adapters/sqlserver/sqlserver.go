@@ -1,0 +1,70 @@
+package sqlserver
+
+import (
+	"context"
+	"errors"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dialects"
+	mssql "github.com/microsoft/go-mssqldb"
+	gormmssql "gorm.io/driver/sqlserver"
+	"gorm.io/gorm"
+)
+
+func init() {
+	sqlstore.Register(sqlstore.Backend{
+		Dialector: func(dsn string) (gorm.Dialector, error) { return gormmssql.Open(dsn), nil },
+		Classify:  classify,
+	}, dialects.SQLServer)
+}
+
+// New returns the store of T over db, a SQL Server handle opened with
+// gorm.io/driver/sqlserver (by [Open] or by the caller): see sqlstore.New,
+// which it calls, for what it reads at start, the options and the errors.
+// Claims run the portable default.
+func New[T any](db *gorm.DB, opts ...sqlstore.Option) (*dao.Table[T], error) {
+	return sqlstore.New[T](db, opts...)
+}
+
+// Open opens a GORM handle on dsn, a go-mssqldb URL
+// ("sqlserver://sa:pass@127.0.0.1:1433?database=test"), with
+// gorm.io/driver/sqlserver, and pings the server with ctx.
+func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
+	return sqlstore.Open(ctx, string(dialects.SQLServer), dsn)
+}
+
+// classify maps the errors of microsoft/go-mssqldb to dao sentinels (SQL
+// Server "Database engine events and errors"): 2627 (unique constraint)
+// and 2601 (unique index) -> ErrDuplicate; 1205 (deadlock victim) ->
+// ErrConflict; 1222 (lock request time out period exceeded, LOCK_TIMEOUT)
+// -> ErrBusy. Other errors are nil.
+func classify(err error) error {
+	n, ok := number(err)
+	if !ok {
+		return nil
+	}
+	switch n {
+	case 2627, 2601:
+		return dao.ErrDuplicate
+	case 1205:
+		return dao.ErrConflict
+	case 1222:
+		return dao.ErrBusy
+	}
+	return nil
+}
+
+// number returns the error number of a SQL Server error, which the driver
+// returns by value or by pointer.
+func number(err error) (int32, bool) {
+	var v mssql.Error
+	if errors.As(err, &v) {
+		return v.Number, true
+	}
+	var p *mssql.Error
+	if errors.As(err, &p) && p != nil {
+		return p.Number, true
+	}
+	return 0, false
+}

@@ -1,0 +1,38 @@
+package sqlstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/claimstore/claimstore/dialects"
+)
+
+// nowQueries return the database server's current time as microseconds
+// since the Unix epoch, independent of any session time zone.
+var nowQueries = map[dialects.Name]string{
+	// PostgreSQL manual, 9.9.5 "Current Date/Time": clock_timestamp() is
+	// the time at the call; EXTRACT(EPOCH …) of a timestamptz is
+	// zone-independent (9.9.1).
+	dialects.Postgres: "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)",
+	// MySQL and MariaDB: UNIX_TIMESTAMP(NOW(6)) converts the session-time
+	// NOW to seconds since the epoch with microseconds (MySQL manual,
+	// "Date and Time Functions").
+	dialects.MySQL:   "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)",
+	dialects.MariaDB: "SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)",
+	// SQL Server: SYSUTCDATETIME() is the server's UTC time (Transact-SQL
+	// reference, "SYSUTCDATETIME").
+	dialects.SQLServer: "SELECT DATEDIFF_BIG(MICROSECOND, '19700101', SYSUTCDATETIME())",
+	// SQLite: julianday('now') is the current UTC time of the process that
+	// runs the statement (SQLite "Date And Time Functions").
+	dialects.SQLite: "SELECT CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)",
+}
+
+// Now returns the database's current time in UTC, with microsecond
+// precision: one query (see nowQueries for each dialect's).
+func (s *sqlDriver[T]) Now(ctx context.Context) (time.Time, error) {
+	var us int64
+	if err := s.pool.QueryRowContext(ctx, nowQueries[s.dialect]).Scan(&us); err != nil {
+		return time.Time{}, mapError(err)
+	}
+	return time.UnixMicro(us).UTC(), nil
+}
