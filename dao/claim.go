@@ -87,18 +87,18 @@ func (t *Table[T]) claimPortable(ctx context.Context, req ClaimRequest) ([]T, er
 	if tr := ContextClaimTrace(ctx); tr != nil && tr.CandidatesRead != nil {
 		ids := make([]any, len(cands))
 		for i := range cands {
-			ids[i] = m.ID(&cands[i])
+			ids[i] = m.ID(&cands[i].Row)
 		}
 		tr.CandidatesRead(ctx, ids)
 	}
 	claimed := make([]T, 0, len(cands))
 	for i := range cands {
-		row := &cands[i]
+		row := &cands[i].Row
 		if err := ctx.Err(); err != nil {
 			return claimed, fmt.Errorf("claimstore: claim: stopped before the guarded update of %v, %d of %d candidates claimed: %w",
 				m.ID(row), len(claimed), len(cands), err)
 		}
-		ok, err := t.drv.ClaimRow(ctx, row, req.Where, req.Set)
+		ok, err := t.drv.ClaimRow(ctx, &cands[i], req.Where, req.Set)
 		if err != nil {
 			return claimed, stopped(ctx, fmt.Sprintf("guarded update of %v", m.ID(row)), err)
 		}

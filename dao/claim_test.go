@@ -39,18 +39,19 @@ func (o *sliceOps) Delete(context.Context, Criteria, int) (int64, error) {
 
 func (o *sliceOps) Select(context.Context, Query) ([]row, error) { return nil, errors.New("not used") }
 
-func (o *sliceOps) ReadCandidates(ctx context.Context, q Query) ([]row, error) {
+func (o *sliceOps) ReadCandidates(ctx context.Context, q Query) ([]driver.Candidate[row], error) {
 	o.reads++
-	var out []row
+	var out []driver.Candidate[row]
 	for _, r := range o.rows {
 		if o.m.Match(&r, q.Where) && (q.Limit == 0 || len(out) < q.Limit) {
-			out = append(out, r)
+			out = append(out, driver.Candidate[row]{Row: r})
 		}
 	}
 	return out, nil
 }
 
-func (o *sliceOps) ClaimRow(ctx context.Context, r *row, where Criteria, set Set) (bool, error) {
+func (o *sliceOps) ClaimRow(ctx context.Context, c *driver.Candidate[row], where Criteria, set Set) (bool, error) {
+	r := &c.Row
 	o.updates = append(o.updates, r.ID)
 	if f := o.during[r.ID]; f != nil {
 		f()

@@ -13,22 +13,23 @@ import (
 	"gorm.io/gorm/schema"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dao/driver"
 )
 
 // kind is how a column is stored and compared in Elasticsearch.
 type kind int
 
-// The kinds share dao's values (dao.KindOf), plus one of this package for
+// The kinds share dao's values (driver.KindOf), plus one of this package for
 // columns written through a GORM serializer.
 const (
-	kindOther  = kind(dao.KindOther)  // object with "enabled": false: kept in _source, not searchable
-	kindInt    = kind(dao.KindInt)    // long
-	kindUint   = kind(dao.KindUint)   // long; values above math.MaxInt64 are refused
-	kindFloat  = kind(dao.KindFloat)  // double
-	kindString = kind(dao.KindString) // keyword
-	kindBool   = kind(dao.KindBool)   // boolean
-	kindTime   = kind(dao.KindTime)   // date (millisecond resolution in the index)
-	kindBytes  = kind(dao.KindBytes)  // binary: kept in _source, not searchable
+	kindOther  = kind(driver.KindOther)  // object with "enabled": false: kept in _source, not searchable
+	kindInt    = kind(driver.KindInt)    // long
+	kindUint   = kind(driver.KindUint)   // long; values above math.MaxInt64 are refused
+	kindFloat  = kind(driver.KindFloat)  // double
+	kindString = kind(driver.KindString) // keyword
+	kindBool   = kind(driver.KindBool)   // boolean
+	kindTime   = kind(driver.KindTime)   // date (millisecond resolution in the index)
+	kindBytes  = kind(driver.KindBytes)  // binary: kept in _source, not searchable
 	// kindSerialized is a GORM serializer's output, kept in _source, not
 	// searchable.
 	kindSerialized kind = -1
@@ -38,7 +39,7 @@ func fieldKind(f *schema.Field) kind {
 	if f.Serializer != nil {
 		return kindSerialized
 	}
-	return kind(dao.KindOf(f))
+	return kind(driver.KindOf(f))
 }
 
 // searchable reports whether criteria and sorting may use a column of kind k.
@@ -101,7 +102,7 @@ func encodeValue(name string, k kind, v any) (any, error) {
 }
 
 // encodeDoc returns the document of row: every column by its name.
-func (s *Store[T]) encodeDoc(row *T) (map[string]any, error) {
+func (s *esDriver[T]) encodeDoc(row *T) (map[string]any, error) {
 	doc := make(map[string]any, len(s.cols))
 	for _, c := range s.cols {
 		v, _ := s.model.Value(row, c.name)
@@ -116,7 +117,7 @@ func (s *Store[T]) encodeDoc(row *T) (map[string]any, error) {
 
 // decodeDoc builds a T from a document's _source. Columns missing or null
 // in the source stay at their zero value (nil for pointers).
-func (s *Store[T]) decodeDoc(src json.RawMessage) (T, error) {
+func (s *esDriver[T]) decodeDoc(src json.RawMessage) (T, error) {
 	var row T
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(src, &fields); err != nil {

@@ -51,7 +51,7 @@ func TestStress(t *testing.T) {
 	}
 	setup := func(t *testing.T, url string, refresh esstore.Refresh) string {
 		s := newStore[conformance.Job](t, url, esstore.WithRefresh(refresh))
-		return url + "|" + s.Index() + "|" + string(refresh)
+		return url + "|" + indexOf(s) + "|" + string(refresh)
 	}
 	t.Run("fake", func(t *testing.T) {
 		conformance.RunStress(t, conformance.StressHarness{

@@ -38,6 +38,10 @@ func TestGuardedWriteRechecksCriteria(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ops, err := newDriver[guardRow](client, WithIndex("guard"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -46,17 +50,13 @@ func TestGuardedWriteRechecksCriteria(t *testing.T) {
 	if err := s.Create(ctx, rows...); err != nil {
 		t.Fatal(err)
 	}
-	ops := &claimOps[guardRow]{s: s, seq: map[string]seqPT{}}
 	cands, err := ops.ReadCandidates(ctx, dao.Query{OrderBy: []dao.Order{dao.Asc("id")}, Limit: 10})
 	if err != nil || len(cands) != 3 {
 		t.Fatalf("ReadCandidates = %v, %v", cands, err)
 	}
-	set, err := s.model.CheckSet(dao.Set{"status": "claimed", "n": dao.Incr(1)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := dao.Set{"status": "claimed", "n": dao.Incr(1)} // plain values already
 	check := func(c dao.Criteria) dao.Criteria {
-		c, err := s.model.CheckCriteria(c)
+		c, err := s.CheckCriteria(c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +79,7 @@ func TestGuardedWriteRechecksCriteria(t *testing.T) {
 			t.Errorf("%s: ClaimRow = %v, %v; want %v", c.name, ok, err, c.want)
 		}
 	}
-	first, err := s.Get(ctx, cands[0].ID)
+	first, err := s.Get(ctx, cands[0].Row.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestGuardedWriteRechecksCriteria(t *testing.T) {
 	if _, err := ops.ClaimRow(ctx, &cands[0], dao.Criteria{}, set); err == nil {
 		t.Error("a write with a stale _seq_no succeeded")
 	}
-	if _, err := s.Delete(ctx, check(dao.Eq("id", cands[2].ID)), 1); err != nil {
+	if _, err := s.Delete(ctx, check(dao.Eq("id", cands[2].Row.ID)), 1); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := ops.ClaimRow(ctx, &cands[2], dao.Criteria{}, set); ok || err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/esstore"
 	"github.com/claimstore/claimstore/adapters/esstore/internal/fakees"
+	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/testdb"
 )
 
@@ -85,7 +86,7 @@ func indexName() string {
 
 // newStore returns a migrated store of T over a fresh index of the server
 // at url, dropped when t finishes.
-func newStore[T any](t testing.TB, url string, opts ...esstore.Option) *esstore.Store[T] {
+func newStore[T any](t testing.TB, url string, opts ...esstore.Option) *dao.Table[T] {
 	t.Helper()
 	opts = append([]esstore.Option{esstore.WithIndex(indexName())}, opts...)
 	s, err := esstore.New[T](newClient(t, url), opts...)
@@ -100,9 +101,18 @@ func newStore[T any](t testing.TB, url string, opts ...esstore.Option) *esstore.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := s.Drop(ctx); err != nil {
+		if err := esstore.Drop(ctx, s); err != nil {
 			t.Errorf("Drop: %v", err)
 		}
 	})
 	return s
+}
+
+// indexOf returns the name of the index that holds s's documents.
+func indexOf[T any](s *dao.Table[T]) string {
+	var ix esstore.Indexes
+	if !s.As(&ix) {
+		panic("an Elasticsearch store gives its indexes to As")
+	}
+	return ix.Index
 }

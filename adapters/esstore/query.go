@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dao/driver"
 )
 
 // The painless scripts the store sends. Their sources are constants: every
@@ -111,7 +112,7 @@ type obj = map[string]any
 
 // searchableColumn returns the column name, or an error wrapping
 // dao.ErrInvalidArgument when criteria or sorting cannot use it.
-func (s *Store[T]) searchableColumn(name string) (column, error) {
+func (s *esDriver[T]) searchableColumn(name string) (column, error) {
 	c, ok := s.byName[name]
 	if !ok {
 		return column{}, fmt.Errorf("%w: unknown field %q", dao.ErrInvalidArgument, name)
@@ -123,7 +124,7 @@ func (s *Store[T]) searchableColumn(name string) (column, error) {
 }
 
 // query translates checked criteria into the query DSL.
-func (s *Store[T]) query(c dao.Criteria) (obj, error) {
+func (s *esDriver[T]) query(c dao.Criteria) (obj, error) {
 	switch c.Op() {
 	case dao.OpAll:
 		return obj{"match_all": obj{}}, nil
@@ -198,7 +199,7 @@ func (s *Store[T]) query(c dao.Criteria) (obj, error) {
 // WriteScript evaluates on ctx._source: leaves push a boolean, and/or pop n
 // of them and push the result. It returns nil for criteria that match every
 // row.
-func (s *Store[T]) guardProgram(c dao.Criteria) ([]any, error) {
+func (s *esDriver[T]) guardProgram(c dao.Criteria) ([]any, error) {
 	if c.IsAll() {
 		return nil, nil
 	}
@@ -272,7 +273,7 @@ func (s *Store[T]) guardProgram(c dao.Criteria) ([]any, error) {
 // sort translates checked ordering terms (the primary key last) into sort
 // clauses. NULLs sort after every value ascending and first descending, as
 // in PostgreSQL and dao.Model.Less.
-func (s *Store[T]) sort(order []dao.Order) ([]any, error) {
+func (s *esDriver[T]) sort(order []dao.Order) ([]any, error) {
 	out := make([]any, len(order))
 	for i, o := range order {
 		col, err := s.searchableColumn(o.Field)
@@ -290,9 +291,9 @@ func (s *Store[T]) sort(order []dao.Order) ([]any, error) {
 
 // scriptParams splits a checked Set into the set and incr maps of
 // WriteScript, with values in their JSON form.
-func (s *Store[T]) scriptParams(set dao.Set) (obj, obj, error) {
+func (s *esDriver[T]) scriptParams(set dao.Set) (obj, obj, error) {
 	plain, incr := obj{}, obj{}
-	for _, name := range dao.SetColumns(set) {
+	for _, name := range driver.SetColumns(set) {
 		c := s.byName[name]
 		v := set[name]
 		if inc, ok := v.(dao.Increment); ok {

@@ -17,6 +17,7 @@ import (
 	"gorm.io/gorm/schema"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dao/driver"
 )
 
 // Refresh is the value of the refresh parameter the store sends with its
@@ -97,12 +98,11 @@ func WithNamer(namer schema.Namer) Option {
 	return func(o *options) error { o.namer = namer; return nil }
 }
 
-// Store is a dao.Store of T over one Elasticsearch index. Create it with
-// New and create the index with Migrate. A Store is safe for concurrent
-// use.
-type Store[T any] struct {
+// esDriver is the driver.Driver of T over one Elasticsearch index. It is
+// safe for concurrent use.
+type esDriver[T any] struct {
 	client   *elasticsearch.Client
-	model    *dao.Model[T]
+	model    *driver.Model[T]
 	index    string
 	seqIndex string
 	refresh  Refresh
@@ -119,10 +119,15 @@ type column struct {
 	field *schema.Field
 }
 
-var _ dao.Store[struct{ ID int64 }] = (*Store[struct{ ID int64 }])(nil)
+var (
+	_ driver.Driver[struct{ ID int64 }] = (*esDriver[struct{ ID int64 }])(nil)
+	_ driver.Migrator                   = (*esDriver[struct{ ID int64 }])(nil)
+	_ driver.As                         = (*esDriver[struct{ ID int64 }])(nil)
+)
 
-// New returns a store of T over an index reached through client. It does no
-// I/O; call Migrate to create the index. It fails with an error wrapping
+// New returns the store of T over an index reached through client: the
+// portable [dao.Table] over this package's driver. It does no I/O; call
+// Migrate to create the index. It fails with an error wrapping
 // dao.ErrInvalidArgument when T is not a model GORM can parse with exactly
 // one primary key, when the primary key is not an integer or a string, or
 // when an option is invalid.
@@ -133,9 +138,18 @@ var _ dao.Store[struct{ ID int64 }] = (*Store[struct{ ID int64 }])(nil)
 // row it had claimed is not returned. Configure the client with
 // DisableRetry: true (or a RetryOnError that refuses POST) to have such a
 // write reported as dao.ErrUnavailable instead.
-func New[T any](client *elasticsearch.Client, opts ...Option) (*Store[T], error) {
+func New[T any](client *elasticsearch.Client, opts ...Option) (*dao.Table[T], error) {
+	d, err := newDriver[T](client, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("claimstore: new: %w", err)
+	}
+	return dao.New[T](d)
+}
+
+// newDriver builds the driver of New.
+func newDriver[T any](client *elasticsearch.Client, opts ...Option) (*esDriver[T], error) {
 	if client == nil {
-		return nil, fmt.Errorf("esstore: %w: nil client", dao.ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: nil client", dao.ErrInvalidArgument)
 	}
 	o := options{refresh: RefreshWaitFor, pageSize: DefaultPageSize}
 	for _, opt := range opts {
@@ -143,7 +157,7 @@ func New[T any](client *elasticsearch.Client, opts ...Option) (*Store[T], error)
 			return nil, fmt.Errorf("esstore: %w", err)
 		}
 	}
-	m, err := dao.NewModel[T](o.namer)
+	m, err := driver.NewModel[T](o.namer)
 	if err != nil {
 		return nil, fmt.Errorf("esstore: %w", err)
 	}
@@ -153,7 +167,7 @@ func New[T any](client *elasticsearch.Client, opts ...Option) (*Store[T], error)
 	if err := checkIndexName(o.index); err != nil {
 		return nil, fmt.Errorf("esstore: %w", err)
 	}
-	s := &Store[T]{
+	s := &esDriver[T]{
 		client:   client,
 		model:    m,
 		index:    o.index,
@@ -188,28 +202,36 @@ func checkIndexName(name string) error {
 }
 
 // Model returns the parsed model of T.
-func (s *Store[T]) Model() *dao.Model[T] { return s.model }
+func (s *esDriver[T]) Model() *driver.Model[T] { return s.model }
 
-// Index returns the name of the index that holds the documents.
-func (s *Store[T]) Index() string { return s.index }
+// Indexes names the indexes of a store: Index holds the documents, and
+// Sequence the counter document from which Create assigns integer primary
+// keys (Index followed by "-claimstore-seq"). dao.Table.As sets a
+// *Indexes.
+type Indexes struct{ Index, Sequence string }
 
-// SequenceIndex returns the name of the index holding the counter document
-// from which Create assigns integer primary keys: Index() followed by
-// "-claimstore-seq".
-func (s *Store[T]) SequenceIndex() string { return s.seqIndex }
+// As sets target to the store's client when it is a
+// **elasticsearch.Client, and to its index names when it is an *Indexes.
+func (s *esDriver[T]) As(target any) bool {
+	switch t := target.(type) {
+	case **elasticsearch.Client:
+		*t = s.client
+	case *Indexes:
+		*t = Indexes{Index: s.index, Sequence: s.seqIndex}
+	case **esDriver[T]:
+		*t = s
+	default:
+		return false
+	}
+	return true
+}
 
-// Client returns the Elasticsearch client the store uses.
-func (s *Store[T]) Client() *elasticsearch.Client { return s.client }
-
-// Capabilities reports the portable default claim guarded by sequence
-// numbers: one search plus one update per candidate, and a lost race
-// reported as dao.ErrConflict together with the rows claimed before it.
-func (s *Store[T]) Capabilities() dao.Capabilities {
-	return dao.Capabilities{
-		Backend:         "elasticsearch",
-		FastPath:        false,
-		ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1},
-		LostRace:        dao.LostRaceConflict,
+// Info states the portable claim guarded by sequence numbers: a lost race
+// is reported as dao.ErrConflict together with the rows claimed before it.
+func (s *esDriver[T]) Info() driver.Info {
+	return driver.Info{
+		Backend:  "elasticsearch",
+		LostRace: dao.LostRaceConflict,
 		// keyword fields match terms exactly and sort by their UTF-8
 		// bytes (Reference, Keyword type family).
 		Collation:    dao.Collation{Name: "keyword"},
@@ -221,7 +243,7 @@ func (s *Store[T]) Capabilities() dao.Capabilities {
 // returned mapped (dao.ErrUnavailable unless the context ended); a
 // response with status >= 300 is returned as an *Error for the caller to
 // map, since the meaning of a 404 or a 409 depends on the operation.
-func (s *Store[T]) do(ctx context.Context, op string, req esapi.Request) (int, []byte, *Error, error) {
+func (s *esDriver[T]) do(ctx context.Context, op string, req esapi.Request) (int, []byte, *Error, error) {
 	res, err := req.Do(ctx, s.client)
 	if err != nil {
 		return 0, nil, nil, wrapTransport(ctx, op, err)
@@ -254,7 +276,7 @@ func ptr[V any](v V) *V { return &v }
 // in _source; the mapping is strict, so a document with an unknown field
 // is refused. An index that already exists is left as it is, so Migrate
 // is idempotent. Errors are mapped as every other call's.
-func (s *Store[T]) Migrate(ctx context.Context) error {
+func (s *esDriver[T]) Migrate(ctx context.Context) error {
 	props := obj{}
 	for _, c := range s.cols {
 		props[c.name] = mappingOf(c.kind)
@@ -286,7 +308,7 @@ func mappingOf(k kind) obj {
 	return obj{"type": "object", "enabled": false}
 }
 
-func (s *Store[T]) createIndex(ctx context.Context, name string, body obj) error {
+func (s *esDriver[T]) createIndex(ctx context.Context, name string, body obj) error {
 	r, err := jsonBody(body)
 	if err != nil {
 		return fmt.Errorf("esstore: migrate: %w", err)
@@ -301,9 +323,23 @@ func (s *Store[T]) createIndex(ctx context.Context, name string, body obj) error
 	return nil
 }
 
-// Drop deletes the index and the sequence index with all their documents.
-// Indexes that do not exist are ignored.
-func (s *Store[T]) Drop(ctx context.Context) error {
+// Drop deletes the index and the sequence index of store, an Elasticsearch
+// store built by [New], with all their documents. Indexes that do not
+// exist are ignored. A store of another backend is
+// dao.ErrInvalidArgument.
+func Drop[T any](ctx context.Context, store *dao.Table[T]) error {
+	var d *esDriver[T]
+	if !store.As(&d) {
+		return fmt.Errorf("claimstore: drop: %w: not an Elasticsearch store", dao.ErrInvalidArgument)
+	}
+	if err := d.drop(ctx); err != nil {
+		return fmt.Errorf("claimstore: drop: %w", err)
+	}
+	return nil
+}
+
+// drop deletes the driver's indexes.
+func (s *esDriver[T]) drop(ctx context.Context) error {
 	for _, name := range []string{s.index, s.seqIndex} {
 		_, _, esErr, err := s.do(ctx, "drop "+name, esapi.IndicesDeleteRequest{Index: []string{name}})
 		if err != nil {
@@ -314,45 +350,6 @@ func (s *Store[T]) Drop(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// Get returns the document whose _id is the primary key id, read in real
-// time (no refresh needed). A missing document or index is an error
-// wrapping dao.ErrNotFound; an id that does not fit the primary key is
-// dao.ErrInvalidArgument.
-func (s *Store[T]) Get(ctx context.Context, id any) (T, error) {
-	var zero T
-	key, err := s.model.CheckID(id)
-	if err != nil {
-		return zero, fmt.Errorf("esstore: get: %w", err)
-	}
-	did, err := docID(key)
-	if err != nil {
-		return zero, fmt.Errorf("esstore: get: %w", err)
-	}
-	op := fmt.Sprintf("get %v", key)
-	_, body, esErr, err := s.do(ctx, op, esapi.GetRequest{Index: s.index, DocumentID: url.PathEscape(did)})
-	if err != nil {
-		return zero, err
-	}
-	if esErr != nil {
-		return zero, wrapES(op, esErr)
-	}
-	var res struct {
-		Found  bool            `json:"found"`
-		Source json.RawMessage `json:"_source"`
-	}
-	if err := json.Unmarshal(body, &res); err != nil {
-		return zero, fmt.Errorf("esstore: %s: decode response: %w", op, err)
-	}
-	if !res.Found {
-		return zero, fmt.Errorf("esstore: %s: %w", op, dao.ErrNotFound)
-	}
-	row, err := s.decodeDoc(res.Source)
-	if err != nil {
-		return zero, fmt.Errorf("esstore: %s: %w", op, err)
-	}
-	return row, nil
 }
 
 // hit is one search hit.
@@ -367,7 +364,7 @@ type hit struct {
 // search runs q (checked) and returns up to q.Limit hits (all when 0),
 // paging with search_after over the total order of q.OrderBy. With
 // onePage it sends a single request of at most the page size.
-func (s *Store[T]) search(ctx context.Context, op string, q dao.Query, seqNo, source, onePage bool) ([]hit, error) {
+func (s *esDriver[T]) search(ctx context.Context, op string, q dao.Query, seqNo, source, onePage bool) ([]hit, error) {
 	query, err := s.query(q.Where)
 	if err != nil {
 		return nil, fmt.Errorf("esstore: %s: %w", op, err)
@@ -421,17 +418,13 @@ func (s *Store[T]) search(ctx context.Context, op string, q dao.Query, seqNo, so
 	}
 }
 
-// Find returns the documents matching q.Where in q.OrderBy order (the
+// Select returns the documents matching q.Where in q.OrderBy order (the
 // primary key breaking ties), at most q.Limit of them when it is > 0.
-// Criteria and ordering on binary or object columns, like any malformed
-// query, are dao.ErrInvalidArgument. Only refreshed documents are seen;
-// the store's own writes refresh. Pages of the result are separate
-// searches, so a Find longer than one page is not a snapshot.
-func (s *Store[T]) Find(ctx context.Context, q dao.Query) ([]T, error) {
-	q, err := s.model.CheckQuery(q)
-	if err != nil {
-		return nil, fmt.Errorf("esstore: find: %w", err)
-	}
+// Criteria and ordering on binary or object columns are
+// dao.ErrInvalidArgument. Only refreshed documents are seen; the store's
+// own writes refresh. Pages of the result are separate searches, so a
+// read longer than one page is not a snapshot.
+func (s *esDriver[T]) Select(ctx context.Context, q dao.Query) ([]T, error) {
 	hits, err := s.search(ctx, "find", q, false, true, false)
 	if err != nil {
 		return nil, err
@@ -439,7 +432,7 @@ func (s *Store[T]) Find(ctx context.Context, q dao.Query) ([]T, error) {
 	return s.decodeHits("find", hits)
 }
 
-func (s *Store[T]) decodeHits(op string, hits []hit) ([]T, error) {
+func (s *esDriver[T]) decodeHits(op string, hits []hit) ([]T, error) {
 	out := make([]T, len(hits))
 	for i, h := range hits {
 		row, err := s.decodeDoc(h.Source)
@@ -452,11 +445,7 @@ func (s *Store[T]) decodeHits(op string, hits []hit) ([]T, error) {
 }
 
 // Count returns how many refreshed documents match where (the count API).
-func (s *Store[T]) Count(ctx context.Context, where dao.Criteria) (int64, error) {
-	where, err := s.model.CheckCriteria(where)
-	if err != nil {
-		return 0, fmt.Errorf("esstore: count: %w", err)
-	}
+func (s *esDriver[T]) Count(ctx context.Context, where dao.Criteria) (int64, error) {
 	query, err := s.query(where)
 	if err != nil {
 		return 0, fmt.Errorf("esstore: count: %w", err)
@@ -492,7 +481,7 @@ type bulkItem struct {
 
 // bulk sends NDJSON lines to the bulk API with the store's refresh and
 // returns the items in request order.
-func (s *Store[T]) bulk(ctx context.Context, op string, lines [][]byte) ([]bulkItem, error) {
+func (s *esDriver[T]) bulk(ctx context.Context, op string, lines [][]byte) ([]bulkItem, error) {
 	var buf bytes.Buffer
 	for _, l := range lines {
 		buf.Write(l)
@@ -536,17 +525,8 @@ func action(name string, meta obj) []byte {
 // deleted again before the error is returned, and assigned keys are reset
 // to zero in the items; other readers may see them in between. Unique
 // indexes of the model other than the primary key are not enforced. A nil
-// item, or a value [dao.Model.CheckRow] refuses, is dao.ErrInvalidArgument
-// and nothing is sent.
-func (s *Store[T]) Create(ctx context.Context, items ...*T) error {
-	if len(items) == 0 {
-		return nil
-	}
-	for _, it := range items {
-		if err := s.model.CheckRow(it); err != nil {
-			return fmt.Errorf("esstore: create: %w", err)
-		}
-	}
+// item is refused by the portable layer before anything is sent.
+func (s *esDriver[T]) Insert(ctx context.Context, items []*T) error {
 	docs := make([]map[string]any, len(items))
 	var zeros []int
 	var maxExplicit int64
@@ -662,7 +642,7 @@ func (s *Store[T]) Create(ctx context.Context, items ...*T) error {
 // two round trips for the counter, whatever the batch size. With n == 0 it
 // only raises the counter to floor, so later keys never collide with keys
 // the caller chose.
-func (s *Store[T]) allocate(ctx context.Context, n, floor int64) (int64, error) {
+func (s *esDriver[T]) allocate(ctx context.Context, n, floor int64) (int64, error) {
 	const op = "create: allocate ids"
 	for attempt := 0; ; attempt++ {
 		_, body, esErr, err := s.do(ctx, op, esapi.GetRequest{Index: s.seqIndex, DocumentID: url.PathEscape(s.index)})
@@ -726,15 +706,7 @@ func (s *Store[T]) allocate(ctx context.Context, n, floor int64) (int64, error) 
 // by someone else while the update runs aborts it with an error wrapping
 // dao.ErrConflict; the documents updated before stay updated and are
 // counted in the returned number.
-func (s *Store[T]) Update(ctx context.Context, where dao.Criteria, set dao.Set) (int64, error) {
-	where, err := s.model.CheckCriteria(where)
-	if err != nil {
-		return 0, fmt.Errorf("esstore: update: %w", err)
-	}
-	set, err = s.model.CheckSet(set)
-	if err != nil {
-		return 0, fmt.Errorf("esstore: update: %w", err)
-	}
+func (s *esDriver[T]) Update(ctx context.Context, where dao.Criteria, set dao.Set) (int64, error) {
 	query, err := s.query(where)
 	if err != nil {
 		return 0, fmt.Errorf("esstore: update: %w", err)
@@ -796,19 +768,12 @@ func (s *Store[T]) Update(ctx context.Context, where dao.Criteria, set dao.Set) 
 // left alone; it repeats while the limit is not reached and more may match.
 // Documents already gone or changed are not counted; after a round with
 // changed documents it searches again (at most eight such rounds). It is
-// idempotent. limit <= 0 is dao.ErrInvalidArgument.
-func (s *Store[T]) Delete(ctx context.Context, where dao.Criteria, limit int) (int64, error) {
-	if limit <= 0 {
-		return 0, fmt.Errorf("esstore: delete: %w: limit must be > 0, got %d", dao.ErrInvalidArgument, limit)
-	}
-	where, err := s.model.CheckCriteria(where)
-	if err != nil {
-		return 0, fmt.Errorf("esstore: delete: %w", err)
-	}
+// idempotent.
+func (s *esDriver[T]) Delete(ctx context.Context, where dao.Criteria, limit int) (int64, error) {
 	var deleted int64
 	for conflictRounds := 0; deleted < int64(limit) && conflictRounds < 8; {
 		want := min(limit-int(deleted), s.pageSize)
-		q := dao.Query{Where: where, OrderBy: []dao.Order{dao.Asc(s.pk.name)}, Limit: want}
+		q := dao.Query{Where: where, OrderBy: []dao.Order{{Field: s.pk.name}}, Limit: want}
 		hits, err := s.search(ctx, "delete: search", q, true, false, true)
 		if err != nil {
 			return deleted, err
@@ -852,76 +817,60 @@ func (s *Store[T]) Delete(ctx context.Context, where dao.Criteria, limit int) (i
 	return deleted, nil
 }
 
-// Claim runs the portable default (dao.PortableClaim) with sequence-number
-// guards: one search for candidates (with seq_no_primary_term, at most one
-// page), then for each candidate one update API call carrying if_seq_no and
-// if_primary_term and the fixed WriteScript, which re-checks req.Where on
-// the current document and sets ctx.op = 'noop' when it no longer holds
-// (the row is skipped). Each write uses the store's refresh, so a claimed
-// document is not seen as claimable by the next search.
-//
-// A version conflict (409 version_conflict_engine_exception: another writer
-// changed the document after the search) ends the claim: the rows claimed
-// before it are returned together with an error wrapping dao.ErrConflict
-// and the *Error. A candidate deleted since the search is skipped.
-func (s *Store[T]) Claim(ctx context.Context, req dao.ClaimRequest) ([]T, error) {
-	checked, err := s.model.CheckClaim(req)
-	if err != nil {
-		return nil, fmt.Errorf("esstore: claim: %w", err)
-	}
-	if _, err := s.guardProgram(checked.Where); err != nil {
-		return nil, fmt.Errorf("esstore: claim: %w", err)
-	}
-	if _, err := s.sort(checked.OrderBy); err != nil {
-		return nil, fmt.Errorf("esstore: claim: %w", err)
-	}
-	if _, _, err := s.scriptParams(checked.Set); err != nil {
-		return nil, fmt.Errorf("esstore: claim: %w", err)
-	}
-	ops := &claimOps[T]{s: s, seq: map[string]seqPT{}}
-	rows, err := dao.PortableClaim(ctx, s.model, ops, req)
-	if err != nil {
-		return rows, fmt.Errorf("esstore: %w", err)
-	}
-	return rows, nil
-}
-
 type seqPT struct{ seqNo, primaryTerm int64 }
 
 // claimWriteTimeout bounds how long a claim waits for the answer to an
 // update it has sent, after the caller's context ended or not.
 const claimWriteTimeout = 30 * time.Second
 
-// claimOps is dao.PortableOps for one claim: it remembers the _seq_no and
-// _primary_term of every candidate it read.
-type claimOps[T any] struct {
-	s   *Store[T]
-	seq map[string]seqPT
-}
+// The portable claim on Elasticsearch is guarded by sequence numbers: one
+// search for candidates (with seq_no_primary_term, at most one page), then
+// for each candidate one update API call carrying if_seq_no and
+// if_primary_term and the fixed WriteScript, which re-checks the criteria
+// on the current document and sets ctx.op = 'noop' when they no longer
+// hold (the row is skipped). Each write uses the store's refresh, so a
+// claimed document is not seen as claimable by the next search. A version
+// conflict (409 version_conflict_engine_exception: another writer changed
+// the document after the search) ends the claim: the rows claimed before
+// it are returned together with an error wrapping dao.ErrConflict and the
+// *Error. A candidate deleted since the search is skipped.
 
-func (o *claimOps[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]T, error) {
-	hits, err := o.s.search(ctx, "claim: search", q, true, true, true)
+// ReadCandidates checks that the claim's criteria can be written as a
+// guard script (dao.ErrInvalidArgument otherwise, before any I/O), then
+// searches the candidates with their _seq_no and _primary_term, each
+// candidate's version.
+func (s *esDriver[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]driver.Candidate[T], error) {
+	if _, err := s.guardProgram(q.Where); err != nil {
+		return nil, err
+	}
+	hits, err := s.search(ctx, "claim: search", q, true, true, true)
 	if err != nil {
 		return nil, err
 	}
-	for _, h := range hits {
-		if h.SeqNo == nil || h.PrimaryTerm == nil {
-			return nil, fmt.Errorf("esstore: claim: hit %s without _seq_no", h.ID)
-		}
-		o.seq[h.ID] = seqPT{*h.SeqNo, *h.PrimaryTerm}
+	rows, err := s.decodeHits("claim", hits)
+	if err != nil {
+		return nil, err
 	}
-	return o.s.decodeHits("claim", hits)
+	out := driver.Candidates(rows)
+	for i, h := range hits {
+		if h.SeqNo == nil || h.PrimaryTerm == nil {
+			return nil, fmt.Errorf("claim: hit %s without _seq_no", h.ID)
+		}
+		out[i].Version = seqPT{*h.SeqNo, *h.PrimaryTerm}
+	}
+	return out, nil
 }
 
-func (o *claimOps[T]) ClaimRow(ctx context.Context, row *T, where dao.Criteria, set dao.Set) (bool, error) {
-	s := o.s
-	did, err := docID(s.model.ID(row))
+// ClaimRow writes set to the candidate with the update API, conditioned on
+// the candidate's sequence number and primary term.
+func (s *esDriver[T]) ClaimRow(ctx context.Context, c *driver.Candidate[T], where dao.Criteria, set dao.Set) (bool, error) {
+	did, err := docID(s.model.ID(&c.Row))
 	if err != nil {
 		return false, err
 	}
-	sp, ok := o.seq[did]
+	sp, ok := c.Version.(seqPT)
 	if !ok {
-		return false, fmt.Errorf("esstore: claim: no sequence number for candidate %s", did)
+		return false, fmt.Errorf("claim: no sequence number for candidate %s", did)
 	}
 	prog, err := s.guardProgram(where)
 	if err != nil {

@@ -250,8 +250,9 @@ func (s *memDriver[T]) Delete(ctx context.Context, where driver.Criteria, limit 
 }
 
 // ReadCandidates is Select: the memory store has no statement to bound.
-func (s *memDriver[T]) ReadCandidates(ctx context.Context, q driver.Query) ([]T, error) {
-	return s.Select(ctx, q)
+func (s *memDriver[T]) ReadCandidates(ctx context.Context, q driver.Query) ([]driver.Candidate[T], error) {
+	rows, err := s.Select(ctx, q)
+	return driver.Candidates(rows), err
 }
 
 // ClaimBatch claims under the store's mutex: the read and the writes of
@@ -288,10 +289,10 @@ func (s *memDriver[T]) ClaimBatch(ctx context.Context, req driver.ClaimRequest) 
 }
 
 // ClaimRow is the guarded update of one row of the portable claim.
-func (s *memDriver[T]) ClaimRow(ctx context.Context, row *T, where driver.Criteria, set driver.Set) (bool, error) {
+func (s *memDriver[T]) ClaimRow(ctx context.Context, c *driver.Candidate[T], where driver.Criteria, set driver.Set) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.claimRow(row, where, set)
+	return s.claimRow(&c.Row, where, set)
 }
 
 // It finds the row by its primary key rather than by a scan, and leaves

@@ -358,7 +358,7 @@ func (s *sqlDriver[T]) lockAndUpdate(ctx, run context.Context, tx *sql.Tx, lock 
 // ReadCandidates runs the candidate SELECT. An error that ends it past a
 // server-side limit wraps dao.ErrBusy; a read the claim timeout cut short
 // is dao.ErrUnavailable.
-func (s *sqlDriver[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]T, error) {
+func (s *sqlDriver[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]driver.Candidate[T], error) {
 	st, err := s.r.Select(s.table, q)
 	if err != nil {
 		return nil, err
@@ -373,7 +373,7 @@ func (s *sqlDriver[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]T, er
 		_, err = classifyClaimWrite(err)
 		return nil, err
 	}
-	return rows, nil
+	return driver.Candidates(rows), nil
 }
 
 // ClaimRow runs the guarded update of row (with boundWrite's lock-wait
@@ -409,7 +409,8 @@ func (s *sqlDriver[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]T, er
 // done by then, it sends nothing more and reports the row as not claimed:
 // its stored values are those the candidate read saw, so it stays
 // claimable.
-func (s *sqlDriver[T]) ClaimRow(ctx context.Context, row *T, where dao.Criteria, set dao.Set) (bool, error) {
+func (s *sqlDriver[T]) ClaimRow(ctx context.Context, cand *driver.Candidate[T], where dao.Criteria, set dao.Set) (bool, error) {
+	row := &cand.Row
 	id := s.model.ID(row)
 	st, err := s.r.GuardedUpdate(s.table, id, where, set)
 	if err != nil {

@@ -134,20 +134,22 @@ func openBackend(t *testing.T, name string) *backend {
 	if err != nil {
 		t.Fatalf("sqlstore.New on %s: %v", name, err)
 	}
-	b.sql = probe.Dialect()
+	if !probe.As(&b.sql) {
+		t.Fatal("a SQL store gives its dialect to As")
+	}
 	b.harness = conformance.Harness{
 		NewStore: func(t *testing.T) dao.Store[conformance.Job] {
 			return sqlStore(t, db, testdb.Table(t, db, "claimstore_conf"))
 		},
 		HoldLock: func(t *testing.T, s dao.Store[conformance.Job], id int64) func() {
-			return holdLock(t, db, s.(*sqlstore.Store[conformance.Job]), id)
+			return holdLock(t, db, s.(*dao.Table[conformance.Job]), id)
 		},
 	}
 	return b
 }
 
 // sqlStore returns a store over the fresh table of db, migrated.
-func sqlStore(t testing.TB, db *gorm.DB, table string) *sqlstore.Store[conformance.Job] {
+func sqlStore(t testing.TB, db *gorm.DB, table string) *dao.Table[conformance.Job] {
 	t.Helper()
 	s, err := sqlstore.New[conformance.Job](db, sqlstore.WithTable(table))
 	if err != nil {
@@ -160,7 +162,7 @@ func sqlStore(t testing.TB, db *gorm.DB, table string) *sqlstore.Store[conforman
 }
 
 // esStore returns a store over a fresh index, dropped when t ends.
-func esStore(t *testing.T, client *elasticsearch.Client) *esstore.Store[conformance.Job] {
+func esStore(t *testing.T, client *elasticsearch.Client) *dao.Table[conformance.Job] {
 	t.Helper()
 	index := fmt.Sprintf("claimstore-conf-%d", time.Now().UnixNano())
 	s, err := esstore.New[conformance.Job](client, esstore.WithIndex(index), esstore.WithRefresh(esstore.RefreshTrue))
@@ -175,7 +177,7 @@ func esStore(t *testing.T, client *elasticsearch.Client) *esstore.Store[conforma
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := s.Drop(ctx); err != nil {
+		if err := esstore.Drop(ctx, s); err != nil {
 			t.Errorf("drop index %s: %v", index, err)
 		}
 	})
@@ -188,10 +190,14 @@ func esStore(t *testing.T, client *elasticsearch.Client) *esstore.Store[conforma
 // row id (SELECT … FOR UPDATE in an open transaction). The suite asks for
 // it only for a fast-path store or one whose lost race is ErrBusy, which
 // a SQL Server store never is.
-func holdLock(t *testing.T, db *gorm.DB, s *sqlstore.Store[conformance.Job], id int64) (release func()) {
+func holdLock(t *testing.T, db *gorm.DB, s *dao.Table[conformance.Job], id int64) (release func()) {
 	t.Helper()
-	if s.Dialect() == dialects.SQLServer {
+	var table dialects.Table
+	if !s.As(&table) {
+		t.Fatal("a SQL store gives its table to As")
+	}
+	if b := s.Capabilities().Backend; b == string(dialects.SQLServer) {
 		t.Skip("no held-lock test for SQL Server: its claim is the portable default, whose lost race CandidateStage forces")
 	}
-	return testdb.HoldLock(t, db, s.Table(), id)
+	return testdb.HoldLock(t, db, table.Name, id)
 }

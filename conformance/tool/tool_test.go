@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claimstore/claimstore/adapters/mysql"
+
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/conformance"
 	"github.com/claimstore/claimstore/dao"
@@ -172,7 +174,7 @@ func observeLostRace(t *testing.T, h conformance.Harness) raceReport {
 	ids := probeSeed(t, s)
 	req := dao.ClaimRequest{Where: dao.Eq("status", "ready"), Set: probeSet("first"), Limit: 3, OrderBy: []dao.Order{dao.Desc("priority")}}
 
-	if !caps.FastPath && caps.LostRace != dao.LostRaceBusy {
+	if caps.Strategy != dao.StrategyFastPath && caps.LostRace != dao.LostRaceBusy {
 		var thiefErr error
 		var thiefGot []conformance.Job
 		thiefDone := make(chan struct{})
@@ -252,7 +254,7 @@ func measureRoundTrips(t *testing.T, b *backend) string {
 	}
 	dsn := b.dsn
 	if b.requested == "mysql" || b.requested == "mariadb" {
-		full, err := sqlstore.MySQLDSN(dsn)
+		full, err := mysql.DSN(dsn)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -304,7 +306,7 @@ func report(w io.Writer, b *backend, caps dao.Capabilities, groups []group, race
 	if b.sql != "" && string(b.sql) != b.requested {
 		backend += fmt.Sprintf(" (detected; %s was requested)", b.sql)
 	}
-	fmt.Fprintf(w, "backend:      %s, fast path %v\n", backend, caps.FastPath)
+	fmt.Fprintf(w, "backend:      %s, claim strategy %v\n", backend, caps.Strategy)
 	fmt.Fprintf(w, "guarantees (top-level groups of conformance.Run, %v):\n", took.Round(time.Millisecond))
 	for _, g := range groups {
 		r := g.result

@@ -51,10 +51,10 @@ type Driver[T any] interface {
 	// cancellation and bounded by the driver's claim timeout, with the
 	// server-side limits the backend can set on one statement; a read the
 	// claim timeout cut short wraps [ErrUnavailable].
-	ReadCandidates(ctx context.Context, q Query) ([]T, error)
+	ReadCandidates(ctx context.Context, q Query) ([]Candidate[T], error)
 
 	// ClaimRow is the guarded update of the portable claim: it writes set
-	// to the row whose primary key is row's, only if the row still
+	// to the row whose primary key is c.Row's, only if the row still
 	// matches where at the moment of the write (UPDATE … SET … WHERE pk = ?
 	// AND (<where>), or a write conditioned on the version read), and
 	// reports whether it did. It returns true only for a write known to be
@@ -64,8 +64,30 @@ type Driver[T any] interface {
 	// its write it learns that write's outcome even when ctx ends
 	// meanwhile (for example by running it on a context detached from
 	// ctx's cancellation, bounded by the driver's claim timeout): a write
-	// is never abandoned.
-	ClaimRow(ctx context.Context, row *T, where Criteria, set Set) (bool, error)
+	// is never abandoned. It must not change c.Row.
+	ClaimRow(ctx context.Context, c *Candidate[T], where Criteria, set Set) (bool, error)
+}
+
+// Candidate is one row of a candidate read, with the version the backend
+// read it at.
+type Candidate[T any] struct {
+	// Row is the row as read.
+	Row T
+	// Version is the backend's own version of the row as read, which
+	// ClaimRow gets back: Elasticsearch's sequence number and primary term,
+	// for a write conditioned on them. nil for backends whose guarded
+	// update re-asserts the criteria instead.
+	Version any
+}
+
+// Candidates returns rows as candidates without a version, for drivers
+// whose guarded update re-asserts the criteria.
+func Candidates[T any](rows []T) []Candidate[T] {
+	out := make([]Candidate[T], len(rows))
+	for i := range rows {
+		out[i].Row = rows[i]
+	}
+	return out
 }
 
 // Claimer is the optional single-operation claim of a driver (PostgreSQL's
