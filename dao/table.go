@@ -200,7 +200,9 @@ func (t *Table[T]) Create(ctx context.Context, items ...*T) error {
 	return nil
 }
 
-// Get returns the row whose primary key is id, or [ErrNotFound].
+// Get returns the row whose primary key is id, or [ErrNotFound]: one
+// Select by primary key, or the backend's own read by id where it has one
+// (Elasticsearch's real-time get).
 func (t *Table[T]) Get(ctx context.Context, id any) (T, error) {
 	var zero T
 	if err := t.begin(ctx); err != nil {
@@ -209,6 +211,13 @@ func (t *Table[T]) Get(ctx context.Context, id any) (T, error) {
 	key, err := t.check.id(id)
 	if err != nil {
 		return zero, fmt.Errorf("claimstore: get: %w", err)
+	}
+	if g, ok := t.drv.(driver.Getter[T]); ok {
+		row, err := g.Get(ctx, key)
+		if err != nil {
+			return zero, fmt.Errorf("claimstore: get %v: %w", id, err)
+		}
+		return row, nil
 	}
 	pk := t.drv.Model().PrimaryKey()
 	rows, err := t.drv.Select(ctx, Query{Where: Eq(pk, key), OrderBy: []Order{Asc(pk)}, Limit: 1})
@@ -260,7 +269,9 @@ func (t *Table[T]) Count(ctx context.Context, where Criteria) (int64, error) {
 // rows it matched, also those that already held the values (a fenced
 // update such as "set status = published where locked_by = me" relies on
 // it). An empty set is [ErrInvalidArgument]; a unique violation is
-// [ErrDuplicate] and changes nothing.
+// [ErrDuplicate] and changes nothing. A backend that updates row by row
+// (Elasticsearch) returns with an error the number of rows it updated
+// before it.
 func (t *Table[T]) Update(ctx context.Context, where Criteria, set Set) (int64, error) {
 	if err := t.begin(ctx); err != nil {
 		return 0, fmt.Errorf("claimstore: update: %w", err)
@@ -274,7 +285,7 @@ func (t *Table[T]) Update(ctx context.Context, where Criteria, set Set) (int64, 
 	}
 	n, err := t.drv.Update(ctx, where, set)
 	if err != nil {
-		return 0, fmt.Errorf("claimstore: update: %w", err)
+		return n, fmt.Errorf("claimstore: update: %w", err)
 	}
 	return n, nil
 }
@@ -295,7 +306,7 @@ func (t *Table[T]) Delete(ctx context.Context, where Criteria, limit int) (int64
 	}
 	n, err := t.drv.Delete(ctx, where, limit)
 	if err != nil {
-		return 0, fmt.Errorf("claimstore: delete: %w", err)
+		return n, fmt.Errorf("claimstore: delete: %w", err)
 	}
 	return n, nil
 }

@@ -65,7 +65,7 @@ func (k kind) guardKind() string {
 const timeLayout = time.RFC3339Nano
 
 // encodeValue turns a plain value of a column of kind k (as returned by
-// dao.Model.Value, or checked by dao.Model.CheckSet) into its JSON form.
+// driver.Model.Value, or a checked Set value) into its JSON form.
 // Values Elasticsearch cannot hold are dao.ErrInvalidArgument.
 func encodeValue(name string, k kind, v any) (any, error) {
 	if v == nil {

@@ -5,7 +5,7 @@
 // # Documents and mapping
 //
 // A document is the model serialized with its column names (parsed by
-// [dao.Model], the same GORM schema parsing as the SQL adapter, so one model
+// [driver.Model], the same GORM schema parsing as the SQL adapter, so one model
 // works on both); its _id is the primary key. [Store.Migrate] creates the
 // index with an explicit, strict mapping derived from the model: keyword
 // for strings, long for integers, double for floats, boolean, date for
@@ -63,7 +63,7 @@
 //
 // # Claim
 //
-// Claim is the portable default ([dao.PortableClaim]) guarded by sequence
+// Claim is the portable default (dao.StrategyPortable) guarded by sequence
 // numbers: one search with seq_no_primary_term: true reads the candidates
 // with their _seq_no and _primary_term; each is then claimed by an update
 // API call carrying if_seq_no and if_primary_term whose script re-checks

@@ -139,9 +139,9 @@ func sentinel(e *Error) error {
 // any) and e.
 func wrapES(op string, e *Error) error {
 	if s := sentinel(e); s != nil {
-		return fmt.Errorf("esstore: %s: %w: %w", op, s, e)
+		return fmt.Errorf("%s: %w: %w", op, s, e)
 	}
-	return fmt.Errorf("esstore: %s: %w", op, e)
+	return fmt.Errorf("%s: %w", op, e)
 }
 
 // wrapTransport maps an error of the HTTP transport (no response at all):
@@ -149,10 +149,10 @@ func wrapES(op string, e *Error) error {
 // refused or reset connection, is dao.ErrUnavailable.
 func wrapTransport(ctx context.Context, op string, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil && !errors.Is(err, ctxErr) {
-		return fmt.Errorf("esstore: %s: %w: %w", op, ctxErr, err)
+		return fmt.Errorf("%s: %w: %w", op, ctxErr, err)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("esstore: %s: %w", op, err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
-	return fmt.Errorf("esstore: %s: %w: %w", op, dao.ErrUnavailable, err)
+	return fmt.Errorf("%s: %w: %w", op, dao.ErrUnavailable, err)
 }

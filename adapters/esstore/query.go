@@ -272,7 +272,7 @@ func (s *esDriver[T]) guardProgram(c dao.Criteria) ([]any, error) {
 
 // sort translates checked ordering terms (the primary key last) into sort
 // clauses. NULLs sort after every value ascending and first descending, as
-// in PostgreSQL and dao.Model.Less.
+// in PostgreSQL and driver.Model.Less.
 func (s *esDriver[T]) sort(order []dao.Order) ([]any, error) {
 	out := make([]any, len(order))
 	for i, o := range order {

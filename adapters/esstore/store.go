@@ -123,6 +123,7 @@ var (
 	_ driver.Driver[struct{ ID int64 }] = (*esDriver[struct{ ID int64 }])(nil)
 	_ driver.Migrator                   = (*esDriver[struct{ ID int64 }])(nil)
 	_ driver.As                         = (*esDriver[struct{ ID int64 }])(nil)
+	_ driver.Getter[struct{ ID int64 }] = (*esDriver[struct{ ID int64 }])(nil)
 )
 
 // New returns the store of T over an index reached through client: the
@@ -154,18 +155,18 @@ func newDriver[T any](client *elasticsearch.Client, opts ...Option) (*esDriver[T
 	o := options{refresh: RefreshWaitFor, pageSize: DefaultPageSize}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
-			return nil, fmt.Errorf("esstore: %w", err)
+			return nil, fmt.Errorf("%w", err)
 		}
 	}
 	m, err := driver.NewModel[T](o.namer)
 	if err != nil {
-		return nil, fmt.Errorf("esstore: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	if o.index == "" {
 		o.index = m.Table()
 	}
 	if err := checkIndexName(o.index); err != nil {
-		return nil, fmt.Errorf("esstore: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	s := &esDriver[T]{
 		client:   client,
@@ -186,7 +187,7 @@ func newDriver[T any](client *elasticsearch.Client, opts ...Option) (*esDriver[T
 	switch s.pk.kind {
 	case kindInt, kindUint, kindString:
 	default:
-		return nil, fmt.Errorf("esstore: %w: primary key %q must be an integer or a string", dao.ErrInvalidArgument, s.pk.name)
+		return nil, fmt.Errorf("%w: primary key %q must be an integer or a string", dao.ErrInvalidArgument, s.pk.name)
 	}
 	return s, nil
 }
@@ -311,7 +312,7 @@ func mappingOf(k kind) obj {
 func (s *esDriver[T]) createIndex(ctx context.Context, name string, body obj) error {
 	r, err := jsonBody(body)
 	if err != nil {
-		return fmt.Errorf("esstore: migrate: %w", err)
+		return fmt.Errorf("migrate: %w", err)
 	}
 	_, _, esErr, err := s.do(ctx, "migrate "+name, esapi.IndicesCreateRequest{Index: name, Body: r})
 	if err != nil {
@@ -352,6 +353,41 @@ func (s *esDriver[T]) drop(ctx context.Context) error {
 	return nil
 }
 
+// Get returns the document whose _id is the primary key id, read in real
+// time with the get API (no refresh needed). key is the checked primary
+// key. A missing document or index is an error wrapping dao.ErrNotFound
+// and the 404 *Error.
+func (s *esDriver[T]) Get(ctx context.Context, key any) (T, error) {
+	var zero T
+	did, err := docID(key)
+	if err != nil {
+		return zero, err
+	}
+	op := "get API"
+	_, body, esErr, err := s.do(ctx, op, esapi.GetRequest{Index: s.index, DocumentID: url.PathEscape(did)})
+	if err != nil {
+		return zero, err
+	}
+	if esErr != nil {
+		return zero, wrapES(op, esErr)
+	}
+	var res struct {
+		Found  bool            `json:"found"`
+		Source json.RawMessage `json:"_source"`
+	}
+	if err := json.Unmarshal(body, &res); err != nil {
+		return zero, fmt.Errorf("%s: decode response: %w", op, err)
+	}
+	if !res.Found {
+		return zero, fmt.Errorf("%s: %w", op, dao.ErrNotFound)
+	}
+	row, err := s.decodeDoc(res.Source)
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", op, err)
+	}
+	return row, nil
+}
+
 // hit is one search hit.
 type hit struct {
 	ID          string            `json:"_id"`
@@ -367,11 +403,11 @@ type hit struct {
 func (s *esDriver[T]) search(ctx context.Context, op string, q dao.Query, seqNo, source, onePage bool) ([]hit, error) {
 	query, err := s.query(q.Where)
 	if err != nil {
-		return nil, fmt.Errorf("esstore: %s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	sort, err := s.sort(q.OrderBy)
 	if err != nil {
-		return nil, fmt.Errorf("esstore: %s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	var out []hit
 	var after []json.RawMessage
@@ -389,7 +425,7 @@ func (s *esDriver[T]) search(ctx context.Context, op string, q dao.Query, seqNo,
 		}
 		r, err := jsonBody(body)
 		if err != nil {
-			return nil, fmt.Errorf("esstore: %s: %w", op, err)
+			return nil, fmt.Errorf("%s: %w", op, err)
 		}
 		_, resBody, esErr, err := s.do(ctx, op, esapi.SearchRequest{Index: []string{s.index}, Body: r})
 		if err != nil {
@@ -404,7 +440,7 @@ func (s *esDriver[T]) search(ctx context.Context, op string, q dao.Query, seqNo,
 			} `json:"hits"`
 		}
 		if err := json.Unmarshal(resBody, &res); err != nil {
-			return nil, fmt.Errorf("esstore: %s: decode response: %w", op, err)
+			return nil, fmt.Errorf("%s: decode response: %w", op, err)
 		}
 		out = append(out, res.Hits.Hits...)
 		n := len(res.Hits.Hits)
@@ -413,7 +449,7 @@ func (s *esDriver[T]) search(ctx context.Context, op string, q dao.Query, seqNo,
 		}
 		after = res.Hits.Hits[n-1].Sort
 		if len(after) == 0 {
-			return nil, fmt.Errorf("esstore: %s: hit without sort values, cannot page", op)
+			return nil, fmt.Errorf("%s: hit without sort values, cannot page", op)
 		}
 	}
 }
@@ -437,7 +473,7 @@ func (s *esDriver[T]) decodeHits(op string, hits []hit) ([]T, error) {
 	for i, h := range hits {
 		row, err := s.decodeDoc(h.Source)
 		if err != nil {
-			return nil, fmt.Errorf("esstore: %s: document %s: %w", op, h.ID, err)
+			return nil, fmt.Errorf("%s: document %s: %w", op, h.ID, err)
 		}
 		out[i] = row
 	}
@@ -448,11 +484,11 @@ func (s *esDriver[T]) decodeHits(op string, hits []hit) ([]T, error) {
 func (s *esDriver[T]) Count(ctx context.Context, where dao.Criteria) (int64, error) {
 	query, err := s.query(where)
 	if err != nil {
-		return 0, fmt.Errorf("esstore: count: %w", err)
+		return 0, fmt.Errorf("count: %w", err)
 	}
 	r, err := jsonBody(obj{"query": query})
 	if err != nil {
-		return 0, fmt.Errorf("esstore: count: %w", err)
+		return 0, fmt.Errorf("count: %w", err)
 	}
 	_, body, esErr, err := s.do(ctx, "count", esapi.CountRequest{Index: []string{s.index}, Body: r})
 	if err != nil {
@@ -465,7 +501,7 @@ func (s *esDriver[T]) Count(ctx context.Context, where dao.Criteria) (int64, err
 		Count *int64 `json:"count"`
 	}
 	if err := json.Unmarshal(body, &res); err != nil || res.Count == nil {
-		return 0, fmt.Errorf("esstore: count: decode response %q: %v", body, err)
+		return 0, fmt.Errorf("count: decode response %q: %v", body, err)
 	}
 	return *res.Count, nil
 }
@@ -498,13 +534,13 @@ func (s *esDriver[T]) bulk(ctx context.Context, op string, lines [][]byte) ([]bu
 		Items []map[string]json.RawMessage `json:"items"`
 	}
 	if err := json.Unmarshal(body, &res); err != nil {
-		return nil, fmt.Errorf("esstore: %s: decode response: %w", op, err)
+		return nil, fmt.Errorf("%s: decode response: %w", op, err)
 	}
 	items := make([]bulkItem, len(res.Items))
 	for i, m := range res.Items {
 		for _, raw := range m {
 			if err := json.Unmarshal(raw, &items[i]); err != nil {
-				return nil, fmt.Errorf("esstore: %s: decode item: %w", op, err)
+				return nil, fmt.Errorf("%s: decode item: %w", op, err)
 			}
 			items[i].raw = raw
 		}
@@ -533,11 +569,11 @@ func (s *esDriver[T]) Insert(ctx context.Context, items []*T) error {
 	seen := map[string]bool{}
 	for i, it := range items {
 		if it == nil {
-			return fmt.Errorf("esstore: create: %w: nil item", dao.ErrInvalidArgument)
+			return fmt.Errorf("create: %w: nil item", dao.ErrInvalidArgument)
 		}
 		doc, err := s.encodeDoc(it)
 		if err != nil {
-			return fmt.Errorf("esstore: create: %w", err)
+			return fmt.Errorf("create: %w", err)
 		}
 		docs[i] = doc
 		id := s.model.ID(it)
@@ -554,16 +590,16 @@ func (s *esDriver[T]) Insert(ctx context.Context, items []*T) error {
 				continue
 			}
 			if x > math.MaxInt64 {
-				return fmt.Errorf("esstore: create: %w: primary key %d exceeds the long range", dao.ErrInvalidArgument, x)
+				return fmt.Errorf("create: %w: primary key %d exceeds the long range", dao.ErrInvalidArgument, x)
 			}
 			maxExplicit = max(maxExplicit, int64(x))
 		}
 		did, err := docID(id)
 		if err != nil {
-			return fmt.Errorf("esstore: create: %w", err)
+			return fmt.Errorf("create: %w", err)
 		}
 		if seen[did] {
-			return fmt.Errorf("esstore: create: %w: primary key %s twice in one batch", dao.ErrDuplicate, did)
+			return fmt.Errorf("create: %w: primary key %s twice in one batch", dao.ErrDuplicate, did)
 		}
 		seen[did] = true
 	}
@@ -574,7 +610,7 @@ func (s *esDriver[T]) Insert(ctx context.Context, items []*T) error {
 		}
 		for j, i := range zeros {
 			if err := s.model.Apply(items[i], dao.Set{s.pk.name: first + int64(j)}); err != nil {
-				return fmt.Errorf("esstore: create: assign id: %w", err)
+				return fmt.Errorf("create: assign id: %w", err)
 			}
 			docs[i][s.pk.name] = first + int64(j)
 		}
@@ -590,7 +626,7 @@ func (s *esDriver[T]) Insert(ctx context.Context, items []*T) error {
 		src, err := json.Marshal(docs[i])
 		if err != nil {
 			resetIDs()
-			return fmt.Errorf("esstore: create: %w: %w", dao.ErrInvalidArgument, err)
+			return fmt.Errorf("create: %w: %w", dao.ErrInvalidArgument, err)
 		}
 		lines = append(lines, action("create", obj{"_id": did}), src)
 	}
@@ -622,7 +658,7 @@ func (s *esDriver[T]) Insert(ctx context.Context, items []*T) error {
 	op := "create " + failed.ID
 	var result error
 	if esErr.Status == 409 {
-		result = fmt.Errorf("esstore: %s: %w: %w", op, dao.ErrDuplicate, esErr)
+		result = fmt.Errorf("%s: %w: %w", op, dao.ErrDuplicate, esErr)
 	} else {
 		result = wrapES(op, esErr)
 	}
@@ -661,7 +697,7 @@ func (s *esDriver[T]) allocate(ctx context.Context, n, floor int64) (int64, erro
 			return 0, fmt.Errorf("%w (has Migrate run?)", wrapES(op, esErr))
 		}
 		if err := json.Unmarshal(body, &cur); err != nil {
-			return 0, fmt.Errorf("esstore: %s: decode response: %w", op, err)
+			return 0, fmt.Errorf("%s: decode response: %w", op, err)
 		}
 		base := max(cur.Source.Next, floor)
 		if cur.Found && base+n == cur.Source.Next {
@@ -677,7 +713,7 @@ func (s *esDriver[T]) allocate(ctx context.Context, n, floor int64) (int64, erro
 			req.OpType = "create"
 		}
 		if req.Body, err = jsonBody(obj{"next": base + n}); err != nil {
-			return 0, fmt.Errorf("esstore: %s: %w", op, err)
+			return 0, fmt.Errorf("%s: %w", op, err)
 		}
 		_, _, esErr, err = s.do(ctx, op, req)
 		if err != nil {
@@ -693,7 +729,7 @@ func (s *esDriver[T]) allocate(ctx context.Context, n, floor int64) (int64, erro
 		d := time.Duration(rand.Int64N(int64(time.Millisecond) * int64(min(attempt+1, 20))))
 		select {
 		case <-ctx.Done():
-			return 0, fmt.Errorf("esstore: %s: %w", op, ctx.Err())
+			return 0, fmt.Errorf("%s: %w", op, ctx.Err())
 		case <-time.After(d):
 		}
 	}
@@ -709,18 +745,18 @@ func (s *esDriver[T]) allocate(ctx context.Context, n, floor int64) (int64, erro
 func (s *esDriver[T]) Update(ctx context.Context, where dao.Criteria, set dao.Set) (int64, error) {
 	query, err := s.query(where)
 	if err != nil {
-		return 0, fmt.Errorf("esstore: update: %w", err)
+		return 0, fmt.Errorf("update: %w", err)
 	}
 	plain, incr, err := s.scriptParams(set)
 	if err != nil {
-		return 0, fmt.Errorf("esstore: update: %w", err)
+		return 0, fmt.Errorf("update: %w", err)
 	}
 	r, err := jsonBody(obj{"query": query, "script": obj{
 		"source": WriteScript, "lang": "painless",
 		"params": obj{"where": nil, "set": plain, "incr": incr},
 	}})
 	if err != nil {
-		return 0, fmt.Errorf("esstore: update: %w", err)
+		return 0, fmt.Errorf("update: %w", err)
 	}
 	status, body, esErr, err := s.do(ctx, "update", esapi.UpdateByQueryRequest{
 		Index: []string{s.index}, Body: r, Refresh: ptr(true), Conflicts: "abort",
@@ -741,7 +777,7 @@ func (s *esDriver[T]) Update(ctx context.Context, where dao.Criteria, set dao.Se
 		return 0, wrapES("update", esErr)
 	}
 	if err := json.Unmarshal(body, &res); err != nil {
-		return 0, fmt.Errorf("esstore: update: decode response: %w", err)
+		return 0, fmt.Errorf("update: decode response: %w", err)
 	}
 	if len(res.Failures) > 0 {
 		f := res.Failures[0]
@@ -755,7 +791,7 @@ func (s *esDriver[T]) Update(ctx context.Context, where dao.Criteria, set dao.Se
 		return res.Updated, wrapES("update", esErr)
 	}
 	if res.TimedOut {
-		return res.Updated, fmt.Errorf("esstore: update: timed out after %d documents", res.Updated)
+		return res.Updated, fmt.Errorf("update: timed out after %d documents", res.Updated)
 	}
 	return res.Updated, nil
 }
@@ -784,7 +820,7 @@ func (s *esDriver[T]) Delete(ctx context.Context, where dao.Criteria, limit int)
 		lines := make([][]byte, len(hits))
 		for i, h := range hits {
 			if h.SeqNo == nil || h.PrimaryTerm == nil {
-				return deleted, fmt.Errorf("esstore: delete: hit %s without _seq_no", h.ID)
+				return deleted, fmt.Errorf("delete: hit %s without _seq_no", h.ID)
 			}
 			lines[i] = action("delete", obj{"_id": h.ID, "if_seq_no": *h.SeqNo, "if_primary_term": *h.PrimaryTerm})
 		}
@@ -903,7 +939,7 @@ func (s *esDriver[T]) ClaimRow(ctx context.Context, c *driver.Candidate[T], wher
 		Refresh: string(s.refresh),
 	})
 	if err != nil && uctx.Err() != nil {
-		return false, fmt.Errorf("esstore: %s: %w: no answer within %v, outcome unknown (%v)", op, dao.ErrUnavailable, claimWriteTimeout, err)
+		return false, fmt.Errorf("%s: %w: no answer within %v, outcome unknown (%v)", op, dao.ErrUnavailable, claimWriteTimeout, err)
 	}
 	if err != nil {
 		return false, err
@@ -918,7 +954,7 @@ func (s *esDriver[T]) ClaimRow(ctx context.Context, c *driver.Candidate[T], wher
 		Result string `json:"result"`
 	}
 	if err := json.Unmarshal(body, &res); err != nil {
-		return false, fmt.Errorf("esstore: %s: decode response: %w", op, err)
+		return false, fmt.Errorf("%s: decode response: %w", op, err)
 	}
 	switch res.Result {
 	case "updated":
@@ -926,5 +962,5 @@ func (s *esDriver[T]) ClaimRow(ctx context.Context, c *driver.Candidate[T], wher
 	case "noop":
 		return false, nil
 	}
-	return false, fmt.Errorf("esstore: %s: unexpected result %q", op, res.Result)
+	return false, fmt.Errorf("%s: unexpected result %q", op, res.Result)
 }

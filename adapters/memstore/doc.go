@@ -1,9 +1,12 @@
-// Package memstore is the in-process [dao.Store]: rows live in memory, and
-// one mutex is held across the read and the write of every claim, so a lost
-// race cannot happen ([dao.LostRaceImpossible]). It delegates the claim to
-// the portable default ([dao.PortableClaim]) and evaluates criteria with
-// [dao.Model.Match]; it is the reference implementation the other adapters
-// are compared against, and a convenient store for tests.
+// Package memstore is the in-process backend of claimstore: [New] returns
+// the portable store ([dao.Table]) over a driver whose rows live in memory.
+// Its claim holds one mutex across the read and the writes
+// ([dao.StrategyFastPath]), so a lost race cannot happen
+// ([dao.LostRaceImpossible]); with [dao.StrategyPortable] it runs the
+// portable default, whose guarded writes skip a row another claimer took.
+// Criteria are evaluated by driver.Model.Match; it is the reference
+// implementation the other backends are compared against, and a
+// convenient store for tests.
 //
 // Rows are copied in and out, so callers cannot change stored state through
 // a returned value (pointer fields are copied shallowly). Unique indexes

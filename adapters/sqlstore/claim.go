@@ -36,7 +36,7 @@ import (
 // UPDATE, four round trips whatever the number of rows (go-sql-driver
 // sends the isolation level as one more exchange inside BeginTx).
 //
-// Every other store runs dao.PortableClaim: one candidate SELECT, then
+// Every other store runs the portable default (dao.StrategyPortable, over ReadCandidates and ClaimRow): one candidate SELECT, then
 // one guarded UPDATE ... WHERE pk = ? AND <where> per candidate, 1 + N
 // round trips; a row is claimed when its guarded update affected one row.
 // Its outcomes at the edges (a returned row is always a committed claim;

@@ -1,5 +1,10 @@
-// Package sqlstore is the SQL adapter of claimstore: one [Store] over a
-// GORM handle for PostgreSQL, MySQL, MariaDB, SQLite and SQL Server.
+// Package sqlstore is the shared SQL core of claimstore's backends: one
+// driver (package dao/driver) over a GORM handle for PostgreSQL, MySQL,
+// MariaDB, SQLite and SQL Server, which [New] wraps in the portable
+// [dao.Table]. It imports GORM and no database driver: programs import the
+// backend package of their database (adapters/postgres, adapters/mysql,
+// adapters/sqlite, adapters/sqlserver), which links that driver, maps its
+// errors and registers itself here ([Register]).
 //
 // # Statements
 //
@@ -48,7 +53,7 @@
 // claim run in an explicit READ COMMITTED transaction; Capabilities then
 // reports three round trips.
 //
-// The portable default (dao.PortableClaim) reads up to Limit candidates
+// The portable default (dao.StrategyPortable) reads up to Limit candidates
 // and writes each with a guarded UPDATE ... WHERE pk = ? AND <where>,
 // keeping the rows whose update affected one row. Each statement runs on
 // a context detached from the caller's cancellation, bounded by the claim
@@ -131,7 +136,7 @@
 // transaction: the claimed rows would stay locked and invisible to other
 // workers until that transaction ends, and a rollback would undo a claim
 // the caller may already have acted on. A store bound to a transaction,
-// by [Store.WithTx] or because the *gorm.DB given to [New] is inside one,
+// by dao.Table.WithTx or because the *gorm.DB given to [New] is inside one,
 // returns [dao.ErrInTransaction] from Claim and changes nothing; its other
 // methods run in the transaction.
 //

@@ -109,6 +109,15 @@ type Claimer[T any] interface {
 	ClaimBatch(ctx context.Context, req ClaimRequest) ([]T, error)
 }
 
+// Getter is the optional interface of a driver with a read by primary key
+// of its own, such as Elasticsearch's real-time get API, which sees a
+// document before a refresh makes it searchable.
+type Getter[T any] interface {
+	// Get returns the row whose primary key is id (in plain form), or an
+	// error wrapping [ErrNotFound].
+	Get(ctx context.Context, id any) (T, error)
+}
+
 // TxBinder is the optional interface of a driver that can run inside a
 // transaction the caller opened.
 type TxBinder[T any] interface {
