@@ -124,7 +124,6 @@ func (c Collation) String() string {
 	return c.Name + " (" + strings.Join(p, ", ") + ")"
 }
 
-
 // Info is what a driver states about its table; it does no I/O. The
 // portable layer builds dao.Capabilities from it and from the claim
 // strategy it chose.
