@@ -84,7 +84,7 @@ func TestSQLServerDetectedWithoutQueries(t *testing.T) {
 		t.Fatalf("dialect = %q, want %q", name, dialects.SQLServer)
 	}
 	c := s.Capabilities()
-	want := dao.Capabilities{Backend: "sqlserver", Strategy: dao.StrategyPortable, ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip,
+	want := dao.Capabilities{Backend: "sqlserver", Strategy: dao.StrategyPortable, Transactions: true, DatabaseClock: true, ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip,
 		ClaimTimeout: sqlstore.DefaultClaimTimeout, Collation: dao.Collation{Name: "SQL_Latin1_General_CP1_CI_AS (assumed)", CaseInsensitive: true, PadSpace: true, Linguistic: true}}
 	if c != want {
 		t.Errorf("Capabilities() = %+v, want %+v", c, want)

@@ -226,13 +226,13 @@ func TestNullOrdering(t *testing.T) {
 
 func TestCapabilities(t *testing.T) {
 	want := map[dialects.Name]dao.Capabilities{
-		dialects.Postgres: {Backend: "postgres", Strategy: dao.StrategyFastPath, ClaimRoundTrips: dao.RoundTrips{Fixed: 1}, LostRace: dao.LostRaceSkip,
+		dialects.Postgres: {Backend: "postgres", Strategy: dao.StrategyFastPath, Transactions: true, DatabaseClock: true, ClaimRoundTrips: dao.RoundTrips{Fixed: 1}, LostRace: dao.LostRaceSkip,
 			ClaimTimeout: sqlstore.DefaultClaimTimeout},
-		dialects.MariaDB: {Backend: "mariadb", Strategy: dao.StrategyPortable, ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip,
+		dialects.MariaDB: {Backend: "mariadb", Strategy: dao.StrategyPortable, Transactions: true, DatabaseClock: true, ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip,
 			ClaimTimeout: sqlstore.DefaultClaimTimeout, LockWaitLimit: sqlstore.DefaultLockWaitLimit},
-		dialects.MySQL: {Backend: "mysql", Strategy: dao.StrategyPortable, ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip,
+		dialects.MySQL: {Backend: "mysql", Strategy: dao.StrategyPortable, Transactions: true, DatabaseClock: true, ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip,
 			ClaimTimeout: sqlstore.DefaultClaimTimeout},
-		dialects.SQLite: {Backend: "sqlite", Strategy: dao.StrategyPortable, ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceBusy},
+		dialects.SQLite: {Backend: "sqlite", Strategy: dao.StrategyPortable, Transactions: true, DatabaseClock: true, ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceBusy},
 	}
 	each(t, func(t *testing.T, s *store) {
 		got := s.Capabilities()
