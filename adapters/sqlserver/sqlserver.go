@@ -40,7 +40,7 @@ func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
 // ErrConflict; 1222 (lock request time out period exceeded, LOCK_TIMEOUT)
 // -> ErrBusy. Other errors are nil.
 func classify(err error) error {
-	n, ok := number(err)
+	n, ok := ErrorNumber(err)
 	if !ok {
 		return nil
 	}
@@ -55,9 +55,10 @@ func classify(err error) error {
 	return nil
 }
 
-// number returns the error number of a SQL Server error, which the driver
-// returns by value or by pointer.
-func number(err error) (int32, bool) {
+// ErrorNumber returns the number of the SQL Server error err wraps (the
+// driver returns an mssql.Error by value or by pointer), and whether it
+// wraps one.
+func ErrorNumber(err error) (int32, bool) {
 	var v mssql.Error
 	if errors.As(err, &v) {
 		return v.Number, true

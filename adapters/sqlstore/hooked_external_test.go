@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claimstore/claimstore/adapters/sqlserver"
+
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 
 	"github.com/claimstore/claimstore/dao"
@@ -184,8 +186,8 @@ func TestClassifyClaimWrite(t *testing.T) {
 				return
 			}
 			native := errors.Is(err, c.err)
-			if want, ok := mssqlNumber(c.err); ok { // mssql.Error is not comparable
-				got, _ := mssqlNumber(err)
+			if want, ok := sqlserver.ErrorNumber(c.err); ok { // mssql.Error is not comparable
+				got, _ := sqlserver.ErrorNumber(err)
 				native = got == want
 			}
 			if !errors.Is(err, c.want) || !native {
@@ -196,18 +198,4 @@ func TestClassifyClaimWrite(t *testing.T) {
 			}
 		})
 	}
-}
-
-// mssqlNumber returns the error number of a SQL Server error, which the
-// driver returns by value or by pointer.
-func mssqlNumber(err error) (int32, bool) {
-	var v mssql.Error
-	if errors.As(err, &v) {
-		return v.Number, true
-	}
-	var p *mssql.Error
-	if errors.As(err, &p) && p != nil {
-		return p.Number, true
-	}
-	return 0, false
 }
