@@ -1,0 +1,80 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/claimstore/claimstore/dao"
+)
+
+// claimable returns the eligibility of a claim at now for broker: pending
+// rows, failed rows whose retry time has come, and processing rows whose
+// lease has expired.
+func claimable(broker string, now time.Time) dao.Criteria {
+	return dao.And(
+		dao.Eq(colTargetBroker, broker),
+		dao.Or(
+			dao.Eq(colStatus, string(StatusPending)),
+			dao.And(dao.Eq(colStatus, string(StatusFailed)), dao.Le(colNextRetryAt, now)),
+			dao.And(dao.Eq(colStatus, string(StatusProcessing)), dao.Lt(colLockedUntil, now)),
+		),
+	)
+}
+
+// claimOrder is the order of a claim: higher priority first, then oldest.
+var claimOrder = []dao.Order{dao.Desc(colPriority), dao.Asc(colCreatedAt), dao.Asc(colID)}
+
+// ClaimBatch claims up to limit messages of targetBroker for workerID with
+// the repository's lease; see [Repository.ClaimBatchLease].
+func (r *Repository) ClaimBatch(ctx context.Context, workerID string, limit int, targetBroker string) ([]Message, error) {
+	return r.ClaimBatchLease(ctx, workerID, limit, targetBroker, r.lease)
+}
+
+// ClaimBatchLease claims, in one [dao.Store.Claim], up to limit messages of
+// targetBroker for workerID, holding them for lease. Eligible are pending
+// messages, failed messages whose NextRetryAt has come, and processing
+// messages whose lease has expired (their worker died). They are taken in
+// priority order (higher first), then oldest first, and returned in that
+// order with status processing, LockedBy workerID and LockedUntil now +
+// lease. No two concurrent callers receive the same message. "Now" is the
+// repository's clock: the database's by default (see [WithClock]).
+//
+// Errors: [dao.ErrInvalidArgument] for an empty workerID (or one over
+// [MaxNameLen] bytes), a negative limit or a non-positive lease; limit 0
+// claims nothing. Store errors are returned wrapped, together with the
+// messages claimed before the failure, which the caller owns; so is the
+// error of the first read of the database's clock, with no message.
+func (r *Repository) ClaimBatchLease(ctx context.Context, workerID string, limit int, targetBroker string, lease time.Duration) ([]Message, error) {
+	if err := checkWorker(workerID); err != nil {
+		return nil, fmt.Errorf("outbox: claim: %w", err)
+	}
+	if limit < 0 {
+		return nil, fmt.Errorf("outbox: claim: %w", invalid("negative limit %d", limit))
+	}
+	if lease <= 0 {
+		return nil, fmt.Errorf("outbox: claim: %w", invalid("lease must be > 0, got %v", lease))
+	}
+	if limit == 0 {
+		return nil, nil
+	}
+	now, err := r.time(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: claim: %w", err)
+	}
+	rows, err := r.store.Claim(ctx, dao.ClaimRequest{
+		Where: claimable(targetBroker, now),
+		Set: dao.Set{
+			colStatus:          string(StatusProcessing),
+			colLockedBy:        workerID,
+			colLockedUntil:     now.Add(lease),
+			colLastProcessedAt: now,
+		},
+		Limit:   limit,
+		OrderBy: claimOrder,
+	})
+	if err != nil {
+		return rows, fmt.Errorf("outbox: claim: %w", err)
+	}
+	return rows, nil
+}
