@@ -79,9 +79,11 @@ func run(ctx context.Context, dsn, natsURL string, orders int) error {
 	if err != nil {
 		return err
 	}
-	// Every subject the relay publishes must belong to a stream.
+	// Every subject the relay publishes must belong to a stream. The
+	// example's stream keeps a day of messages, so repeated runs do not
+	// grow it without bound.
 	stream, err := pub.JetStream().CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: streamName, Subjects: []string{subject},
+		Name: streamName, Subjects: []string{subject}, MaxAge: 24 * time.Hour,
 	})
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", streamName, err)
