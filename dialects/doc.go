@@ -27,7 +27,7 @@
 // MATERIALIZED common table expression that locks up to n eligible rows
 // with FOR UPDATE SKIP LOCKED, an UPDATE ... RETURNING over them, and an
 // outer SELECT that returns them in claim order. Every other dialect runs
-// dao.PortableClaim: a candidate read ([Renderer.Select]) and one guarded
+// the portable claim (dao.StrategyPortable): a candidate read ([Renderer.Select]) and one guarded
 // update per candidate ([Renderer.GuardedUpdate]) that re-asserts the
 // eligibility criteria, so a row another claimer took meanwhile is not
 // claimed twice.

@@ -395,7 +395,7 @@ func (s *sqlDriver[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]drive
 //     error wrapping dao.ErrUnavailable), as for a lost connection.
 //
 // MySQL and MariaDB report, unless the connection sets the
-// CLIENT_FOUND_ROWS flag (DSN clientFoundRows=true, which [Open] adds), the
+// CLIENT_FOUND_ROWS flag (DSN clientFoundRows=true, which the mysql backend adds), the
 // number of rows the UPDATE changed, not the number it matched (MySQL
 // manual, "mysql_affected_rows()"). A claim Set normally changes the row (it writes
 // a new owner, lease or status), so one changed row means the guard

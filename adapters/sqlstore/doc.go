@@ -22,9 +22,10 @@
 //
 // # Claim routing and round trips
 //
-// [New] detects the dialect (dialects.Detect) and asks the fast-path
-// allow-list (dialects.DefaultFastPath, extended by [WithFastPath],
-// disabled by [WithoutFastPath]) how to claim:
+// [New] detects the dialect (dialects.Detect); the claim strategy
+// ([WithStrategy], dao.Strategy) says how to claim, by default the
+// dialect's fast path when it is on the allow-list
+// (dialects.DefaultFastPath: PostgreSQL), else the portable default:
 //
 //	dialect      claim path                         round trips   lost race
 //	postgres     one statement (FOR UPDATE SKIP     1             row skipped, no error
@@ -36,8 +37,8 @@
 //	sqlite       portable default                   1 + N         writers serialize; a write that cannot get
 //	                                                              the lock within busy_timeout is ErrBusy
 //
-// MySQL and MariaDB can be opted in with WithFastPath(dialects.MySQL) or
-// WithFastPath(dialects.MariaDB): a READ COMMITTED transaction with a
+// MySQL and MariaDB can be opted in with
+// WithStrategy(dao.StrategyFastPath): a READ COMMITTED transaction with a
 // SELECT ... FOR UPDATE SKIP LOCKED and one UPDATE ... WHERE pk IN (...),
 // four round trips whatever the number of rows, and concurrent claimers
 // skip each other's rows instead of racing for the same candidates.
@@ -60,8 +61,8 @@
 // timeout ([WithClaimTimeout]) and by a server-side lock-wait limit set for
 // that statement alone ([WithLockWaitLimit]): a statement once sent always
 // has its outcome learned, a cancelled claim sends nothing more and
-// returns the rows it committed with the context's error. [Store.Claim]
-// lists the outcome of each edge per backend.
+// returns the rows it committed with the context's error. The driver's
+// ClaimBatch (claim.go) lists the outcome of each edge per backend.
 //
 // # Cancellation, lost connections and lock waits
 //
@@ -121,12 +122,13 @@
 //
 // MySQL and MariaDB report the rows an UPDATE changed, not the rows it
 // matched, unless the client sets CLIENT_FOUND_ROWS (go-sql-driver DSN
-// parameter clientFoundRows=true). [Open] adds the parameter; [New] reads
-// it from the GORM MySQL dialector's parsed DSN. Without it the store stays
+// parameter clientFoundRows=true). The mysql backend's Open and DSN add
+// the parameter; [New] reads it from the GORM MySQL dialector's parsed
+// DSN. Without it the store stays
 // correct at a cost only where the two counts can differ: a guarded claim
 // update whose Set would leave the row exactly as it was (no new owner,
 // lease or status) is followed by one SELECT COUNT(*) for that row, so the
-// row still counts as claimed when the guard matched; and [Store.Update]
+// row still counts as claimed when the guard matched; and Update
 // counts the matched rows with a locking read in a transaction before it
 // updates them (four round trips instead of one).
 //
@@ -155,8 +157,8 @@
 //
 // # Opening databases
 //
-// [Open] opens the right GORM dialector for a backend name and a DSN and
-// pings it; [SQLiteDSN] builds a SQLite DSN with WAL, a busy timeout,
+// Each backend package's Open, or [Open] with a backend name, opens the
+// GORM dialector of that backend for a DSN and pings it; [SQLiteDSN] builds a SQLite DSN with WAL, a busy timeout,
 // synchronous=NORMAL and BEGIN IMMEDIATE transactions, the settings
 // concurrent claimers need.
 package sqlstore

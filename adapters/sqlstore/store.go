@@ -462,7 +462,7 @@ func (s *sqlDriver[T]) Count(ctx context.Context, where dao.Criteria) (int64, er
 // (a fenced update such as "set status = published where locked_by = me"
 // relies on it). PostgreSQL, SQLite and SQL Server report matched rows.
 // MySQL and MariaDB report them when the connection sets clientFoundRows
-// ([Open] does); otherwise they report changed rows only, and Update then
+// (the mysql backend's Open does); otherwise they report changed rows only, and Update then
 // runs BEGIN, a locking SELECT COUNT(*), the UPDATE and COMMIT (four round
 // trips instead of one) to return the matched count. A unique violation is
 // [dao.ErrDuplicate].
