@@ -26,6 +26,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/bench"
+	"github.com/claimstore/claimstore/internal/outboxenv"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/outbox/natspub"
 )
@@ -173,7 +174,7 @@ func runBenchOutbox(cmd *cobra.Command, o benchOutboxOptions) error {
 	if o.quiet {
 		progress = io.Discard
 	}
-	broker, err := startDemoBroker(o.natsURL)
+	broker, err := outboxenv.StartBroker(o.natsURL)
 	if err != nil {
 		return err
 	}
@@ -236,11 +237,11 @@ func (s countingUpdates) Update(ctx context.Context, where dao.Criteria, set dao
 	return s.Store.Update(ctx, where, set)
 }
 
-func benchOutboxVariant(ctx context.Context, progress io.Writer, broker *demoBroker, o benchOutboxOptions, variant string) (outboxResult, error) {
+func benchOutboxVariant(ctx context.Context, progress io.Writer, broker *outboxenv.Broker, o benchOutboxOptions, variant string) (outboxResult, error) {
 	res := outboxResult{variant: variant, messages: o.messages}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	tag := randomHex(4)
+	tag := outboxenv.RandomHex(4)
 	table := "outbox_bench_" + tag
 	var updates atomic.Int64
 	app := "claimstore-bench-" + tag
@@ -248,14 +249,14 @@ func benchOutboxVariant(ctx context.Context, progress io.Writer, broker *demoBro
 	if strings.EqualFold(globalFlags.Backend, "postgres") {
 		globalFlags.DSN = withApplicationName(globalFlags.DSN, app)
 	}
-	env, err := openOutbox(ctx, table, true, true, o.relays*o.workers+o.writers+2)
+	env, err := openOutbox(ctx, outboxenv.Options{Table: table, Migrate: true, TempSQLite: true, Pool: o.relays*o.workers + o.writers + 2})
 	globalFlags.DSN = restore
 	if err != nil {
 		return res, err
 	}
 	defer env.Close()
-	if env.db != nil {
-		defer func() { _ = env.db.Migrator().DropTable(table) }()
+	if env.DB != nil {
+		defer func() { _ = env.DB.Migrator().DropTable(table) }()
 	}
 	wrap := func(s dao.Store[outbox.Message]) dao.Store[outbox.Message] {
 		if variant == variantPerMessage {
@@ -263,18 +264,14 @@ func benchOutboxVariant(ctx context.Context, progress io.Writer, broker *demoBro
 		}
 		return countingUpdates{s, &updates}
 	}
-	opts := []outbox.Option{outbox.WithLease(o.lease)}
-	if s, ok := env.repo.Store().(*dao.Table[outbox.Message]); ok && s.Capabilities().Transactions {
-		opts = append(opts, outbox.WithTxStore(func(tx *gorm.DB) dao.Store[outbox.Message] { return wrap(s.WithTx(tx)) }))
-	}
-	repo, err := outbox.New(wrap(env.repo.Store()), opts...)
+	repo, err := outboxenv.Wrapped(env.Repo.Store(), wrap, wrap, outbox.WithLease(o.lease))
 	if err != nil {
 		return res, err
 	}
 
 	stream := "CLAIMSTORE_BENCH_" + tag
 	subject := "claimstore.bench." + tag
-	admin, err := connectNATS(broker.url, "claimstore bench outbox")
+	admin, err := outboxenv.ConnectNATS(broker.URL, "claimstore bench outbox")
 	if err != nil {
 		return res, err
 	}
@@ -300,7 +297,7 @@ func benchOutboxVariant(ctx context.Context, progress io.Writer, broker *demoBro
 	relays := make([]*outbox.Relay, o.relays)
 	var runRelays []func()
 	for i := range relays {
-		nc, err := connectNATS(broker.url, fmt.Sprintf("claimstore bench relay %d", i))
+		nc, err := outboxenv.ConnectNATS(broker.URL, fmt.Sprintf("claimstore bench relay %d", i))
 		if err != nil {
 			return res, err
 		}
@@ -334,7 +331,7 @@ func benchOutboxVariant(ctx context.Context, progress io.Writer, broker *demoBro
 	}
 
 	analyze := func() {}
-	if env.db != nil && env.db.Dialector.Name() == "postgres" && o.analyze > 0 {
+	if env.DB != nil && env.DB.Dialector.Name() == "postgres" && o.analyze > 0 {
 		// On a connection of its own, outside the run's backends, as
 		// autovacuum runs in a process of its own.
 		adb, err := sqlstore.Open(ctx, "postgres", withApplicationName(restore, "claimstore-bench-analyze"))
@@ -378,12 +375,12 @@ func benchOutboxVariant(ctx context.Context, progress io.Writer, broker *demoBro
 				for i := range ms {
 					ms[i] = &outbox.Message{MessageID: fmt.Sprintf("m-%d", first+i), Topic: subject, Type: "bench", Payload: []byte(payload)}
 				}
-				_, err := retryBusy(ctx, func() error {
+				_, err := outboxenv.Retry(ctx, func() error {
 					for _, m := range ms { // a failed attempt may have filled ids in
 						m.ID = 0
 					}
-					if env.db != nil {
-						return env.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return repo.Add(ctx, tx, ms...) })
+					if env.DB != nil {
+						return env.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return repo.Add(ctx, tx, ms...) })
 					}
 					return repo.Add(ctx, nil, ms...)
 				})
@@ -463,9 +460,9 @@ func benchOutboxVariant(ctx context.Context, progress io.Writer, broker *demoBro
 	return res, nil
 }
 
-func writeOutboxReport(out io.Writer, o benchOutboxOptions, broker *demoBroker, results []outboxResult) error {
-	where := broker.url
-	if broker.embedded != nil {
+func writeOutboxReport(out io.Writer, o benchOutboxOptions, broker *outboxenv.Broker, results []outboxResult) error {
+	where := broker.URL
+	if broker.Embedded() {
 		where += " (embedded, file storage)"
 	}
 	fmt.Fprintf(out, "bench outbox: backend %s, NATS %s\n", globalFlags.Backend, where)
@@ -569,12 +566,12 @@ func procCPU(pid string) (time.Duration, bool) {
 // it works when the server runs on this machine and this process may read
 // its /proc entries. Background processes (WAL writer, checkpointer,
 // autovacuum) are not included.
-func backendCPU(ctx context.Context, env *outboxEnv, app string) (time.Duration, bool) {
-	if env.db == nil || env.db.Dialector.Name() != "postgres" {
+func backendCPU(ctx context.Context, env *outboxenv.Env, app string) (time.Duration, bool) {
+	if env.DB == nil || env.DB.Dialector.Name() != "postgres" {
 		return 0, false
 	}
 	var pids []int
-	if err := env.db.WithContext(ctx).Raw("SELECT pid FROM pg_stat_activity WHERE application_name = ?", app).Scan(&pids).Error; err != nil || len(pids) == 0 {
+	if err := env.DB.WithContext(ctx).Raw("SELECT pid FROM pg_stat_activity WHERE application_name = ?", app).Scan(&pids).Error; err != nil || len(pids) == 0 {
 		return 0, false
 	}
 	var total time.Duration

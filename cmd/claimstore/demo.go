@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 	"gorm.io/gorm"
 
+	"github.com/claimstore/claimstore/internal/outboxenv"
 	"github.com/claimstore/claimstore/outbox"
-	"github.com/claimstore/claimstore/outbox/natsembed"
 	"github.com/claimstore/claimstore/outbox/natspub"
 )
 
@@ -99,42 +96,6 @@ func demoLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level}))
 }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
-// demoBroker is the NATS side of the demo.
-type demoBroker struct {
-	url      string
-	embedded *natsembed.Server
-	dir      string
-}
-
-func startDemoBroker(url string) (*demoBroker, error) {
-	if url != "" {
-		return &demoBroker{url: url}, nil
-	}
-	dir, err := os.MkdirTemp("", "claimstore-demo-nats-")
-	if err != nil {
-		return nil, err
-	}
-	srv, err := natsembed.Start(natsembed.Options{StoreDir: dir})
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	return &demoBroker{url: srv.URL(), embedded: srv, dir: dir}, nil
-}
-
-func (b *demoBroker) Close() {
-	if b.embedded != nil {
-		b.embedded.Shutdown()
-		os.RemoveAll(b.dir)
-	}
-}
-
 func runDemo(cmd *cobra.Command, o demoOptions) error {
 	var c flagChecks
 	atLeast(&c, "messages", o.messages, 1)
@@ -155,41 +116,41 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 		progress = io.Discard
 	}
 	out := cmd.OutOrStdout()
-	tag := randomHex(4)
+	tag := outboxenv.RandomHex(4)
 	if o.table == "" {
 		o.table = "outbox_demo_" + tag
 	}
 
-	env, err := openOutbox(ctx, o.table, true, true, o.relays*o.workers+o.writers+2)
+	env, err := openOutbox(ctx, outboxenv.Options{Table: o.table, Migrate: true, TempSQLite: true, Pool: o.relays*o.workers + o.writers + 2})
 	if err != nil {
 		return err
 	}
 	defer env.Close()
-	env.keepFile = o.keep
+	env.KeepFile = o.keep
 	// SQLite takes one writer at a time: a write that finds the lock taken
 	// is retried quietly, and counted in the verdict.
 	var busy atomic.Int64
-	if env.repo, err = withBusyRetries(env, &busy); err != nil {
+	if env.Repo, err = outboxenv.WithBusyRetries(env.Repo.Store(), &busy); err != nil {
 		return err
 	}
 	orders := "demo_orders_" + tag
-	if env.db != nil {
-		if err := env.db.WithContext(ctx).Table(orders).AutoMigrate(&demoOrder{}); err != nil {
+	if env.DB != nil {
+		if err := env.DB.WithContext(ctx).Table(orders).AutoMigrate(&demoOrder{}); err != nil {
 			return fmt.Errorf("create %s: %w", orders, err)
 		}
 		if !o.keep {
-			defer func() { _ = env.db.Migrator().DropTable(orders, o.table) }()
+			defer func() { _ = env.DB.Migrator().DropTable(orders, o.table) }()
 		}
 	}
 
-	broker, err := startDemoBroker(o.natsURL)
+	broker, err := outboxenv.StartBroker(o.natsURL)
 	if err != nil {
 		return err
 	}
 	defer broker.Close()
 	stream := "CLAIMSTORE_DEMO_" + tag
 	subject := "claimstore.demo." + tag + ".orders.created"
-	admin, err := connectNATS(broker.url, "claimstore demo")
+	admin, err := outboxenv.ConnectNATS(broker.URL, "claimstore demo")
 	if err != nil {
 		return err
 	}
@@ -210,20 +171,20 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 			_ = js.DeleteStream(dctx, stream)
 		}()
 	}
-	where := broker.url
-	if broker.embedded != nil {
+	where := broker.URL
+	if broker.Embedded() {
 		where += " (embedded)"
 	}
 	fmt.Fprintf(out, "demo: %d messages, %d writers, %d relays x %d batches of %d; backend %s, table %s; NATS %s, stream %s\n",
-		o.messages, o.writers, o.relays, o.workers, o.batch, env.backend, o.table, where, stream)
-	if env.file != "" {
+		o.messages, o.writers, o.relays, o.workers, o.batch, env.Backend, o.table, where, stream)
+	if env.File != "" {
 		switch {
-		case !env.tempFile:
-			fmt.Fprintf(out, "database file: %s\n", env.file)
+		case !env.TempFile:
+			fmt.Fprintf(out, "database file: %s\n", env.File)
 		case o.keep:
-			fmt.Fprintf(out, "database file: %s (kept after the run: --keep)\n", env.file)
+			fmt.Fprintf(out, "database file: %s (kept after the run: --keep)\n", env.File)
 		default:
-			fmt.Fprintf(out, "database file: %s (removed after the run; --keep keeps it)\n", env.file)
+			fmt.Fprintf(out, "database file: %s (removed after the run; --keep keeps it)\n", env.File)
 		}
 	}
 
@@ -234,7 +195,7 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 	relays := make([]*outbox.Relay, o.relays)
 	relayErrs := make(chan error, o.relays)
 	for i := range relays {
-		nc, err := connectNATS(broker.url, fmt.Sprintf("claimstore demo relay %d", i))
+		nc, err := outboxenv.ConnectNATS(broker.URL, fmt.Sprintf("claimstore demo relay %d", i))
 		if err != nil {
 			return err
 		}
@@ -243,7 +204,7 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 		if err != nil {
 			return err
 		}
-		relays[i], err = outbox.NewRelay(env.repo, pub, outbox.RelayConfig{
+		relays[i], err = outbox.NewRelay(env.Repo, pub, outbox.RelayConfig{
 			WorkerID: fmt.Sprintf("demo-relay-%d-%s", i, tag), BatchSize: o.batch, Concurrency: o.workers, Lease: o.lease,
 			PollInterval: 20 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond, Logger: demoLogger(),
 		})
@@ -275,7 +236,7 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 		writeWG.Go(func() {
 			for first := w * o.perTx; first < o.messages; first += o.writers * o.perTx {
 				n := min(o.perTx, o.messages-first)
-				retries, err := retryBusy(ctx, func() error { return writeOrders(ctx, env, orders, tag, subject, first, n) })
+				retries, err := outboxenv.Retry(ctx, func() error { return writeOrders(ctx, env, orders, tag, subject, first, n) })
 				busy.Add(retries)
 				if err != nil {
 					writeErr <- err
@@ -313,7 +274,7 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 			el := time.Since(start).Seconds()
 			fmt.Fprintf(progress, "  %5.1fs  written %d/%d  published %d  (%.0f msg/s)\n", el, written.Load(), o.messages, published(), float64(published())/el)
 			if writersDone == nil {
-				c, err := env.repo.Counts(ctx)
+				c, err := env.Repo.Counts(ctx)
 				if err != nil {
 					_ = stop()
 					return err
@@ -326,7 +287,7 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 	if err := stop(); err != nil {
 		return err
 	}
-	counts, err := env.repo.Counts(ctx)
+	counts, err := env.Repo.Counts(ctx)
 	if err != nil {
 		return err
 	}
@@ -336,7 +297,7 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 // writeOrders writes n business rows, numbers first.., each with its outbox
 // message, in one transaction (through the store directly on the memory
 // backend, which has no transactions).
-func writeOrders(ctx context.Context, env *outboxEnv, table, tag, subject string, first, n int) error {
+func writeOrders(ctx context.Context, env *outboxenv.Env, table, tag, subject string, first, n int) error {
 	rows := make([]demoOrder, n)
 	msgs := make([]*outbox.Message, n)
 	for i := range n {
@@ -347,14 +308,14 @@ func writeOrders(ctx context.Context, env *outboxEnv, table, tag, subject string
 			Payload: fmt.Appendf(nil, `{"order":%q,"amount":%d}`, num, rows[i].Amount), CorrelationID: num,
 		}
 	}
-	if env.db == nil {
-		return env.repo.Add(ctx, nil, msgs...)
+	if env.DB == nil {
+		return env.Repo.Add(ctx, nil, msgs...)
 	}
-	return env.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	return env.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Table(table).Create(&rows).Error; err != nil {
 			return err
 		}
-		return env.repo.Add(ctx, tx, msgs...)
+		return env.Repo.Add(ctx, tx, msgs...)
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/outboxenv"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/outbox/natspub"
 )
@@ -79,16 +80,6 @@ JetStream stream; --stream with --subjects creates or updates one at start.`,
 	return cmd
 }
 
-// connectNATS connects to url with reconnection enabled forever.
-func connectNATS(url, name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
-		nats.RetryOnFailedConnect(false))
-	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s (--nats-url): %w", url, err)
-	}
-	return nc, nil
-}
-
 func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
 	if strings.EqualFold(globalFlags.Backend, "memory") {
 		return fmt.Errorf("%w: the memory backend lives only inside one process; use --backend postgres, mysql, mariadb or sqlite", dao.ErrInvalidArgument)
@@ -117,7 +108,7 @@ func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
 	ctx := cmd.Context()
 	// The broker first: a relay that cannot publish has no business
 	// creating tables.
-	nc, err := connectNATS(o.natsURL, "claimstore relay")
+	nc, err := outboxenv.ConnectNATS(o.natsURL, "claimstore relay")
 	if err != nil {
 		return err
 	}
@@ -136,19 +127,21 @@ func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
 			return fmt.Errorf("stream %s: %w", o.stream, err)
 		}
 	}
-	env, err := openOutbox(ctx, o.table, o.migrate, false, o.workers+2,
-		outbox.WithRetryPolicy(o.retry), outbox.WithLease(o.lease))
+	env, err := openOutbox(ctx, outboxenv.Options{
+		Table: o.table, Migrate: o.migrate, Pool: o.workers + 2,
+		Repository: []outbox.Option{outbox.WithRetryPolicy(o.retry), outbox.WithLease(o.lease)},
+	})
 	if err != nil {
 		return err
 	}
 	defer env.Close()
 	if !o.migrate {
-		if err := env.checkTable(ctx); err != nil {
+		if err := checkTable(ctx, env); err != nil {
 			err.fix = "drop --migrate=false to create it"
 			return err
 		}
 	}
-	relay, err := outbox.NewRelay(env.repo, pub, outbox.RelayConfig{
+	relay, err := outbox.NewRelay(env.Repo, pub, outbox.RelayConfig{
 		WorkerID: o.workerID, TargetBroker: o.broker, BatchSize: o.batch, Concurrency: o.workers, Lease: o.lease,
 		PollInterval: o.poll, MaxPollInterval: o.maxPoll, ShutdownTimeout: o.shutdownTimeout,
 	})
