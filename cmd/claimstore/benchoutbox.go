@@ -308,7 +308,7 @@ func benchOutboxVariant(ctx context.Context, progress io.Writer, broker *outboxe
 		}
 		relays[i], err = outbox.NewRelay(repo, pub, outbox.RelayConfig{
 			WorkerID: fmt.Sprintf("bench-%s-%d", tag, i), BatchSize: o.batch, Concurrency: o.workers, Lease: o.lease,
-			PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, MarkTimeout: o.lease, Logger: demoLogger(),
+			PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, MarkTimeout: o.lease, Logger: relayLogger(),
 		})
 		if err != nil {
 			return res, err
