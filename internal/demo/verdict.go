@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/claimstore/claimstore/internal/outboxenv"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/outbox/natspub"
 )
@@ -13,14 +14,14 @@ import (
 // wait prints a progress line every half second until every message is
 // published or abandoned, a write fails or ctx ends, and returns how long
 // the writes took from start.
-func (r *run) wait(ctx context.Context, w *writers, rl *relays, start time.Time) (time.Duration, error) {
+func (r *run) wait(ctx context.Context, w *outboxenv.Writers, rl *relays, start time.Time) (time.Duration, error) {
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
-	writersDone := w.done
+	writersDone := w.Done
 	var writeDone time.Duration
 	for {
 		select {
-		case err := <-w.errs:
+		case err := <-w.Errs:
 			return 0, fmt.Errorf("write: %w", err)
 		case <-ctx.Done():
 			return 0, fmt.Errorf("demo: %d of %d messages published when it gave up: %w", rl.published(), r.o.Messages, ctx.Err())
@@ -30,7 +31,7 @@ func (r *run) wait(ctx context.Context, w *writers, rl *relays, start time.Time)
 		case <-tick.C:
 			el := time.Since(start).Seconds()
 			fmt.Fprintf(r.o.Progress, "  %5.1fs  written %d/%d  published %d  (%.0f msg/s)\n",
-				el, w.written.Load(), r.o.Messages, rl.published(), float64(rl.published())/el)
+				el, w.Written.Load(), r.o.Messages, rl.published(), float64(rl.published())/el)
 			if writersDone != nil {
 				continue
 			}

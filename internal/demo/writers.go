@@ -3,8 +3,6 @@ package demo
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -21,38 +19,15 @@ type order struct {
 	CreatedAt time.Time
 }
 
-// writers are the goroutines writing the business rows.
-type writers struct {
-	written atomic.Int64
-	errs    chan error    // the first error of each writer that failed
-	done    chan struct{} // closed when every writer has returned
-}
-
 // startWriters starts o.Writers writers that together write o.Messages
-// rows, o.PerTx per transaction, writer w taking every o.Writers-th group.
-func (r *run) startWriters(ctx context.Context) *writers {
-	w := &writers{errs: make(chan error, r.o.Writers), done: make(chan struct{})}
-	var wg sync.WaitGroup
-	for i := range r.o.Writers {
-		wg.Go(func() { r.write(ctx, i, w) })
-	}
-	go func() { wg.Wait(); close(w.done) }()
-	return w
-}
-
-// write is writer i: it writes its groups of rows, retrying the writes
-// that find the database busy, and stops at the first other error.
-func (r *run) write(ctx context.Context, i int, w *writers) {
-	for first := i * r.o.PerTx; first < r.o.Messages; first += r.o.Writers * r.o.PerTx {
-		n := min(r.o.PerTx, r.o.Messages-first)
+// rows, o.PerTx per transaction, retrying the writes that find the
+// database busy (counted in r.busy).
+func (r *run) startWriters(ctx context.Context) *outboxenv.Writers {
+	return outboxenv.StartWriters(ctx, r.o.Writers, r.o.PerTx, r.o.Messages, func(ctx context.Context, first, n int) error {
 		retries, err := outboxenv.Retry(ctx, func() error { return r.writeOrders(ctx, first, n) })
 		r.busy.Add(retries)
-		if err != nil {
-			w.errs <- err
-			return
-		}
-		w.written.Add(int64(n))
-	}
+		return err
+	})
 }
 
 // writeOrders writes n business rows, numbers first.., each with its outbox
