@@ -1,15 +1,8 @@
-// Package roundtrip counts database round trips exactly, with a
-// database/sql driver hook (github.com/ngrok/sqlmw) rather than timing or
-// log parsing.
-//
-// A [Counter] is an atomic count. [Open] returns a *sql.DB for a backend
-// whose driver is wrapped so that every Exec, Query, Prepare, execution of
-// a prepared statement, Begin, Commit and Rollback adds one; [Gorm] puts a
-// GORM handle over such a *sql.DB, and [OpenGorm] does both. [Driver] and
-// [Connector] wrap any other driver or connector the same way. The Counter
-// documentation says precisely what one count is and what is not counted.
-//
-// Tests use it to prove that a PostgreSQL fast-path claim is one round trip
-// and the portable default 1 + N; benchmarks report round trips per claim
-// from it.
+// Package roundtrip forwards to internal/roundtrip, the round-trip counting
+// driver hook. The hook is tooling of this module's tests and benchmarks,
+// not a user feature, and lives under internal/; this package remains only
+// while some of the module's tests still import it by its old path, and
+// will be removed when they have moved (it carries no formal deprecation
+// notice so that those tests stay lint-clean until then). New code imports
+// internal/roundtrip.
 package roundtrip

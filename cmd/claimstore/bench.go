@@ -83,15 +83,11 @@ func runBench(cmd *cobra.Command, o benchOptions) error {
 		progress = nil
 	}
 	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
+		stop, err := startCPUProfile(o.cpuProfile)
 		if err != nil {
-			return fmt.Errorf("bench: cpu profile: %w", err)
+			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("bench: cpu profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	rep, err := bench.Run(cmd.Context(), bench.Config{
 		Backend: globalFlags.Backend, DSN: globalFlags.DSN,
@@ -107,4 +103,19 @@ func runBench(cmd *cobra.Command, o benchOptions) error {
 		return err
 	}
 	return rep.Err()
+}
+
+// startCPUProfile starts a CPU profile of this process written to the
+// file at path, and returns the function that stops it and closes the
+// file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench: cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -5,36 +5,34 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/claimstore/claimstore/internal/testdb"
 )
 
-func TestBenchOutbox(t *testing.T) {
-	for _, b := range []struct{ backend, dsn, n string }{{"sqlite", "", "400"}, {"postgres", testdb.PostgresDSN(), "1500"}} {
-		t.Run(b.backend, func(t *testing.T) {
-			if b.backend == "postgres" {
-				testdb.Postgres(t)
-			}
-			out, errOut, err := execCLI(context.Background(), "--backend", b.backend, "--dsn", b.dsn, "--log-level", "warn",
-				"bench", "outbox", "--messages", b.n, "--relays", "2", "--workers", "2", "--batch", "100", "--writers", "2",
-				"--write-batch", "250", "--nats-url", "", "--variants", "batched,per-message", "--quiet")
-			if err != nil {
-				t.Fatalf("bench outbox: %v\n%s\n%s", err, out, errOut)
-			}
-			// Each variant: every message in the stream once, no duplicates.
-			n := b.n
-			row := regexp.MustCompile(`(?m)^\s*(batched|per-message)\s+` + n + `\s+\S+\s+\S+\s+\d+\s+(\d+)\s+` + n + `\s+` + n + `\s+0\s*$`)
-			rows := row.FindAllStringSubmatch(out, -1)
-			if len(rows) != 2 {
-				t.Fatalf("report rows:\n%s", out)
-			}
-			if !strings.Contains(out, "ratio batched / per-message marks:") {
-				t.Fatalf("no ratio:\n%s", out)
-			}
-			// The per-message variant sends at least one UPDATE per message.
-			if rows[1][1] != "per-message" || len(rows[1][2]) < len(n) {
-				t.Fatalf("per-message UPDATEs %q:\n%s", rows[1][2], out)
-			}
-		})
+// The command runs the benchmark with its flags, progress on stderr and
+// the report on stdout.
+func TestBenchOutboxCommand(t *testing.T) {
+	out, errOut, err := execCLI(context.Background(), "--backend", "memory", "--dsn", "", "--log-level", "warn",
+		"bench", "outbox", "--messages", "300", "--relays", "1", "--workers", "2", "--batch", "50", "--writers", "2",
+		"--write-batch", "100", "--nats-url", "", "--variants", "batched", "--prefill", "--quiet=false")
+	if err != nil {
+		t.Fatalf("bench outbox: %v\n%s\n%s", err, out, errOut)
+	}
+	for _, want := range []string{
+		"bench outbox: backend memory, NATS nats://", "(embedded, file storage)",
+		"300 messages of 128 bytes per variant; 2 writers x 100 per transaction; 1 relays x 2 batches of 50 in flight",
+		"all messages written first, then relayed (--prefill); median of 1 run(s) per variant",
+		"batched: CPU per message not measured",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if !regexp.MustCompile(`(?m)^\s*batched\s+300\s.*\s300\s+300\s+0\s*$`).MatchString(out) {
+		t.Errorf("no batched row with every message once:\n%s", out)
+	}
+	if strings.Contains(out, "ratio") {
+		t.Errorf("a ratio with one variant:\n%s", out)
+	}
+	if !strings.Contains(errOut, "bench outbox: variant batched, run 1 of 1") {
+		t.Errorf("no progress on stderr:\n%s", errOut)
 	}
 }

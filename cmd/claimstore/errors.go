@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
@@ -121,27 +120,4 @@ func explainTable(err error, backend, table string) error {
 		return err
 	}
 	return &missingTableError{table: table, backend: backend, err: err}
-}
-
-// sqlitePath returns the file path of an SQLite DSN ("file:PATH?..." or a
-// bare path), and false for an in-memory database.
-func sqlitePath(dsn string) (string, bool) {
-	p, _, _ := strings.Cut(strings.TrimPrefix(dsn, "file:"), "?")
-	if p == "" || p == ":memory:" || strings.Contains(dsn, "mode=memory") {
-		return "", false
-	}
-	return p, true
-}
-
-// checkSQLiteFile fails when the SQLite database file of dsn does not
-// exist: opening it would create an empty one.
-func checkSQLiteFile(dsn string) error {
-	p, ok := sqlitePath(dsn)
-	if !ok {
-		return nil
-	}
-	if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("--dsn: SQLite database file %s does not exist", p)
-	}
-	return nil
 }

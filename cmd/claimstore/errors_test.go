@@ -8,17 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/testdb"
-	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/outbox/natsembed"
 )
 
@@ -314,70 +311,6 @@ func TestMySQLDriverLogsThroughSlog(t *testing.T) {
 	if strings.Contains(errOut, "mysql driver") {
 		t.Errorf("driver logs at --log-level error:\n%s", errOut)
 	}
-}
-
-// busyRetryStore retries a claim and a mark that find SQLite's write lock
-// taken, and counts the retries.
-func TestBusyRetryStore(t *testing.T) {
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "busy.db")
-	db, err := sqlstore.Open(ctx, "sqlite", sqlstore.SQLiteDSNTimeout(path, 20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if s, err := db.DB(); err == nil {
-			s.Close()
-		}
-	})
-	if err := outbox.Migrate(ctx, db, "busy_out"); err != nil {
-		t.Fatal(err)
-	}
-	store, err := sqlstore.New[outbox.Message](db, sqlstore.WithTable("busy_out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var retries atomic.Int64
-	repo, err := withBusyRetries(&outboxEnv{repo: mustRepo(t, store)}, &retries)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addMessages(t, repo, "b", "t", 5)
-
-	hold := func() {
-		release := testdb.HoldLock(t, db, "busy_out", 0)
-		time.AfterFunc(150*time.Millisecond, release)
-	}
-	hold()
-	got, err := repo.ClaimBatch(ctx, "w", 5, "")
-	if err != nil || len(got) != 5 {
-		t.Fatalf("claim under a held lock: %d rows, %v", len(got), err)
-	}
-	afterClaim := retries.Load()
-	if afterClaim == 0 {
-		t.Error("claim under a held lock counted no retry")
-	}
-	hold()
-	ids := make([]int64, len(got))
-	for i := range got {
-		ids[i] = got[i].ID
-	}
-	if refused, err := repo.MarkPublished(ctx, "w", ids...); err != nil || len(refused) != 0 {
-		t.Fatalf("mark under a held lock: refused %v, %v", refused, err)
-	}
-	if retries.Load() == afterClaim {
-		t.Error("mark under a held lock counted no retry")
-	}
-	t.Logf("retries: claim %d, mark %d", afterClaim, retries.Load()-afterClaim)
-}
-
-func mustRepo(t *testing.T, s dao.Store[outbox.Message]) *outbox.Repository {
-	t.Helper()
-	r, err := outbox.New(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
 }
 
 // startNATS starts an embedded NATS server for the test and returns its URL.

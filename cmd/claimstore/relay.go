@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/outboxenv"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/outbox/natspub"
 )
@@ -79,17 +80,8 @@ JetStream stream; --stream with --subjects creates or updates one at start.`,
 	return cmd
 }
 
-// connectNATS connects to url with reconnection enabled forever.
-func connectNATS(url, name string) (*nats.Conn, error) {
-	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
-		nats.RetryOnFailedConnect(false))
-	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s (--nats-url): %w", url, err)
-	}
-	return nc, nil
-}
-
-func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
+// checkRelay checks the flags of `claimstore relay`.
+func checkRelay(o relayOptions) error {
 	if strings.EqualFold(globalFlags.Backend, "memory") {
 		return fmt.Errorf("%w: the memory backend lives only inside one process; use --backend postgres, mysql, mariadb or sqlite", dao.ErrInvalidArgument)
 	}
@@ -108,8 +100,14 @@ func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
 	atLeast(&c, "retry-max", o.retry.MaxDelay, max(o.retry.BaseDelay, 1))
 	between(&c, "retry-jitter", o.retry.Jitter, 0, 1)
 	atLeast(&c, "report", o.report, 0)
-	if c.err != nil {
-		return c.err
+	return c.err
+}
+
+// runRelayCmd checks the flags, connects to NATS, opens the message table
+// and runs the relay until ctx ends.
+func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
+	if err := checkRelay(o); err != nil {
+		return err
 	}
 	if o.natsURL == "" {
 		o.natsURL = defaultNATSURL()
@@ -117,7 +115,7 @@ func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
 	ctx := cmd.Context()
 	// The broker first: a relay that cannot publish has no business
 	// creating tables.
-	nc, err := connectNATS(o.natsURL, "claimstore relay")
+	nc, err := outboxenv.ConnectNATS(o.natsURL, "claimstore relay")
 	if err != nil {
 		return err
 	}
@@ -126,29 +124,24 @@ func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
 	if err != nil {
 		return err
 	}
-	if o.stream != "" {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := pub.JetStream().CreateOrUpdateStream(sctx, jetstream.StreamConfig{
-			Name: o.stream, Subjects: strings.Split(o.subjects, ","), Duplicates: 2 * time.Minute,
-		})
-		cancel()
-		if err != nil {
-			return fmt.Errorf("stream %s: %w", o.stream, err)
-		}
+	if err := ensureStream(ctx, pub, o); err != nil {
+		return err
 	}
-	env, err := openOutbox(ctx, o.table, o.migrate, false, o.workers+2,
-		outbox.WithRetryPolicy(o.retry), outbox.WithLease(o.lease))
+	env, err := openOutbox(ctx, outboxenv.Options{
+		Table: o.table, Migrate: o.migrate, Pool: o.workers + 2,
+		Repository: []outbox.Option{outbox.WithRetryPolicy(o.retry), outbox.WithLease(o.lease)},
+	})
 	if err != nil {
 		return err
 	}
 	defer env.Close()
 	if !o.migrate {
-		if err := env.checkTable(ctx); err != nil {
+		if err := checkTable(ctx, env); err != nil {
 			err.fix = "drop --migrate=false to create it"
 			return err
 		}
 	}
-	relay, err := outbox.NewRelay(env.repo, pub, outbox.RelayConfig{
+	relay, err := outbox.NewRelay(env.Repo, pub, outbox.RelayConfig{
 		WorkerID: o.workerID, TargetBroker: o.broker, BatchSize: o.batch, Concurrency: o.workers, Lease: o.lease,
 		PollInterval: o.poll, MaxPollInterval: o.maxPoll, ShutdownTimeout: o.shutdownTimeout,
 	})
@@ -156,20 +149,40 @@ func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
 		return err
 	}
 	if o.report > 0 {
-		go func() {
-			t := time.NewTicker(o.report)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					st := relay.Stats()
-					slog.Info("relay totals", "published", st.Published, "failed", st.Failed, "abandoned", st.Abandoned,
-						"lease_lost", st.LeaseLost, "mark_errors", st.MarkErrors)
-				}
-			}
-		}()
+		go logTotals(ctx, relay, o.report)
 	}
 	return relay.Run(ctx)
+}
+
+// ensureStream creates or updates the stream --stream with --subjects, if
+// given.
+func ensureStream(ctx context.Context, pub *natspub.Publisher, o relayOptions) error {
+	if o.stream == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := pub.JetStream().CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: o.stream, Subjects: strings.Split(o.subjects, ","), Duplicates: 2 * time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", o.stream, err)
+	}
+	return nil
+}
+
+// logTotals logs the relay's totals at INFO every period until ctx ends.
+func logTotals(ctx context.Context, relay *outbox.Relay, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			st := relay.Stats()
+			slog.Info("relay totals", "published", st.Published, "failed", st.Failed, "abandoned", st.Abandoned,
+				"lease_lost", st.LeaseLost, "mark_errors", st.MarkErrors)
+		}
+	}
 }

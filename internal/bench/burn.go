@@ -144,132 +144,163 @@ func Burn(ctx context.Context, cfg BurnConfig) (BurnResult, error) {
 		return res, fmt.Errorf("bench: burn: %w: workers %d and batch %d must be > 0, rows %d >= 0, Claim and Pending set",
 			dao.ErrInvalidArgument, cfg.Workers, cfg.Batch, cfg.Rows)
 	}
-	every := cfg.ProgressEvery
-	if every <= 0 {
-		every = time.Second
+	if cfg.ProgressEvery <= 0 {
+		cfg.ProgressEvery = time.Second
 	}
-	stall := cfg.Stall
-	if stall <= 0 {
-		stall = 60 * time.Second
+	if cfg.Stall <= 0 {
+		cfg.Stall = 60 * time.Second
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-
-	tally := NewTally(cfg.Rows)
-	var (
-		calls, empty, retries, rowsClaimed, wrong atomic.Int64
-		lastProgress                              atomic.Int64 // unix nanos of the last call that claimed a row
-		lats                                      = make([]Latencies, cfg.Workers)
-		wg                                        sync.WaitGroup
-	)
+	b := &burner{cfg: cfg, cancel: cancel, tally: NewTally(cfg.Rows), lats: make([]Latencies, cfg.Workers)}
 	var rt0 int64
 	if cfg.RoundTrips != nil {
 		rt0 = cfg.RoundTrips()
 	}
 	cpu0, cpuOK := processCPU()
-	start := time.Now()
-	lastProgress.Store(start.UnixNano())
-
-	worker := func(w int) {
-		defer wg.Done()
-		name := WorkerName(w)
-		lat := &lats[w]
-		backoff := time.Millisecond
-		for ctx.Err() == nil {
-			t0 := time.Now()
-			rows, err := cfg.Claim(ctx, w, cfg.Batch)
-			lat.Add(time.Since(t0))
-			calls.Add(1)
-			for i := range rows {
-				tally.Mark(rows[i].ID)
-				if rows[i].Status != StatusClaimed || rows[i].LockedBy != name || rows[i].Attempts != 1 {
-					wrong.Add(1)
-				}
-			}
-			rowsClaimed.Add(int64(len(rows)))
-			if len(rows) > 0 {
-				lastProgress.Store(time.Now().UnixNano())
-			}
-			switch {
-			case err != nil && dao.IsRetryable(err):
-				retries.Add(1)
-				sleep(ctx, backoff)
-				backoff = min(backoff*2, 50*time.Millisecond)
-				continue
-			case err != nil:
-				cancel(fmt.Errorf("bench: %s: worker %d: %w", cfg.Label, w, err))
-				return
-			}
-			backoff = time.Millisecond
-			if len(rows) > 0 {
-				continue
-			}
-			empty.Add(1)
-			if tally.Claimed() >= cfg.Rows {
-				return
-			}
-			pending, err := cfg.Pending(ctx)
-			if err != nil {
-				cancel(fmt.Errorf("bench: %s: look for pending rows: %w", cfg.Label, err))
-				return
-			}
-			if !pending {
-				return
-			}
-			if time.Since(time.Unix(0, lastProgress.Load())) > stall {
-				cancel(fmt.Errorf("%w: rows still claimable, none claimed for %v", ErrStalled, stall))
-				return
-			}
-			sleep(ctx, time.Millisecond)
-		}
-	}
-
-	done := make(chan struct{})
-	var progressDone sync.WaitGroup
-	if cfg.Progress != nil {
-		progressDone.Add(1)
-		go func() {
-			defer progressDone.Done()
-			tick := time.NewTicker(every)
-			defer tick.Stop()
-			for {
-				select {
-				case <-done:
-					return
-				case <-tick.C:
-					el := time.Since(start)
-					n := rowsClaimed.Load()
-					fmt.Fprintf(cfg.Progress, "%s: %d/%d rows claimed (%.1f%%) in %d calls, %.0f rows/s, %s elapsed\n",
-						cfg.Label, n, cfg.Rows, 100*ratio(n, max(cfg.Rows, 1)), calls.Load(), perSec(n, el), el.Round(time.Millisecond))
-				}
-			}
-		}()
-	}
-	wg.Add(cfg.Workers)
+	b.start = time.Now()
+	b.lastProgress.Store(b.start.UnixNano())
+	stopProgress := b.startProgress()
+	var wg sync.WaitGroup
 	for w := range cfg.Workers {
-		go worker(w)
+		wg.Go(func() { b.work(ctx, w) })
 	}
 	wg.Wait()
-	res.Wall = time.Since(start)
+	res.Wall = time.Since(b.start)
 	if cpu1, ok := processCPU(); ok && cpuOK {
 		res.CPU = cpu1 - cpu0
 	}
-	close(done)
-	progressDone.Wait()
-
+	stopProgress()
 	if cfg.RoundTrips != nil {
 		res.RoundTrips = cfg.RoundTrips() - rt0
 		res.Counted = true
 	}
+	b.fill(&res)
+	return res, context.Cause(ctx)
+}
+
+// burner is the state of one burn that its workers share.
+type burner struct {
+	cfg    BurnConfig
+	cancel context.CancelCauseFunc // ends the burn with its cause
+	tally  *Tally
+	lats   []Latencies // one per worker
+	start  time.Time
+
+	calls, empty, retries, rowsClaimed, wrong atomic.Int64
+	lastProgress                              atomic.Int64 // unix nanos of the last call that claimed a row
+}
+
+// work is worker w: it claims until no row is left, the burn fails or ctx
+// ends.
+func (b *burner) work(ctx context.Context, w int) {
+	name := WorkerName(w)
+	backoff := time.Millisecond
+	for ctx.Err() == nil {
+		n, err := b.claim(ctx, w, name)
+		switch {
+		case err != nil && dao.IsRetryable(err):
+			b.retries.Add(1)
+			sleep(ctx, backoff)
+			backoff = min(backoff*2, 50*time.Millisecond)
+			continue
+		case err != nil:
+			b.cancel(fmt.Errorf("bench: %s: worker %d: %w", b.cfg.Label, w, err))
+			return
+		}
+		backoff = time.Millisecond
+		if n > 0 {
+			continue
+		}
+		b.empty.Add(1)
+		if !b.rowsLeft(ctx) {
+			return
+		}
+		sleep(ctx, time.Millisecond)
+	}
+}
+
+// claim makes one claim call for worker w (locked_by name), times it and
+// accounts for the rows it returned; it returns their number and the
+// call's error.
+func (b *burner) claim(ctx context.Context, w int, name string) (int, error) {
+	t0 := time.Now()
+	rows, err := b.cfg.Claim(ctx, w, b.cfg.Batch)
+	b.lats[w].Add(time.Since(t0))
+	b.calls.Add(1)
+	for i := range rows {
+		b.tally.Mark(rows[i].ID)
+		if rows[i].Status != StatusClaimed || rows[i].LockedBy != name || rows[i].Attempts != 1 {
+			b.wrong.Add(1)
+		}
+	}
+	b.rowsClaimed.Add(int64(len(rows)))
+	if len(rows) > 0 {
+		b.lastProgress.Store(time.Now().UnixNano())
+	}
+	return len(rows), err
+}
+
+// rowsLeft, after an empty claim, reports whether the worker should go on
+// claiming: some row is still claimable. It ends the burn (through
+// b.cancel) when Pending fails or when no row has been claimed for
+// cfg.Stall although some remain.
+func (b *burner) rowsLeft(ctx context.Context) bool {
+	if b.tally.Claimed() >= b.cfg.Rows {
+		return false
+	}
+	pending, err := b.cfg.Pending(ctx)
+	if err != nil {
+		b.cancel(fmt.Errorf("bench: %s: look for pending rows: %w", b.cfg.Label, err))
+		return false
+	}
+	if !pending {
+		return false
+	}
+	if time.Since(time.Unix(0, b.lastProgress.Load())) > b.cfg.Stall {
+		b.cancel(fmt.Errorf("%w: rows still claimable, none claimed for %v", ErrStalled, b.cfg.Stall))
+		return false
+	}
+	return true
+}
+
+// startProgress writes a progress line to cfg.Progress every
+// cfg.ProgressEvery until the returned function is called, which waits
+// for the writer to stop. Without cfg.Progress it does nothing.
+func (b *burner) startProgress() (stop func()) {
+	if b.cfg.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(b.cfg.ProgressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				el := time.Since(b.start)
+				n := b.rowsClaimed.Load()
+				fmt.Fprintf(b.cfg.Progress, "%s: %d/%d rows claimed (%.1f%%) in %d calls, %.0f rows/s, %s elapsed\n",
+					b.cfg.Label, n, b.cfg.Rows, 100*ratio(n, max(b.cfg.Rows, 1)), b.calls.Load(), perSec(n, el), el.Round(time.Millisecond))
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// fill sets res's latencies, counts and accounting from the burn's.
+func (b *burner) fill(res *BurnResult) {
 	var all Latencies
-	for i := range lats {
-		all.Merge(&lats[i])
+	for i := range b.lats {
+		all.Merge(&b.lats[i])
 	}
 	res.Latency = all.Summary()
-	res.Calls, res.EmptyCalls, res.Retries = calls.Load(), empty.Load(), retries.Load()
-	res.RowsClaimed, res.WrongState = rowsClaimed.Load(), wrong.Load()
-	res.Tally = tally.Result()
-	return res, context.Cause(ctx)
+	res.Calls, res.EmptyCalls, res.Retries = b.calls.Load(), b.empty.Load(), b.retries.Load()
+	res.RowsClaimed, res.WrongState = b.rowsClaimed.Load(), b.wrong.Load()
+	res.Tally = b.tally.Result()
 }
 
 // sleep waits for d or until ctx ends.

@@ -8,7 +8,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/mysql"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
-	"github.com/claimstore/claimstore/roundtrip"
+	"github.com/claimstore/claimstore/internal/roundtrip"
 	"gorm.io/gorm"
 )
 

@@ -4,8 +4,9 @@
 // so that a row claimed twice (a duplicate) or never claimed (lost) is
 // detected exactly. It measures wall time, claim calls and rows per second,
 // claim latency percentiles and database round trips per claim, the latter
-// counted exactly by a driver hook: the roundtrip package for database/sql
-// (and so for GORM), a pgx QueryTracer for the raw pgx baseline.
+// counted exactly by a driver hook: the internal/roundtrip package for
+// database/sql (and so for GORM), a pgx QueryTracer for the raw pgx
+// baseline.
 //
 // A run compares variants on fresh tables of the same shape and size in one
 // process: the library's Store.Claim, the raw driver executing the same SQL,

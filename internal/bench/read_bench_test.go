@@ -7,6 +7,7 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/internal/testdb"
 )
 
@@ -24,10 +25,33 @@ import (
 //
 // The differences between neighbours are what each layer costs per call.
 func BenchmarkReadPath(b *testing.B) {
+	rb := newReadBench(b)
+	b.Run("pgx", rb.pgx)
+	b.Run("database-sql", rb.databaseSQL)
+	b.Run("gorm-scanrows", rb.gormScanRows)
+	b.Run("schema-scan", rb.schemaScan)
+	b.Run("library-find", rb.libraryFind)
+}
+
+// readRows is the number of rows each read of BenchmarkReadPath returns.
+const readRows = 100
+
+// readBench is the table and the statement every layer of
+// BenchmarkReadPath reads with.
+type readBench struct {
+	ctx   context.Context
+	s     *sqlRun
+	table string
+	q     dao.Query
+	st    dialects.Statement
+}
+
+// newReadBench loads a table on PostgreSQL (dropped when b ends) and
+// renders the library's candidate read of readRows rows.
+func newReadBench(b *testing.B) *readBench {
 	testdb.Postgres(b)
 	ctx := context.Background()
-	const rows = 100
-	cfg := Config{Backend: "postgres", DSN: testdb.PostgresDSN(), Rows: 1000, Workers: 1, Batch: rows}
+	cfg := Config{Backend: "postgres", DSN: testdb.PostgresDSN(), Rows: 1000, Workers: 1, Batch: readRows}
 	s, err := openSQLRun(ctx, cfg, cfg.DSN)
 	if err != nil {
 		b.Fatal(err)
@@ -42,7 +66,7 @@ func BenchmarkReadPath(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	q := dao.Query{Where: PendingCriteria(), OrderBy: []dao.Order{dao.Asc("id")}, Limit: rows}
+	q := dao.Query{Where: PendingCriteria(), OrderBy: []dao.Order{dao.Asc("id")}, Limit: readRows}
 	where, err := s.probe.CheckCriteria(q.Where)
 	if err != nil {
 		b.Fatal(err)
@@ -52,135 +76,154 @@ func BenchmarkReadPath(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	check := func(b *testing.B, got int) {
-		if got != rows {
-			b.Fatalf("read %d rows, want %d", got, rows)
-		}
-	}
+	return &readBench{ctx: ctx, s: s, table: t.name, q: q, st: st}
+}
 
-	b.Run("pgx", func(b *testing.B) {
-		pool, err := NewPgxPool(ctx, s.dsn, 1, nil)
+// checkRead fails b unless a read returned readRows rows.
+func checkRead(b *testing.B, got int) {
+	if got != readRows {
+		b.Fatalf("read %d rows, want %d", got, readRows)
+	}
+}
+
+// pgx reads with pgxpool.Query and rows.Scan into Job.
+func (rb *readBench) pgx(b *testing.B) {
+	ctx := rb.ctx
+	pool, err := NewPgxPool(ctx, rb.s.dsn, 1, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := pool.Query(ctx, rb.st.SQL, rb.st.Args...)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer pool.Close()
-		b.ReportAllocs()
-		for b.Loop() {
-			r, err := pool.Query(ctx, st.SQL, st.Args...)
-			if err != nil {
+		var j Job
+		n := 0
+		for r.Next() {
+			if err := r.Scan(&j.ID, &j.Status, &j.LockedBy, &j.Attempts, &j.Payload); err != nil {
 				b.Fatal(err)
 			}
-			var j Job
-			n := 0
-			for r.Next() {
-				if err := r.Scan(&j.ID, &j.Status, &j.LockedBy, &j.Attempts, &j.Payload); err != nil {
-					b.Fatal(err)
-				}
-				n++
-			}
-			if r.Err() != nil {
-				b.Fatal(r.Err())
-			}
-			check(b, n)
+			n++
 		}
-	})
-	b.Run("database-sql", func(b *testing.B) {
-		db, _, err := openCountedSQL(ctx, "postgres", s.dsn)
+		if r.Err() != nil {
+			b.Fatal(r.Err())
+		}
+		checkRead(b, n)
+	}
+}
+
+// databaseSQL reads with database/sql over pgx stdlib and rows.Scan into
+// Job.
+func (rb *readBench) databaseSQL(b *testing.B) {
+	ctx := rb.ctx
+	db, _, err := openCountedSQL(ctx, "postgres", rb.s.dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := db.QueryContext(ctx, rb.st.SQL, rb.st.Args...)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer db.Close()
-		b.ReportAllocs()
-		for b.Loop() {
-			r, err := db.QueryContext(ctx, st.SQL, st.Args...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			got, err := scanJobs(r, rows)
-			if err != nil {
-				b.Fatal(err)
-			}
-			check(b, len(got))
-		}
-	})
-	b.Run("gorm-scanrows", func(b *testing.B) {
-		gdb, _, err := openCountedGorm(ctx, "postgres", s.dsn)
+		got, err := scanJobs(r, readRows)
 		if err != nil {
 			b.Fatal(err)
 		}
-		sqlDB, _ := gdb.DB()
-		defer sqlDB.Close()
-		b.ReportAllocs()
-		for b.Loop() {
-			r, err := sqlDB.QueryContext(ctx, st.SQL, st.Args...)
-			if err != nil {
-				b.Fatal(err)
-			}
-			var out []Job
-			if r.Next() {
-				if err := gdb.WithContext(ctx).ScanRows(r, &out); err != nil {
-					b.Fatal(err)
-				}
-			}
-			r.Close()
-			check(b, len(out))
-		}
-	})
-	b.Run("schema-scan", func(b *testing.B) {
-		// What sqlstore's query could do instead of ScanRows: scan each row
-		// straight into the fields of the result slice's element, located
-		// once per call from the model schema by column name.
-		db, _, err := openCountedSQL(ctx, "postgres", s.dsn)
+		checkRead(b, len(got))
+	}
+}
+
+// gormScanRows reads with database/sql, then GORM's (*DB).ScanRows, as
+// sqlstore scans.
+func (rb *readBench) gormScanRows(b *testing.B) {
+	ctx := rb.ctx
+	gdb, _, err := openCountedGorm(ctx, "postgres", rb.s.dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sqlDB, _ := gdb.DB()
+	defer sqlDB.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := sqlDB.QueryContext(ctx, rb.st.SQL, rb.st.Args...)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer db.Close()
-		sch := s.model.Schema()
-		b.ReportAllocs()
-		for b.Loop() {
-			r, err := db.QueryContext(ctx, st.SQL, st.Args...)
-			if err != nil {
+		var out []Job
+		if r.Next() {
+			if err := gdb.WithContext(ctx).ScanRows(r, &out); err != nil {
 				b.Fatal(err)
 			}
-			cols, _ := r.Columns()
-			idx := make([][]int, len(cols))
-			for i, c := range cols {
-				idx[i] = sch.LookUpField(c).StructField.Index
-			}
-			out := make([]Job, 0, rows)
-			dest := make([]any, len(cols))
-			for r.Next() {
-				out = append(out, Job{})
-				rv := reflect.ValueOf(&out[len(out)-1]).Elem()
-				for i := range idx {
-					dest[i] = rv.FieldByIndex(idx[i]).Addr().Interface()
-				}
-				if err := r.Scan(dest...); err != nil {
-					b.Fatal(err)
-				}
-			}
-			r.Close()
-			check(b, len(out))
 		}
-	})
-	b.Run("library-find", func(b *testing.B) {
-		gdb, _, err := openCountedGorm(ctx, "postgres", s.dsn)
+		r.Close()
+		checkRead(b, len(out))
+	}
+}
+
+// schemaScan is what sqlstore's query could do instead of ScanRows: scan
+// each row straight into the fields of the result slice's element, located
+// once per call from the model schema by column name.
+func (rb *readBench) schemaScan(b *testing.B) {
+	ctx := rb.ctx
+	db, _, err := openCountedSQL(ctx, "postgres", rb.s.dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	sch := rb.s.model.Schema()
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := db.QueryContext(ctx, rb.st.SQL, rb.st.Args...)
 		if err != nil {
 			b.Fatal(err)
 		}
-		sqlDB, _ := gdb.DB()
-		defer sqlDB.Close()
-		store, err := sqlstore.New[Job](gdb, sqlstore.WithTable(t.name))
+		cols, _ := r.Columns()
+		idx := make([][]int, len(cols))
+		for i, c := range cols {
+			idx[i] = sch.LookUpField(c).StructField.Index
+		}
+		out := make([]Job, 0, readRows)
+		dest := make([]any, len(cols))
+		for r.Next() {
+			out = append(out, Job{})
+			rv := reflect.ValueOf(&out[len(out)-1]).Elem()
+			for i := range idx {
+				dest[i] = rv.FieldByIndex(idx[i]).Addr().Interface()
+			}
+			if err := r.Scan(dest...); err != nil {
+				b.Fatal(err)
+			}
+		}
+		r.Close()
+		checkRead(b, len(out))
+	}
+}
+
+// libraryFind reads with sqlstore's Store.Find (check, render, query,
+// ScanRows).
+func (rb *readBench) libraryFind(b *testing.B) {
+	ctx := rb.ctx
+	gdb, _, err := openCountedGorm(ctx, "postgres", rb.s.dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sqlDB, _ := gdb.DB()
+	defer sqlDB.Close()
+	store, err := sqlstore.New[Job](gdb, sqlstore.WithTable(rb.table))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		got, err := store.Find(ctx, rb.q)
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.ReportAllocs()
-		for b.Loop() {
-			got, err := store.Find(ctx, q)
-			if err != nil {
-				b.Fatal(err)
-			}
-			check(b, len(got))
-		}
-	})
+		checkRead(b, len(got))
+	}
 }

@@ -143,70 +143,11 @@ func (r *Report) Ratio(name string) (float64, bool) {
 func (r *Report) WriteText(w io.Writer) error {
 	ew := &errWriter{w: w}
 	if len(r.Variants) > 0 {
-		v := r.Variants[0]
-		res := v.Result
-		server := r.Backend
-		if r.Server != "" {
-			server += " (" + r.Server + ")"
-		}
-		fmt.Fprintf(ew, "backend:         %s\n", server)
-		fmt.Fprintf(ew, "path:            %s\n", v.Path)
-		fmt.Fprintf(ew, "rows:            %d\n", r.Rows)
-		fmt.Fprintf(ew, "workers:         %d\n", r.Workers)
-		fmt.Fprintf(ew, "batch:           %d\n", r.Batch)
-		if len(v.Runs) > 1 {
-			lo, hi := v.RowsPerSecRange()
-			fmt.Fprintf(ew, "runs:            %d, figures of the median run by rows/s (rows/s range %.0f-%.0f)\n", len(v.Runs), lo, hi)
-		}
-		fmt.Fprintf(ew, "wall time:       %s\n", res.Wall.Round(time.Millisecond))
-		fmt.Fprintf(ew, "claim calls:     %d (%d empty, %d retried)\n", res.Calls, res.EmptyCalls, res.Retries)
-		fmt.Fprintf(ew, "claims/s:        %.0f\n", res.CallsPerSec())
-		fmt.Fprintf(ew, "rows/s:          %.0f\n", res.RowsPerSec())
-		fmt.Fprintf(ew, "latency p50/p99: %s / %s (max %s)\n", fmtDur(res.Latency.P50), fmtDur(res.Latency.P99), fmtDur(res.Latency.Max))
-		if res.CPU > 0 {
-			fmt.Fprintf(ew, "client CPU:      %s per claim (%s in all)\n", fmtDur(res.CPUPerCall()), res.CPU.Round(time.Millisecond))
-		}
-		if res.Counted {
-			fmt.Fprintf(ew, "round trips:     %d = %.3f per claim, %.3f per claimed row (promised: %s)\n",
-				res.RoundTrips, res.RoundTripsPerCall(), res.RoundTripsPerRow(), orDash(v.Promised))
-		} else {
-			fmt.Fprintf(ew, "round trips:     not counted (promised: %s)\n", orDash(v.Promised))
-		}
-		dup, lost := v.Totals()
-		fmt.Fprintf(ew, "duplicates:      %d\n", dup)
-		fmt.Fprintf(ew, "lost:            %d\n", lost)
-		if res.Tally.Unknown != 0 || res.WrongState != 0 {
-			fmt.Fprintf(ew, "unknown ids:     %d\nwrong state:     %d\n", res.Tally.Unknown, res.WrongState)
-		}
+		r.writeFirst(ew)
 	}
 	if len(r.Variants) > 1 {
 		fmt.Fprintln(ew)
-		tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', tabwriter.AlignRight)
-		rangeHead := ""
-		if r.repeated() {
-			rangeHead = "rows/s range\t"
-		}
-		fmt.Fprintln(tw, "variant\trows/s\t"+rangeHead+"claims/s\tp50\tp99\tcpu/claim\trt/claim\trt/row\tdup\tlost\tratio\t")
-		for _, v := range r.Variants {
-			res := v.Result
-			rangeCol := ""
-			if r.repeated() {
-				lo, hi := v.RowsPerSecRange()
-				rangeCol = fmt.Sprintf("%.0f-%.0f\t", lo, hi)
-			}
-			dup, lost := v.Totals()
-			rt, rtRow := "-", "-"
-			if res.Counted {
-				rt, rtRow = fmt.Sprintf("%.3f", res.RoundTripsPerCall()), fmt.Sprintf("%.3f", res.RoundTripsPerRow())
-			}
-			ratioText := "-"
-			if q, ok := r.Ratio(v.Name); ok {
-				ratioText = fmt.Sprintf("%.3fx %s", q, v.Baseline)
-			}
-			fmt.Fprintf(tw, "%s\t%.0f\t%s%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t\n", v.Name, res.RowsPerSec(), rangeCol, res.CallsPerSec(),
-				fmtDur(res.Latency.P50), fmtDur(res.Latency.P99), fmtDur(res.CPUPerCall()), rt, rtRow, dup, lost, ratioText)
-		}
-		tw.Flush()
+		r.writeTable(ew)
 		fmt.Fprintln(ew)
 		for _, v := range r.Variants {
 			fmt.Fprintf(ew, "%-*s %s\n", nameWidth(r.Variants)+1, v.Name+":", v.Path)
@@ -219,6 +160,76 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	return ew.err
+}
+
+// writeFirst writes the block of figures of the first variant.
+func (r *Report) writeFirst(w io.Writer) {
+	v := r.Variants[0]
+	res := v.Result
+	server := r.Backend
+	if r.Server != "" {
+		server += " (" + r.Server + ")"
+	}
+	fmt.Fprintf(w, "backend:         %s\n", server)
+	fmt.Fprintf(w, "path:            %s\n", v.Path)
+	fmt.Fprintf(w, "rows:            %d\n", r.Rows)
+	fmt.Fprintf(w, "workers:         %d\n", r.Workers)
+	fmt.Fprintf(w, "batch:           %d\n", r.Batch)
+	if len(v.Runs) > 1 {
+		lo, hi := v.RowsPerSecRange()
+		fmt.Fprintf(w, "runs:            %d, figures of the median run by rows/s (rows/s range %.0f-%.0f)\n", len(v.Runs), lo, hi)
+	}
+	fmt.Fprintf(w, "wall time:       %s\n", res.Wall.Round(time.Millisecond))
+	fmt.Fprintf(w, "claim calls:     %d (%d empty, %d retried)\n", res.Calls, res.EmptyCalls, res.Retries)
+	fmt.Fprintf(w, "claims/s:        %.0f\n", res.CallsPerSec())
+	fmt.Fprintf(w, "rows/s:          %.0f\n", res.RowsPerSec())
+	fmt.Fprintf(w, "latency p50/p99: %s / %s (max %s)\n", fmtDur(res.Latency.P50), fmtDur(res.Latency.P99), fmtDur(res.Latency.Max))
+	if res.CPU > 0 {
+		fmt.Fprintf(w, "client CPU:      %s per claim (%s in all)\n", fmtDur(res.CPUPerCall()), res.CPU.Round(time.Millisecond))
+	}
+	if res.Counted {
+		fmt.Fprintf(w, "round trips:     %d = %.3f per claim, %.3f per claimed row (promised: %s)\n",
+			res.RoundTrips, res.RoundTripsPerCall(), res.RoundTripsPerRow(), orDash(v.Promised))
+	} else {
+		fmt.Fprintf(w, "round trips:     not counted (promised: %s)\n", orDash(v.Promised))
+	}
+	dup, lost := v.Totals()
+	fmt.Fprintf(w, "duplicates:      %d\n", dup)
+	fmt.Fprintf(w, "lost:            %d\n", lost)
+	if res.Tally.Unknown != 0 || res.WrongState != 0 {
+		fmt.Fprintf(w, "unknown ids:     %d\nwrong state:     %d\n", res.Tally.Unknown, res.WrongState)
+	}
+}
+
+// writeTable writes one row per variant, with the rows/s range when the
+// variants ran more than once.
+func (r *Report) writeTable(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	rangeHead := ""
+	if r.repeated() {
+		rangeHead = "rows/s range\t"
+	}
+	fmt.Fprintln(tw, "variant\trows/s\t"+rangeHead+"claims/s\tp50\tp99\tcpu/claim\trt/claim\trt/row\tdup\tlost\tratio\t")
+	for _, v := range r.Variants {
+		res := v.Result
+		rangeCol := ""
+		if r.repeated() {
+			lo, hi := v.RowsPerSecRange()
+			rangeCol = fmt.Sprintf("%.0f-%.0f\t", lo, hi)
+		}
+		dup, lost := v.Totals()
+		rt, rtRow := "-", "-"
+		if res.Counted {
+			rt, rtRow = fmt.Sprintf("%.3f", res.RoundTripsPerCall()), fmt.Sprintf("%.3f", res.RoundTripsPerRow())
+		}
+		ratioText := "-"
+		if q, ok := r.Ratio(v.Name); ok {
+			ratioText = fmt.Sprintf("%.3fx %s", q, v.Baseline)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%s%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t\n", v.Name, res.RowsPerSec(), rangeCol, res.CallsPerSec(),
+			fmtDur(res.Latency.P50), fmtDur(res.Latency.P99), fmtDur(res.CPUPerCall()), rt, rtRow, dup, lost, ratioText)
+	}
+	tw.Flush()
 }
 
 func nameWidth(vs []Variant) int {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/roundtrip"
 	"github.com/claimstore/claimstore/internal/testdb"
-	"github.com/claimstore/claimstore/roundtrip"
 	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 )

@@ -1,0 +1,82 @@
+package outboxenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/claimstore/claimstore/outbox/natsembed"
+)
+
+// ConnectNATS connects to the NATS server at url under the connection
+// name name, reconnecting forever after a lost connection. The error
+// names the URL and --nats-url.
+func ConnectNATS(url, name string) (*nats.Conn, error) {
+	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
+		nats.RetryOnFailedConnect(false))
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s (--nats-url): %w", url, err)
+	}
+	return nc, nil
+}
+
+// Broker is the NATS server a run publishes to: an external one, or one
+// with JetStream embedded in this process.
+type Broker struct {
+	// URL is the server's client URL.
+	URL      string
+	embedded *natsembed.Server
+	dir      string
+}
+
+// StartBroker returns the external server at url, or, when url is empty,
+// starts an embedded server with JetStream storage in a fresh temporary
+// directory. Close stops an embedded server and removes its storage.
+func StartBroker(url string) (*Broker, error) {
+	if url != "" {
+		return &Broker{URL: url}, nil
+	}
+	dir, err := os.MkdirTemp("", "claimstore-demo-nats-")
+	if err != nil {
+		return nil, err
+	}
+	srv, err := natsembed.Start(natsembed.Options{StoreDir: dir})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return &Broker{URL: srv.URL(), embedded: srv, dir: dir}, nil
+}
+
+// Embedded reports whether the server runs in this process.
+func (b *Broker) Embedded() bool { return b.embedded != nil }
+
+// Close stops an embedded server and removes its storage; an external
+// server is left alone.
+func (b *Broker) Close() {
+	if b.embedded != nil {
+		b.embedded.Shutdown()
+		os.RemoveAll(b.dir)
+	}
+}
+
+// CreateStream creates the JetStream stream name, file-stored, holding
+// subject, with a two-minute duplicate window (the window in which a
+// message id published twice is stored once). It returns a function that
+// deletes the stream (errors ignored: it is clean-up).
+func CreateStream(ctx context.Context, js jetstream.JetStream, name, subject string) (drop func(), err error) {
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: name, Subjects: []string{subject}, Duplicates: 2 * time.Minute, Storage: jetstream.FileStorage,
+	}); err != nil {
+		return nil, fmt.Errorf("create stream %s: %w", name, err)
+	}
+	return func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = js.DeleteStream(dctx, name)
+	}, nil
+}
