@@ -19,8 +19,8 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/conformance"
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/roundtrip"
 	"github.com/claimstore/claimstore/internal/testdb"
-	"github.com/claimstore/claimstore/roundtrip"
 )
 
 // TestConformanceTool runs the whole conformance suite against the
