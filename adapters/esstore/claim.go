@@ -1,6 +1,7 @@
 package esstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,33 +13,39 @@ import (
 	"github.com/claimstore/claimstore/dao"
 )
 
-// Claim runs the portable default (dao.PortableClaim) with sequence-number
-// guards: one search for candidates (with seq_no_primary_term, at most one
-// page), then for each candidate one update API call carrying if_seq_no and
-// if_primary_term and the fixed WriteScript, which re-checks req.Where on
-// the current document and sets ctx.op = 'noop' when it no longer holds
-// (the row is skipped). Each write uses the store's refresh, so a claimed
-// document is not seen as claimable by the next search.
+// Claim runs the portable default (dao.PortableClaim) with optimistic
+// concurrency control: one search for candidates (with
+// seq_no_primary_term, at most one page), then for each candidate one
+// index API call that writes the document as the search read it with
+// req.Set applied, carrying that read's if_seq_no and if_primary_term. The
+// write succeeds only on the exact document version the search saw, which
+// matched req.Where then and, being unchanged, still does; no script
+// re-checks the criteria. Each write uses the store's refresh, so a
+// claimed document is not seen as claimable by the next search.
 //
 // A version conflict (409 version_conflict_engine_exception: another writer
 // changed the document after the search) ends the claim: the rows claimed
 // before it are returned together with an error wrapping dao.ErrConflict
-// and the *Error. A candidate deleted since the search is skipped.
+// and the *Error. A candidate deleted since the search is skipped: after a
+// conflict, a real-time get (one more round trip) tells a deleted document
+// from a changed one.
 func (s *Store[T]) Claim(ctx context.Context, req dao.ClaimRequest) ([]T, error) {
 	checked, err := s.model.CheckClaim(req)
 	if err != nil {
 		return nil, fmt.Errorf("esstore: claim: %w", err)
 	}
-	if _, err := s.guardProgram(checked.Where); err != nil {
+	// Refuse what the candidate search or the writes could not express
+	// before anything is sent.
+	if _, err := s.query(checked.Where); err != nil {
 		return nil, fmt.Errorf("esstore: claim: %w", err)
 	}
 	if _, err := s.sort(checked.OrderBy); err != nil {
 		return nil, fmt.Errorf("esstore: claim: %w", err)
 	}
-	if _, _, err := s.scriptParams(checked.Set); err != nil {
+	if _, _, err := s.setParams(checked.Set); err != nil {
 		return nil, fmt.Errorf("esstore: claim: %w", err)
 	}
-	ops := &claimOps[T]{s: s, seq: map[string]seqPT{}}
+	ops := &claimOps[T]{s: s, read: map[string]candidate{}}
 	rows, err := dao.PortableClaim(ctx, s.model, ops, req)
 	if err != nil {
 		return rows, fmt.Errorf("esstore: %w", err)
@@ -46,17 +53,22 @@ func (s *Store[T]) Claim(ctx context.Context, req dao.ClaimRequest) ([]T, error)
 	return rows, nil
 }
 
-type seqPT struct{ seqNo, primaryTerm int64 }
+// candidate is what the candidate search read of one document: the
+// version it saw (_seq_no, _primary_term) and that version's _source.
+type candidate struct {
+	seqNo, primaryTerm int64
+	source             json.RawMessage
+}
 
-// claimWriteTimeout bounds how long a claim waits for the answer to an
-// update it has sent, after the caller's context ended or not.
+// claimWriteTimeout bounds how long a claim waits for the answer to a
+// write it has sent, after the caller's context ended or not.
 const claimWriteTimeout = 30 * time.Second
 
-// claimOps is dao.PortableOps for one claim: it remembers the _seq_no and
-// _primary_term of every candidate it read.
+// claimOps is dao.PortableOps for one claim: it remembers every candidate
+// it read.
 type claimOps[T any] struct {
-	s   *Store[T]
-	seq map[string]seqPT
+	s    *Store[T]
+	read map[string]candidate
 }
 
 func (o *claimOps[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]T, error) {
@@ -68,49 +80,37 @@ func (o *claimOps[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]T, err
 		if h.SeqNo == nil || h.PrimaryTerm == nil {
 			return nil, fmt.Errorf("esstore: claim: hit %s without _seq_no", h.ID)
 		}
-		o.seq[h.ID] = seqPT{*h.SeqNo, *h.PrimaryTerm}
+		o.read[h.ID] = candidate{*h.SeqNo, *h.PrimaryTerm, h.Source}
 	}
 	return o.s.decodeHits("claim", hits)
 }
 
-func (o *claimOps[T]) ClaimRow(ctx context.Context, row *T, where dao.Criteria, set dao.Set) (bool, error) {
+// ClaimRow writes the candidate row with set applied, conditioned on the
+// version the search read. The criteria are not sent: a write that
+// succeeds replaced that very version, which matched them.
+func (o *claimOps[T]) ClaimRow(ctx context.Context, row *T, _ dao.Criteria, set dao.Set) (bool, error) {
 	s := o.s
 	did, err := docID(s.model.ID(row))
 	if err != nil {
 		return false, err
 	}
-	sp, ok := o.seq[did]
+	c, ok := o.read[did]
 	if !ok {
 		return false, fmt.Errorf("esstore: claim: no sequence number for candidate %s", did)
 	}
-	prog, err := s.guardProgram(where)
+	src, err := s.claimedSource(c.source, row, set)
 	if err != nil {
-		return false, err
-	}
-	plain, incr, err := s.scriptParams(set)
-	if err != nil {
-		return false, err
-	}
-	var guard any
-	if prog != nil {
-		guard = prog
-	}
-	r, err := jsonBody(obj{"script": obj{
-		"source": WriteScript, "lang": "painless",
-		"params": obj{"where": guard, "set": plain, "incr": incr},
-	}})
-	if err != nil {
-		return false, err
+		return false, fmt.Errorf("esstore: claim %s: %w", did, err)
 	}
 	op := "claim " + did
-	// Once sent, the update's outcome is waited for whatever becomes of
+	// Once sent, the write's outcome is waited for whatever becomes of
 	// ctx: abandoning the request would leave a document claimed that no
 	// caller received. claimWriteTimeout bounds the wait.
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimWriteTimeout)
 	defer cancel()
-	_, body, esErr, err := s.do(uctx, op, esapi.UpdateRequest{
-		Index: s.index, DocumentID: url.PathEscape(did), Body: r,
-		IfSeqNo: ptr(int(sp.seqNo)), IfPrimaryTerm: ptr(int(sp.primaryTerm)),
+	_, body, esErr, err := s.do(uctx, op, esapi.IndexRequest{
+		Index: s.index, DocumentID: url.PathEscape(did), Body: bytes.NewReader(src),
+		IfSeqNo: ptr(int(c.seqNo)), IfPrimaryTerm: ptr(int(c.primaryTerm)),
 		Refresh: string(s.refresh),
 	})
 	if err != nil && uctx.Err() != nil {
@@ -120,7 +120,7 @@ func (o *claimOps[T]) ClaimRow(ctx context.Context, row *T, where dao.Criteria, 
 		return false, err
 	}
 	if esErr != nil {
-		if esErr.Status == 404 && esErr.Type == "document_missing_exception" {
+		if esErr.Status == 409 && s.deleted(uctx, did) {
 			return false, nil
 		}
 		return false, wrapES(op, esErr)
@@ -131,11 +131,44 @@ func (o *claimOps[T]) ClaimRow(ctx context.Context, row *T, where dao.Criteria, 
 	if err := json.Unmarshal(body, &res); err != nil {
 		return false, fmt.Errorf("esstore: %s: decode response: %w", op, err)
 	}
-	switch res.Result {
-	case "updated":
-		return true, nil
-	case "noop":
-		return false, nil
+	if res.Result != "updated" {
+		return false, fmt.Errorf("esstore: %s: unexpected result %q", op, res.Result)
 	}
-	return false, fmt.Errorf("esstore: %s: unexpected result %q", op, res.Result)
+	return true, nil
+}
+
+// claimedSource returns the _source the search read with the columns of
+// set replaced by their post-claim values, computed from row as
+// dao.Model.Apply computes the row the claim returns (an increment adds to
+// the value read, which is the current one when the write succeeds). The
+// other fields keep the bytes they were read with.
+func (s *Store[T]) claimedSource(read json.RawMessage, row *T, set dao.Set) ([]byte, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(read, &fields); err != nil {
+		return nil, fmt.Errorf("decode _source: %w", err)
+	}
+	after := *row
+	if err := s.model.Apply(&after, set); err != nil {
+		return nil, err
+	}
+	for _, name := range dao.SetColumns(set) {
+		v, _ := s.model.Value(&after, name)
+		ev, err := encodeValue(name, s.byName[name].kind, v)
+		if err != nil {
+			return nil, err
+		}
+		if fields[name], err = json.Marshal(ev); err != nil {
+			return nil, fmt.Errorf("%w: field %q: %w", dao.ErrInvalidArgument, name, err)
+		}
+	}
+	return json.Marshal(fields)
+}
+
+// deleted reports whether a real-time get finds document id missing from
+// the index (which exists). Any other answer, or none, is false.
+func (s *Store[T]) deleted(ctx context.Context, id string) bool {
+	_, _, esErr, err := s.do(ctx, "claim: get "+id, esapi.GetRequest{
+		Index: s.index, DocumentID: url.PathEscape(id), Source: []string{"false"},
+	})
+	return err == nil && esErr != nil && esErr.Status == 404 && esErr.Type == ""
 }

@@ -198,8 +198,9 @@ func (s *Store[T]) SequenceIndex() string { return s.seqIndex }
 func (s *Store[T]) Client() *elasticsearch.Client { return s.client }
 
 // Capabilities reports the portable default claim guarded by sequence
-// numbers: one search plus one update per candidate, and a lost race
-// reported as dao.ErrConflict together with the rows claimed before it.
+// numbers: one search plus one conditional write per candidate, and a
+// lost race reported as dao.ErrConflict together with the rows claimed
+// before it.
 func (s *Store[T]) Capabilities() dao.Capabilities {
 	return dao.Capabilities{
 		Backend:         "elasticsearch",

@@ -30,13 +30,13 @@ func (s *Store[T]) Update(ctx context.Context, where dao.Criteria, set dao.Set) 
 	if err != nil {
 		return 0, fmt.Errorf("esstore: update: %w", err)
 	}
-	plain, incr, err := s.scriptParams(set)
+	plain, incr, err := s.setParams(set)
 	if err != nil {
 		return 0, fmt.Errorf("esstore: update: %w", err)
 	}
 	r, err := jsonBody(obj{"query": query, "script": obj{
 		"source": WriteScript, "lang": "painless",
-		"params": obj{"where": nil, "set": plain, "incr": incr},
+		"params": obj{"set": plain, "incr": incr},
 	}})
 	if err != nil {
 		return 0, fmt.Errorf("esstore: update: %w", err)
