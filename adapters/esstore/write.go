@@ -13,10 +13,13 @@ import (
 // Update applies set to every refreshed document matching where, with the
 // update-by-query API, the fixed WriteScript and the values as params, and
 // refresh=true. It returns the number of documents updated. Set values and
-// increments are applied by the script on the server. A document changed
-// by someone else while the update runs aborts it with an error wrapping
-// dao.ErrConflict; the documents updated before stay updated and are
-// counted in the returned number.
+// increments are applied by the script on the server: update by query
+// changes documents only through a script, and an increment must add to
+// each document's current value. The script guards nothing: a document
+// changed by someone else while the update runs (update by query's own
+// version check) aborts it with an error wrapping dao.ErrConflict; the
+// documents updated before stay updated and are counted in the returned
+// number.
 func (s *Store[T]) Update(ctx context.Context, where dao.Criteria, set dao.Set) (int64, error) {
 	where, err := s.model.CheckCriteria(where)
 	if err != nil {
