@@ -45,19 +45,6 @@ func fieldKind(f *schema.Field) kind {
 // searchable reports whether criteria and sorting may use a column of kind k.
 func (k kind) searchable() bool { return k != kindOther && k != kindBytes && k != kindSerialized }
 
-// guardKind is the comparison class the write script uses for kind k.
-func (k kind) guardKind() string {
-	switch k {
-	case kindInt, kindUint, kindFloat:
-		return "num"
-	case kindTime:
-		return "date"
-	case kindBool:
-		return "bool"
-	}
-	return "str"
-}
-
 // timeLayout is the wire form of times: RFC 3339 with up to nine fraction
 // digits, always in UTC ("Z"). Elasticsearch's strict_date_optional_time
 // parses it; the document's _source keeps the string as written, so a

@@ -10,9 +10,9 @@ import (
 // TestDifferential runs random call sequences on a store over the
 // in-process fake server and on the memory store, and compares results
 // and documents after every call (see internal/difftest). The fake
-// evaluates the query DSL and the guard program of the write script in
-// Go, so the test checks the translation of criteria, orderings and sets,
-// not Elasticsearch itself. CLAIMSTORE_DIFF_SEED and
+// evaluates the query DSL and the write script in Go, so the test checks
+// the translation of criteria, orderings and sets, not Elasticsearch
+// itself. CLAIMSTORE_DIFF_SEED and
 // CLAIMSTORE_DIFF_ITERATIONS change the seed and the number of cases.
 func TestDifferential(t *testing.T) {
 	n := 200

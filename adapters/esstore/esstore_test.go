@@ -221,9 +221,34 @@ func TestLostRaceOnFirstCandidate(t *testing.T) {
 	})
 }
 
+// TestDeletedCandidateIsSkipped deletes a candidate between the candidate
+// search and the guarded writes: the claim skips it without an error and
+// claims the others; the deleted document stays deleted.
+func TestDeletedCandidateIsSkipped(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		ctx := context.Background()
+		s := itemStore(t, b)
+		rows := seedItems(t, s, 3)
+		trace := &dao.ClaimTrace{CandidatesRead: func(ctx context.Context, ids []any) {
+			if n, err := s.Delete(context.Background(), dao.Eq("id", ids[1]), 1); err != nil || n != 1 {
+				t.Errorf("concurrent delete = %d, %v", n, err)
+			}
+		}}
+		got, err := s.Claim(dao.WithClaimTrace(ctx, trace), dao.ClaimRequest{
+			Where: ready, Set: claimSet("w"), Limit: 3, OrderBy: []dao.Order{dao.Asc("id")},
+		})
+		if err != nil || !slices.Equal(itemIDs(got), []int64{rows[0].ID, rows[2].ID}) {
+			t.Fatalf("claim = %v, %v; want rows %d and %d, no error", itemIDs(got), err, rows[0].ID, rows[2].ID)
+		}
+		if _, err := s.Get(ctx, rows[1].ID); !errors.Is(err, dao.ErrNotFound) {
+			t.Errorf("deleted candidate after the claim: Get = %v; want ErrNotFound", err)
+		}
+	})
+}
+
 // TestClaimRequests checks on the fake server what a claim sends: one
-// search with seq_no_primary_term, then one update per candidate carrying
-// if_seq_no, if_primary_term and the refresh parameter, exactly
+// search with seq_no_primary_term, then one index API write per candidate
+// carrying if_seq_no, if_primary_term and the refresh parameter, exactly
 // Capabilities().ClaimRoundTrips.For(n) requests.
 func TestClaimRequests(t *testing.T) {
 	for _, refresh := range []esstore.Refresh{esstore.RefreshWaitFor, esstore.RefreshTrue} {
@@ -246,10 +271,10 @@ func TestClaimRequests(t *testing.T) {
 			for i, r := range reqs[1:] {
 				id := got[i].ID
 				for _, part := range []string{
-					fmt.Sprintf("POST /%s/_update/%d?", indexOf(s), id), "if_seq_no=", "if_primary_term=1", "refresh=" + string(refresh),
+					fmt.Sprintf("PUT /%s/_doc/%d?", indexOf(s), id), "if_seq_no=", "if_primary_term=1", "refresh=" + string(refresh),
 				} {
 					if !strings.Contains(r, part) {
-						t.Errorf("guarded update %q lacks %q", r, part)
+						t.Errorf("guarded write %q lacks %q", r, part)
 					}
 				}
 			}

@@ -2,7 +2,9 @@ package esstore
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,23 +12,37 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/esstore/internal/fakees"
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dao/driver"
 )
 
 type guardRow struct {
 	ID     int64 `gorm:"primaryKey"`
 	Status string
 	N      int
-	Max    int
 	At     time.Time
+	Doc    guardDoc `gorm:"serializer:json"`
+	Extra  guardJSON
 }
 
-// TestGuardedWriteRechecksCriteria exercises ClaimRow directly: with the
-// candidate's current _seq_no, a write whose criteria no longer hold is a
-// noop (the row is lost, not claimed, and nothing changes); a write whose
-// criteria hold claims the row; a candidate deleted since the search is
-// skipped. Through Claim the noop cannot be reached, because any change to
-// a candidate also changes its _seq_no.
-func TestGuardedWriteRechecksCriteria(t *testing.T) {
+type guardDoc struct {
+	Owner string `json:"owner"`
+}
+
+// guardJSON is a JSON column type: a disabled object in the index.
+type guardJSON map[string]any
+
+func (guardJSON) GormDataType() string { return "json" }
+
+// TestClaimWriteIsGuardedBySeqNoAlone exercises ClaimRow directly. The
+// write carries the _seq_no and _primary_term of the candidate read and no
+// criteria: with the version read it claims the row whatever criteria it
+// is given (they matched that version); with a stale version it is a
+// version conflict; a candidate deleted since the read is skipped. The
+// document written is the one read with the Set applied: increments add
+// to the value read, a JSON column is replaced whole (not merged), other
+// fields keep what was stored, and a Set that changes no value still
+// makes a new version, so an older read cannot claim the row again.
+func TestClaimWriteIsGuardedBySeqNoAlone(t *testing.T) {
 	ctx := context.Background()
 	srv := fakees.New(fakees.Scripts{FieldCompare: FieldCompareScript, Write: WriteScript})
 	defer srv.Close()
@@ -38,63 +54,78 @@ func TestGuardedWriteRechecksCriteria(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2030, 1, 1, 0, 0, 0, 123456789, time.UTC)
+	rows := []*guardRow{
+		{Status: "ready", N: 1, At: at, Doc: guardDoc{"a"}, Extra: guardJSON{"x": 1.0, "y": 2.0}},
+		{Status: "ready", N: 5, At: at},
+		{Status: "ready", At: at},
+	}
+	if err := s.Create(ctx, rows...); err != nil {
+		t.Fatal(err)
+	}
 	ops, err := newDriver[guardRow](client, WithIndex("guard"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	at := time.Date(2030, 1, 1, 0, 0, 0, 500_000, time.UTC) // .0005s
-	rows := []*guardRow{{Status: "ready", N: 1, Max: 3, At: at}, {Status: "ready", N: 5, Max: 3, At: at}, {Status: "ready", At: at}}
-	if err := s.Create(ctx, rows...); err != nil {
-		t.Fatal(err)
-	}
-	cands, err := ops.ReadCandidates(ctx, dao.Query{OrderBy: []dao.Order{dao.Asc("id")}, Limit: 10})
-	if err != nil || len(cands) != 3 {
-		t.Fatalf("ReadCandidates = %v, %v", cands, err)
-	}
-	set := dao.Set{"status": "claimed", "n": dao.Incr(1)} // plain values already
-	check := func(c dao.Criteria) dao.Criteria {
-		c, err := s.CheckCriteria(c)
-		if err != nil {
-			t.Fatal(err)
+	read := func() (*esDriver[guardRow], []driver.Candidate[guardRow]) {
+		cands, err := ops.ReadCandidates(ctx, dao.Query{OrderBy: []dao.Order{dao.Asc("id")}, Limit: 10})
+		if err != nil || len(cands) != len(rows) {
+			t.Fatalf("ReadCandidates = %v, %v", cands, err)
 		}
-		return c
+		return ops, cands
 	}
-	cases := []struct {
-		name  string
-		row   int
-		where dao.Criteria
-		want  bool
-	}{
-		{"criteria no longer hold", 0, check(dao.Eq("status", "gone")), false},
-		{"field-to-field fails", 1, check(dao.And(dao.Eq("status", "ready"), dao.LtField("n", "max"))), false},
-		{"Or with a NULL-safe branch", 1, check(dao.Or(dao.IsNull("status"), dao.In("n", 4, 5))), true},
-		{"time equal at the millisecond", 0, check(dao.Eq("at", at.Add(400*time.Microsecond))), true},
-	}
-	for _, c := range cases {
-		ok, err := ops.ClaimRow(ctx, &cands[c.row], c.where, set)
-		if err != nil || ok != c.want {
-			t.Errorf("%s: ClaimRow = %v, %v; want %v", c.name, ok, err, c.want)
-		}
-	}
-	first, err := s.Get(ctx, cands[0].Row.ID)
+	checkSet := func(set dao.Set) dao.Set { return set } // plain values already
+	gone, err := s.CheckCriteria(dao.Eq("status", "gone"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.Status != "claimed" || first.N != 2 {
-		t.Errorf("row 0 after one noop and one claim: %+v; want claimed once, n = 2", first)
+
+	_, cands := read()
+	set := checkSet(dao.Set{"status": "claimed", "n": dao.Incr(10), "extra": guardJSON{"z": 3.0}})
+	if ok, err := ops.ClaimRow(ctx, &cands[0], gone, set); !ok || err != nil {
+		t.Fatalf("ClaimRow with the version read = %v, %v; want claimed (the criteria are not re-checked)", ok, err)
 	}
-	// The noop left the _seq_no alone, so the later guarded write succeeded;
-	// now the candidate's _seq_no is stale and a further write conflicts.
-	if _, err := ops.ClaimRow(ctx, &cands[0], dao.Criteria{}, set); err == nil {
-		t.Error("a write with a stale _seq_no succeeded")
+	got, err := s.Get(ctx, rows[0].ID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := s.Delete(ctx, check(dao.Eq("id", cands[2].Row.ID)), 1); err != nil {
+	if got.Status != "claimed" || got.N != 11 || !got.At.Equal(at) || got.At.Nanosecond() != 123456789 ||
+		got.Doc.Owner != "a" || len(got.Extra) != 1 || got.Extra["z"] != 3.0 {
+		t.Errorf("claimed document = %+v; want status claimed, n 1+10, at and doc unchanged, extra replaced by {z: 3}", got)
+	}
+
+	// The same read again: the version it carries is gone.
+	_, err = ops.ClaimRow(ctx, &cands[0], dao.Criteria{}, set)
+	var esErr *Error
+	if !errors.Is(err, dao.ErrConflict) || !errors.As(err, &esErr) || esErr.Status != 409 {
+		t.Errorf("ClaimRow with a stale version = %v; want ErrConflict with the 409", err)
+	}
+
+	// A Set that leaves every value as it is still makes a new version.
+	same := checkSet(dao.Set{"status": "ready"})
+	if ok, err := ops.ClaimRow(ctx, &cands[1], dao.Criteria{}, same); !ok || err != nil {
+		t.Fatalf("ClaimRow with an unchanging Set = %v, %v; want claimed", ok, err)
+	}
+	if ok, err := ops.ClaimRow(ctx, &cands[1], dao.Criteria{}, same); ok || !errors.Is(err, dao.ErrConflict) {
+		t.Errorf("second ClaimRow from the same read = %v, %v; want ErrConflict: the first one made a new version", ok, err)
+	}
+
+	if _, err := s.Delete(ctx, dao.Eq("id", cands[2].Row.ID), 1); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := ops.ClaimRow(ctx, &cands[2], dao.Criteria{}, set); ok || err != nil {
 		t.Errorf("ClaimRow of a deleted candidate = %v, %v; want skipped", ok, err)
+	}
+	if _, err := s.Get(ctx, cands[2].Row.ID); !errors.Is(err, dao.ErrNotFound) {
+		t.Errorf("the skipped write brought the deleted document back: Get = %v", err)
+	}
+
+	for _, r := range srv.Requests() {
+		if strings.Contains(r, "/_update") {
+			t.Errorf("a claim write went through the update API: %s", r)
+		}
 	}
 }

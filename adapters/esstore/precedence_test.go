@@ -9,8 +9,7 @@ import (
 
 // Criteria with compound operands, an Or wrapped in a single-operand Or
 // among them, select what the tree says in the query DSL (Find, Count,
-// Delete, the candidate read of Claim) and in the guard program of the
-// write script (Update, the guarded claim write).
+// Update, Delete, the candidate read of Claim).
 func TestCriteriaPrecedence(t *testing.T) {
 	eachBackend(t, func(t *testing.T, b backend) {
 		difftest.Precedence(t, newStore[difftest.Row](t, b.url, append(b.opts, esstore.WithRefresh(esstore.RefreshTrue))...))

@@ -33,72 +33,21 @@ if (op == 'le') { return c <= 0; }
 if (op == 'gt') { return c > 0; }
 return c >= 0;`
 
-// WriteScript is the update script of Update (through update-by-query) and
-// of every guarded claim write (through the update API). params:
+// WriteScript is the update script of Update, run by the update-by-query
+// API on every matching document. params:
 //
-//   - where: null, or the criteria as a postfix program (a list of
-//     instructions, see guardProgram) evaluated on ctx._source; when it
-//     does not hold, the script sets ctx.op = 'noop' and changes nothing;
 //   - set: a map of column name to new value (null writes null);
 //   - incr: a map of column name to a long added to the current value (a
 //     null column stays null, as NULL + n in SQL).
 //
-// Dates are compared as instants at millisecond resolution, the resolution
-// of the index, so the guard agrees with the query that found the row.
-const WriteScript = `int cmpv(def x, def y, String k) {
-  if (k == 'date') { return Long.compare(Instant.parse(x).toEpochMilli(), Instant.parse(y).toEpochMilli()); }
-  if (k == 'num') {
-    if ((x instanceof Integer || x instanceof Long) && (y instanceof Integer || y instanceof Long)) { return Long.compare(x.longValue(), y.longValue()); }
-    return Double.compare(x.doubleValue(), y.doubleValue());
-  }
-  return x.compareTo(y);
-}
-boolean ok = true;
-if (params.where != null) {
-  boolean[] st = new boolean[params.where.size()];
-  int sp = 0;
-  for (def ins : params.where) {
-    String op = ins.op;
-    if (op == 'and' || op == 'or') {
-      int n = ins.n;
-      boolean r = op == 'and';
-      for (int i = 0; i < n; i++) {
-        sp--;
-        if (op == 'and') { r = r && st[sp]; } else { r = r || st[sp]; }
-      }
-      st[sp++] = r;
-    } else {
-      def x = ctx._source[ins.f];
-      boolean r = false;
-      if (op == 'null') { r = x == null; }
-      else if (op == 'notnull') { r = x != null; }
-      else if (x != null && op == 'in') {
-        for (def v : ins.vs) { if (cmpv(x, v, ins.k) == 0) { r = true; } }
-      } else if (x != null) {
-        def y = ins.g != null ? ctx._source[ins.g] : ins.v;
-        if (y != null) {
-          int c = cmpv(x, y, ins.k);
-          if (op == 'eq') { r = c == 0; }
-          else if (op == 'ne') { r = c != 0; }
-          else if (op == 'lt') { r = c < 0; }
-          else if (op == 'le') { r = c <= 0; }
-          else if (op == 'gt') { r = c > 0; }
-          else { r = c >= 0; }
-        }
-      }
-      st[sp++] = r;
-    }
-  }
-  ok = st[0];
-}
-if (ok) {
-  for (def e : params.set.entrySet()) { ctx._source[e.getKey()] = e.getValue(); }
-  for (def e : params.incr.entrySet()) {
-    def cur = ctx._source[e.getKey()];
-    if (cur != null) { long n = e.getValue(); ctx._source[e.getKey()] = cur + n; }
-  }
-} else {
-  ctx.op = 'noop';
+// Update needs a script, not for any guard, but because update by query
+// changes documents only through one (it has no partial-document form) and
+// an increment must add to each document's own current value on the
+// server. The claim writes send no script (see Store.Claim).
+const WriteScript = `for (def e : params.set.entrySet()) { ctx._source[e.getKey()] = e.getValue(); }
+for (def e : params.incr.entrySet()) {
+  def cur = ctx._source[e.getKey()];
+  if (cur != null) { long n = e.getValue(); ctx._source[e.getKey()] = cur + n; }
 }`
 
 var opNames = map[dao.Op]string{
@@ -195,84 +144,9 @@ func (s *esDriver[T]) query(c dao.Criteria) (obj, error) {
 	return nil, fmt.Errorf("%w: unknown operator %v", dao.ErrInvalidArgument, c.Op())
 }
 
-// guardProgram translates checked criteria into the postfix program the
-// WriteScript evaluates on ctx._source: leaves push a boolean, and/or pop n
-// of them and push the result. It returns nil for criteria that match every
-// row.
-func (s *esDriver[T]) guardProgram(c dao.Criteria) ([]any, error) {
-	if c.IsAll() {
-		return nil, nil
-	}
-	var prog []any
-	var emit func(c dao.Criteria) error
-	emit = func(c dao.Criteria) error {
-		switch c.Op() {
-		case dao.OpAnd, dao.OpOr:
-			if c.IsAll() {
-				// An And with no operands inside an Or: always true.
-				prog = append(prog, obj{"op": "and", "n": 0})
-				return nil
-			}
-			for _, ch := range c.Children() {
-				if err := emit(ch); err != nil {
-					return err
-				}
-			}
-			op := "and"
-			if c.Op() == dao.OpOr {
-				op = "or"
-			}
-			prog = append(prog, obj{"op": op, "n": len(c.Children())})
-			return nil
-		}
-		col, err := s.searchableColumn(c.Field())
-		if err != nil {
-			return err
-		}
-		ins := obj{"f": col.name, "k": col.kind.guardKind()}
-		switch c.Op() {
-		case dao.OpIsNull:
-			ins["op"] = "null"
-		case dao.OpNotNull:
-			ins["op"] = "notnull"
-		case dao.OpIn:
-			vs := make([]any, len(c.Values()))
-			for i, v := range c.Values() {
-				if vs[i], err = encodeValue(col.name, col.kind, v); err != nil {
-					return err
-				}
-			}
-			ins["op"], ins["vs"] = "in", vs
-		default:
-			name, ok := opNames[c.Op()]
-			if !ok {
-				return fmt.Errorf("%w: unknown operator %v", dao.ErrInvalidArgument, c.Op())
-			}
-			ins["op"] = name
-			if ref := c.RefField(); ref != "" {
-				other, err := s.searchableColumn(ref)
-				if err != nil {
-					return err
-				}
-				ins["g"] = other.name
-			} else {
-				if ins["v"], err = encodeValue(col.name, col.kind, c.Value()); err != nil {
-					return err
-				}
-			}
-		}
-		prog = append(prog, ins)
-		return nil
-	}
-	if err := emit(c); err != nil {
-		return nil, err
-	}
-	return prog, nil
-}
-
 // sort translates checked ordering terms (the primary key last) into sort
 // clauses. NULLs sort after every value ascending and first descending, as
-// in PostgreSQL and driver.Model.Less.
+// in PostgreSQL and dao.Model.Less.
 func (s *esDriver[T]) sort(order []dao.Order) ([]any, error) {
 	out := make([]any, len(order))
 	for i, o := range order {
@@ -289,9 +163,10 @@ func (s *esDriver[T]) sort(order []dao.Order) ([]any, error) {
 	return out, nil
 }
 
-// scriptParams splits a checked Set into the set and incr maps of
-// WriteScript, with values in their JSON form.
-func (s *esDriver[T]) scriptParams(set dao.Set) (obj, obj, error) {
+// setParams splits a checked Set into the set and incr maps of
+// WriteScript, with values in their JSON form. It also checks, before any
+// request, that every value of a claim's Set can be written.
+func (s *esDriver[T]) setParams(set dao.Set) (obj, obj, error) {
 	plain, incr := obj{}, obj{}
 	for _, name := range driver.SetColumns(set) {
 		c := s.byName[name]
