@@ -1,4 +1,5 @@
-// Package esstore is the Elasticsearch backend of claimstore: [New] returns the portable [dao.Table] over its driver, built on
+// Package esstore is the Elasticsearch backend of claimstore: [New]
+// returns the portable [dao.Table] over its driver, built on
 // github.com/elastic/go-elasticsearch/v8. One store holds the rows of a
 // GORM model type T as documents of one index.
 //
