@@ -12,7 +12,6 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/esstore/internal/fakees"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/dao/driver"
 )
 
 type guardRow struct {
@@ -70,20 +69,25 @@ func TestClaimWriteIsGuardedBySeqNoAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	read := func() (*esDriver[guardRow], []driver.Candidate[guardRow]) {
-		cands, err := ops.ReadCandidates(ctx, dao.Query{OrderBy: []dao.Order{dao.Asc("id")}, Limit: 10})
-		if err != nil || len(cands) != len(rows) {
-			t.Fatalf("ReadCandidates = %v, %v", cands, err)
+	// The Set and the criteria reach ClaimRow as the portable layer
+	// checked them.
+	checkSet := func(set dao.Set) dao.Set {
+		t.Helper()
+		req, err := s.CheckClaim(dao.ClaimRequest{Set: set, Limit: 1})
+		if err != nil {
+			t.Fatal(err)
 		}
-		return ops, cands
+		return req.Set
 	}
-	checkSet := func(set dao.Set) dao.Set { return set } // plain values already
 	gone, err := s.CheckCriteria(dao.Eq("status", "gone"))
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	_, cands := read()
+	cands, err := ops.ReadCandidates(ctx, dao.Query{OrderBy: []dao.Order{dao.Asc("id")}, Limit: 10})
+	if err != nil || len(cands) != len(rows) {
+		t.Fatalf("ReadCandidates = %v, %v", cands, err)
+	}
 	set := checkSet(dao.Set{"status": "claimed", "n": dao.Incr(10), "extra": guardJSON{"z": 3.0}})
 	if ok, err := ops.ClaimRow(ctx, &cands[0], gone, set); !ok || err != nil {
 		t.Fatalf("ClaimRow with the version read = %v, %v; want claimed (the criteria are not re-checked)", ok, err)
@@ -127,5 +131,48 @@ func TestClaimWriteIsGuardedBySeqNoAlone(t *testing.T) {
 		if strings.Contains(r, "/_update") {
 			t.Errorf("a claim write went through the update API: %s", r)
 		}
+	}
+}
+
+// TestClaimRefusesUnwritableSet: a Set value the portable layer accepts
+// but the index cannot hold (a JSON column value with no JSON form) is
+// dao.ErrInvalidArgument from ClaimRow before any write is sent, and the
+// document stays as it was.
+func TestClaimRefusesUnwritableSet(t *testing.T) {
+	ctx := context.Background()
+	srv := fakees.New(fakees.Scripts{FieldCompare: FieldCompareScript, Write: WriteScript})
+	defer srv.Close()
+	client, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{srv.URL()}, DisableRetry: true, Transport: http.DefaultTransport})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New[guardRow](client, WithIndex("guard"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	row := guardRow{Status: "ready", Extra: guardJSON{"x": 1.0}}
+	if err := s.Create(ctx, &row); err != nil {
+		t.Fatal(err)
+	}
+	srv.ResetRequests()
+	req := dao.ClaimRequest{Where: dao.Eq("status", "ready"), Set: dao.Set{"status": "claimed", "extra": guardJSON{"c": make(chan int)}}, Limit: 1}
+	if _, err := s.CheckClaim(req); err != nil {
+		t.Fatalf("the portable layer refuses the request itself (%v); the test needs one only the driver refuses", err)
+	}
+	got, err := s.Claim(ctx, req)
+	if len(got) != 0 || !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Errorf("Claim with a Set value without a JSON form = %v, %v; want no row and ErrInvalidArgument", got, err)
+	}
+	for _, r := range srv.Requests() {
+		if !strings.HasPrefix(r, "POST /guard/_search") {
+			t.Errorf("the refused claim sent %s; want the candidate search only", r)
+		}
+	}
+	after, err := s.Get(ctx, row.ID)
+	if err != nil || after.Status != "ready" || after.Extra["x"] != 1.0 {
+		t.Errorf("after the refused claim, Get = %+v, %v; want the document unchanged", after, err)
 	}
 }
