@@ -42,16 +42,12 @@ type candidate struct {
 // write it has sent, after the caller's context ended or not.
 const claimWriteTimeout = 30 * time.Second
 
-// ReadCandidates refuses what the candidate search or the writes could not
-// express (dao.ErrInvalidArgument, before anything is sent), then searches
-// the candidates; each candidate's Version is what the search read of it.
+// ReadCandidates searches the candidates, one page at most, with their
+// _source, _seq_no and _primary_term; each candidate's Version is that
+// read (a candidate), which ClaimRow writes against. Criteria or ordering
+// the query DSL cannot express (binary or object columns) are
+// dao.ErrInvalidArgument before anything is sent.
 func (s *esDriver[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]driver.Candidate[T], error) {
-	if _, err := s.query(q.Where); err != nil {
-		return nil, err
-	}
-	if _, err := s.sort(q.OrderBy); err != nil {
-		return nil, err
-	}
 	hits, err := s.search(ctx, "claim: search", q, true, true, true)
 	if err != nil {
 		return nil, err
@@ -71,15 +67,16 @@ func (s *esDriver[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]driver
 }
 
 // ClaimRow writes the candidate row with set applied, conditioned on the
-// version the search read. The criteria are not sent: a write that
-// succeeds replaced that very version, which matched them.
+// version the search read (cand.Version). The criteria are not sent: a
+// write that succeeds replaced that very version, which matched them. A
+// Set value the index cannot hold is dao.ErrInvalidArgument before the
+// write is sent. It returns an error wrapping dao.ErrConflict and the 409
+// *Error when the document changed since the search, and (false, nil)
+// when it was deleted since.
 func (s *esDriver[T]) ClaimRow(ctx context.Context, cand *driver.Candidate[T], _ dao.Criteria, set dao.Set) (bool, error) {
 	row := &cand.Row
 	did, err := docID(s.model.ID(row))
 	if err != nil {
-		return false, err
-	}
-	if _, _, err := s.setParams(set); err != nil {
 		return false, err
 	}
 	c, ok := cand.Version.(candidate)

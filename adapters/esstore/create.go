@@ -62,7 +62,7 @@ func action(name string, meta obj) []byte {
 	return b
 }
 
-// Create indexes items as new documents with the bulk API (op_type create)
+// Insert indexes items as new documents with the bulk API (op_type create)
 // and the store's refresh. An item whose integer primary key is zero gets
 // the next value of the index's counter, written back into the item. A
 // document whose _id exists already is dao.ErrDuplicate. Bulk writes are
@@ -77,9 +77,6 @@ func (s *esDriver[T]) Insert(ctx context.Context, items []*T) error {
 	var maxExplicit int64
 	seen := map[string]bool{}
 	for i, it := range items {
-		if it == nil {
-			return fmt.Errorf("create: %w: nil item", dao.ErrInvalidArgument)
-		}
 		doc, err := s.encodeDoc(it)
 		if err != nil {
 			return fmt.Errorf("create: %w", err)

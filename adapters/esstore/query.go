@@ -43,7 +43,7 @@ return c >= 0;`
 // Update needs a script, not for any guard, but because update by query
 // changes documents only through one (it has no partial-document form) and
 // an increment must add to each document's own current value on the
-// server. The claim writes send no script (see Store.Claim).
+// server. The claim writes send no script (see esDriver.ClaimRow).
 const WriteScript = `for (def e : params.set.entrySet()) { ctx._source[e.getKey()] = e.getValue(); }
 for (def e : params.incr.entrySet()) {
   def cur = ctx._source[e.getKey()];
@@ -146,7 +146,7 @@ func (s *esDriver[T]) query(c dao.Criteria) (obj, error) {
 
 // sort translates checked ordering terms (the primary key last) into sort
 // clauses. NULLs sort after every value ascending and first descending, as
-// in PostgreSQL and dao.Model.Less.
+// in PostgreSQL and driver.Model.Less.
 func (s *esDriver[T]) sort(order []dao.Order) ([]any, error) {
 	out := make([]any, len(order))
 	for i, o := range order {
@@ -164,8 +164,8 @@ func (s *esDriver[T]) sort(order []dao.Order) ([]any, error) {
 }
 
 // setParams splits a checked Set into the set and incr maps of
-// WriteScript, with values in their JSON form. It also checks, before any
-// request, that every value of a claim's Set can be written.
+// WriteScript, with values in their JSON form; a value the index cannot
+// hold is dao.ErrInvalidArgument.
 func (s *esDriver[T]) setParams(set dao.Set) (obj, obj, error) {
 	plain, incr := obj{}, obj{}
 	for _, name := range driver.SetColumns(set) {

@@ -11,10 +11,10 @@ import (
 	"github.com/claimstore/claimstore/dao"
 )
 
-// Get returns the document whose _id is the primary key id, read in real
-// time (no refresh needed). A missing document or index is an error
-// wrapping dao.ErrNotFound; an id that does not fit the primary key is
-// dao.ErrInvalidArgument.
+// Get returns the document whose _id is key, the checked primary key,
+// read in real time with the get API (no refresh needed). A missing
+// document or index is an error wrapping dao.ErrNotFound and the 404
+// *Error.
 func (s *esDriver[T]) Get(ctx context.Context, key any) (T, error) {
 	var zero T
 	did, err := docID(key)
@@ -112,12 +112,12 @@ func (s *esDriver[T]) search(ctx context.Context, op string, q dao.Query, seqNo,
 	}
 }
 
-// Find returns the documents matching q.Where in q.OrderBy order (the
+// Select returns the documents matching q.Where in q.OrderBy order (the
 // primary key breaking ties), at most q.Limit of them when it is > 0.
-// Criteria and ordering on binary or object columns, like any malformed
-// query, are dao.ErrInvalidArgument. Only refreshed documents are seen;
-// the store's own writes refresh. Pages of the result are separate
-// searches, so a Find longer than one page is not a snapshot.
+// Criteria and ordering on binary or object columns are
+// dao.ErrInvalidArgument. Only refreshed documents are seen; the store's
+// own writes refresh. Pages of the result are separate searches, so a
+// read longer than one page is not a snapshot.
 func (s *esDriver[T]) Select(ctx context.Context, q dao.Query) ([]T, error) {
 	hits, err := s.search(ctx, "find", q, false, true, false)
 	if err != nil {
