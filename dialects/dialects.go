@@ -87,8 +87,12 @@ func DefaultFastPath() []Name { return []Name{Postgres} }
 // HasFastPath reports whether a fast-path claim exists for n: the one
 // statement of [Renderer.Claim] on PostgreSQL, the locking read of
 // [Renderer.LockCandidates] plus [Renderer.UpdateByIDs] in one transaction
-// on MySQL and MariaDB.
-func HasFastPath(n Name) bool { return n == Postgres || n == MySQL || n == MariaDB }
+// on MySQL and MariaDB. It reads the dialect table: a dialect has a fast
+// path when it defines either statement.
+func HasFastPath(n Name) bool {
+	d := lookup(n)
+	return d != nil && (d.stmts.claim.defined() || d.stmts.lockCandidates.defined())
+}
 
 // FastPathAllowed is the explicit allow-list check: it reports whether a
 // claim on dialect n takes the fast path given the allow-list allow (for

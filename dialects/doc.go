@@ -9,9 +9,24 @@
 // PostgreSQL; ? for MySQL, MariaDB and SQLite; @p1 for SQL Server) plus the
 // bound values, rendered from checked dao.Criteria, dao.Order and dao.Set
 // values. No input ever becomes SQL text: identifiers come from the model
-// schema and are quoted; values are bound parameters. The rendered text is
-// golden-tested per dialect without a server, and the adapter executes
-// exactly that text.
+// schema and are quoted; values are bound parameters. The adapter
+// executes exactly the rendered text.
+//
+// The dialects themselves are data too. One table holds, per dialect, its
+// identifier quotes, its placeholder spelling, its bound-value limit, how
+// it sorts NULLs, and the skeleton of every statement it has: SQL text
+// with holes such as {table}, {where}, {order}, {limit} and {set}, filled
+// left to right so bind parameters are numbered in text order. One
+// expression writer renders criteria, orderings and SET lists for every
+// dialect from that data; adding a dialect or a statement is adding
+// skeletons, not code paths. Every statement kind is golden-tested per
+// dialect, without a server, against testdata/<dialect>/<kind>.golden
+// over a fixed set of representative requests (refusals included); after
+// an intended change, rewrite the files with
+//
+//	go test ./dialects -run TestGolden -update
+//
+// and review the diff.
 //
 // Claim SQL is rendered here rather than through GORM's clause builders
 // because those do not carry the claim across dialects: the MySQL

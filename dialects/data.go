@@ -1,0 +1,158 @@
+package dialects
+
+// dialect is everything that tells one SQL dialect from another, as data:
+// how it quotes identifiers and spells bind parameters, how many values a
+// statement may bind, how it sorts NULLs, and the skeleton of every
+// statement. The renderer has one code path for every dialect; adding a
+// dialect is adding its [Name] and a value to dialectTable.
+type dialect struct {
+	name Name
+	// quoteOpen and quoteClose enclose an identifier; quoteClose is
+	// doubled inside it.
+	quoteOpen, quoteClose string
+	// param is the text of a bind parameter. When numbered, the 1-based
+	// position of the value follows it ($1, @p1).
+	param    string
+	numbered bool
+	// maxParams is the most values one statement may bind
+	// ([Renderer.MaxParams] says where each number comes from).
+	maxParams int
+	// utcTimes binds every time.Time in UTC.
+	utcTimes bool
+	// nullsAsc and nullsDesc are the ORDER BY terms of a nullable column,
+	// ascending and descending, that place NULLs the way PostgreSQL does
+	// by default (after every value ascending, first descending). {expr}
+	// stands for the sorted expression.
+	nullsAsc, nullsDesc string
+	stmts               statements
+}
+
+// statements holds a dialect's statement skeletons (see skeleton for the
+// holes they may use). A zero skeleton means the dialect has no such
+// statement; the method rendering it then refuses. A new statement kind
+// (a lease renewal, an advisory lock, a leader lease) is a field here, a
+// skeleton per dialect that has it, and a method that gathers its
+// request and renders the skeleton.
+type statements struct {
+	selectAll      skeleton // Select without a limit
+	selectLimit    skeleton // Select with a limit
+	count          skeleton
+	lockingCount   skeleton
+	update         skeleton
+	guardedUpdate  skeleton // portable claim's per-row write
+	updateByIDs    skeleton
+	deleteLimit    skeleton // bounded delete, smallest keys first
+	lockCandidates skeleton // locking read of the MySQL/MariaDB fast path
+	claim          skeleton // one-statement fast-path claim
+}
+
+// Skeletons several dialects share.
+var (
+	plainSelectAll   = mustParse("SELECT * FROM {table}{where} ORDER BY {order}")
+	plainSelectLimit = mustParse("SELECT * FROM {table}{where} ORDER BY {order} LIMIT {limit}")
+	plainCount       = mustParse("SELECT COUNT(*) FROM {table}{where}")
+	plainUpdate      = mustParse("UPDATE {table} SET {set}{where}")
+	plainGuarded     = mustParse("UPDATE {table} SET {set} WHERE {pk} = {id}{andWhere}")
+	plainUpdateByIDs = mustParse("UPDATE {table} SET {set} WHERE {pk} IN ({ids})")
+	// PostgreSQL and SQLite (unless built with
+	// SQLITE_ENABLE_UPDATE_DELETE_LIMIT) have no DELETE ... LIMIT, so a
+	// subquery picks the victims.
+	subqueryDelete = mustParse("DELETE FROM {table} WHERE {pk} IN (SELECT {pk} FROM {table}{where} ORDER BY {order} LIMIT {limit})")
+)
+
+// mysqlStatements serve MySQL and MariaDB alike.
+var mysqlStatements = statements{
+	selectAll:     plainSelectAll,
+	selectLimit:   plainSelectLimit,
+	count:         plainCount,
+	lockingCount:  mustParse("SELECT COUNT(*) FROM {table}{where} FOR UPDATE"),
+	update:        plainUpdate,
+	guardedUpdate: plainGuarded,
+	updateByIDs:   plainUpdateByIDs,
+	deleteLimit:   mustParse("DELETE FROM {table}{where} ORDER BY {order} LIMIT {limit}"),
+	// MySQL 8.0.1+, MariaDB 10.6+.
+	lockCandidates: mustParse("SELECT * FROM {table}{where} ORDER BY {order} LIMIT {limit} FOR UPDATE SKIP LOCKED"),
+}
+
+// dialectTable lists every dialect the renderer knows.
+var dialectTable = []*dialect{
+	{
+		name: Postgres, quoteOpen: `"`, quoteClose: `"`, param: "$", numbered: true, maxParams: 65535,
+		// ASC NULLS LAST and DESC NULLS FIRST are PostgreSQL's defaults.
+		nullsAsc: "{expr}", nullsDesc: "{expr} DESC",
+		stmts: statements{
+			selectAll:   plainSelectAll,
+			selectLimit: plainSelectLimit,
+			count:       plainCount,
+			// PostgreSQL refuses FOR UPDATE with an aggregate.
+			lockingCount:  mustParse("SELECT COUNT(*) FROM (SELECT 1 FROM {table}{where} FOR UPDATE) AS locked"),
+			update:        plainUpdate,
+			guardedUpdate: plainGuarded,
+			updateByIDs:   plainUpdateByIDs,
+			deleteLimit:   subqueryDelete,
+			claim: mustParse("WITH claim_ids AS MATERIALIZED (SELECT {pk}{orderAliases} FROM {table}{where} ORDER BY {order} LIMIT {limit} FOR UPDATE SKIP LOCKED), " +
+				"claimed AS (UPDATE {table} AS t SET {set:t} FROM claim_ids WHERE t.{pk} = claim_ids.{pk} RETURNING t.*{orderCopies:claim_ids}) " +
+				"SELECT * FROM claimed ORDER BY {orderByCopies:claimed}"),
+		},
+	},
+	{
+		name: MySQL, quoteOpen: "`", quoteClose: "`", param: "?", maxParams: 65535,
+		// NULLs sort first ascending and there is no NULLS LAST: sort on
+		// "expr IS NULL" (0 or 1) first.
+		nullsAsc: "{expr} IS NULL, {expr}", nullsDesc: "{expr} IS NULL DESC, {expr} DESC",
+		stmts: mysqlStatements,
+	},
+	{
+		name: MariaDB, quoteOpen: "`", quoteClose: "`", param: "?", maxParams: 65535,
+		nullsAsc: "{expr} IS NULL, {expr}", nullsDesc: "{expr} IS NULL DESC, {expr} DESC",
+		stmts: mysqlStatements,
+	},
+	{
+		// SQLite has no time type and compares the driver's time text,
+		// which follows time order only when every value has the same
+		// offset, hence utcTimes.
+		name: SQLite, quoteOpen: `"`, quoteClose: `"`, param: "?", maxParams: 32766, utcTimes: true,
+		// NULLs sort first ascending; NULLS FIRST/LAST exist since 3.30.0.
+		nullsAsc: "{expr} NULLS LAST", nullsDesc: "{expr} DESC NULLS FIRST",
+		stmts: statements{
+			selectAll:   plainSelectAll,
+			selectLimit: plainSelectLimit,
+			count:       plainCount,
+			// A write transaction (BEGIN IMMEDIATE) already excludes every
+			// other writer.
+			lockingCount:  plainCount,
+			update:        plainUpdate,
+			guardedUpdate: plainGuarded,
+			updateByIDs:   plainUpdateByIDs,
+			deleteLimit:   subqueryDelete,
+		},
+	},
+	{
+		name: SQLServer, quoteOpen: "[", quoteClose: "]", param: "@p", numbered: true, maxParams: 2100,
+		nullsAsc:  "CASE WHEN {expr} IS NULL THEN 1 ELSE 0 END, {expr}",
+		nullsDesc: "CASE WHEN {expr} IS NULL THEN 1 ELSE 0 END DESC, {expr} DESC",
+		stmts: statements{
+			selectAll: plainSelectAll,
+			// TOP (n) with ORDER BY returns the first n rows of that order.
+			selectLimit:   mustParse("SELECT TOP ({limit}) * FROM {table}{where} ORDER BY {order}"),
+			count:         plainCount,
+			lockingCount:  mustParse("SELECT COUNT(*) FROM {table} WITH (UPDLOCK, HOLDLOCK){where}"),
+			update:        plainUpdate,
+			guardedUpdate: plainGuarded,
+			updateByIDs:   plainUpdateByIDs,
+			// DELETE TOP (n) takes no ORDER BY: delete through an ordered
+			// common table expression.
+			deleteLimit: mustParse("WITH delete_batch AS (SELECT TOP ({limit}) * FROM {table}{where} ORDER BY {order}) DELETE FROM delete_batch"),
+		},
+	},
+}
+
+// lookup returns the data of dialect n, or nil for an unknown dialect.
+func lookup(n Name) *dialect {
+	for _, d := range dialectTable {
+		if d.name == n {
+			return d
+		}
+	}
+	return nil
+}

@@ -1,0 +1,155 @@
+package dialects
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/claimstore/claimstore/dao"
+)
+
+// LockCandidates renders the locking candidate read of the MySQL and
+// MariaDB fast path: SELECT * ... WHERE <where> ORDER BY <order> LIMIT n
+// FOR UPDATE SKIP LOCKED (MySQL manual, "Locking Reads": "Locking Read
+// Concurrency with NOWAIT and SKIP LOCKED", MySQL 8.0.1 and later; MariaDB
+// "SELECT ... SKIP LOCKED", 10.6 and later). Run in a READ COMMITTED
+// transaction, it locks up to n eligible rows that no other transaction
+// holds, reading their latest committed versions, and passes over locked
+// rows without waiting, so concurrent claimers take disjoint rows; the
+// rows stay locked until the transaction ends, so the [Renderer.UpdateByIDs]
+// that follows in it needs no guard. The other dialects have no such
+// statement here (PostgreSQL claims with [Renderer.Claim]); they and
+// q.Limit <= 0 are errors wrapping [dao.ErrInvalidArgument].
+func (r Renderer) LockCandidates(t Table, q dao.Query) (Statement, error) {
+	if r.d == nil || !r.d.stmts.lockCandidates.defined() {
+		return Statement{}, fmt.Errorf("dialects: %w: no locking candidate read for %s", dao.ErrInvalidArgument, r.Dialect())
+	}
+	if q.Limit <= 0 {
+		return Statement{}, limitErr("claim", q.Limit)
+	}
+	b, err := r.builder(t)
+	if err != nil {
+		return Statement{}, err
+	}
+	return b.render(r.d.stmts.lockCandidates, request{where: q.Where, order: q.OrderBy, limit: q.Limit})
+}
+
+// UpdateByIDs renders UPDATE ... SET <set> WHERE pk IN (<ids>), the write
+// of the MySQL and MariaDB fast path over rows its locking read holds. No
+// ids, an empty set, or a set writing the primary key is an error wrapping
+// [dao.ErrInvalidArgument].
+func (r Renderer) UpdateByIDs(t Table, ids []any, set dao.Set) (Statement, error) {
+	if len(ids) == 0 {
+		return Statement{}, fmt.Errorf("dialects: %w: update by ids with no ids", dao.ErrInvalidArgument)
+	}
+	b, err := r.builder(t)
+	if err != nil {
+		return Statement{}, err
+	}
+	return b.render(r.d.stmts.updateByIDs, request{set: set, ids: ids})
+}
+
+// Claim renders the one-statement fast-path claim of PostgreSQL; for the
+// other dialects it returns an error wrapping [dao.ErrInvalidArgument]
+// (MySQL and MariaDB claim with [Renderer.LockCandidates] and
+// [Renderer.UpdateByIDs]). req must have been checked by the portable
+// store (dao.Table.CheckClaim) and req.Limit must be > 0.
+//
+// The PostgreSQL statement is
+//
+//	WITH claim_ids AS MATERIALIZED (
+//	    SELECT pk, <order columns> FROM t WHERE <where> ORDER BY <order>
+//	    LIMIT $n FOR UPDATE SKIP LOCKED),
+//	  claimed AS (
+//	    UPDATE t AS t SET <set> FROM claim_ids WHERE t.pk = claim_ids.pk
+//	    RETURNING t.*, <claim_ids' copies of the order columns>)
+//	SELECT * FROM claimed ORDER BY <the copies of the order columns>
+//
+// Why each part:
+//
+//   - FOR UPDATE SKIP LOCKED (PostgreSQL manual, "SELECT: The Locking
+//     Clause") locks the chosen rows and passes over rows another claimer
+//     has locked, so concurrent claimers take disjoint rows without
+//     waiting. Under READ COMMITTED a row updated by a committed claimer is
+//     re-checked against WHERE before it is locked ("Transaction
+//     Isolation: Read Committed Isolation Level"), so a row that stopped
+//     being eligible is skipped: the lost race is silent. Under REPEATABLE
+//     READ or SERIALIZABLE the same situation is a serialization failure
+//     (SQLSTATE 40001) instead, so the statement must run in READ
+//     COMMITTED.
+//   - AS MATERIALIZED ("WITH Queries (Common Table Expressions):
+//     MATERIALIZED", PostgreSQL 12 and later) makes the locking SELECT run
+//     exactly once. With a bare UPDATE ... WHERE pk IN (SELECT ... LIMIT n
+//     FOR UPDATE SKIP LOCKED) the planner may evaluate the subquery more
+//     than once and claim more than n rows.
+//   - RETURNING t.* gives the rows in their post-claim state without
+//     another read, but in no particular order. The outer SELECT orders
+//     them in the same statement, by the values that chose them (copied
+//     out of claim_ids before the update and returned beside the row under
+//     the aliases claimstore_order_N, which scanning into T ignores), with
+//     the database's own collation and NULL ordering. Returning the copies
+//     from the UPDATE, rather than joining claimed back to claim_ids,
+//     leaves the planner no join to misjudge when statistics are stale. Sorting in the application instead would
+//     need a Go comparison that matches the column collation; ordering in
+//     SQL keeps one definition of the order, costs no extra round trip and
+//     returns the rows in the order in which they were claimed even when
+//     Set changes an ordering column.
+//
+// Arguments bind in text order: the WHERE values, the limit, the SET
+// values.
+func (r Renderer) Claim(t Table, req dao.ClaimRequest) (Statement, error) {
+	if r.d == nil || !r.d.stmts.claim.defined() {
+		return Statement{}, fmt.Errorf("dialects: %w: no fast-path claim for %s", dao.ErrInvalidArgument, r.Dialect())
+	}
+	b, err := r.builder(t)
+	if err != nil {
+		return Statement{}, err
+	}
+	if req.Limit <= 0 {
+		return Statement{}, limitErr("claim", req.Limit)
+	}
+	return b.render(r.d.stmts.claim, request{where: req.Where, order: req.OrderBy, set: req.Set, limit: req.Limit})
+}
+
+// orderAlias is the prefix of the aliases under which the claim carries
+// copies of the order columns out of claim_ids.
+const orderAlias = "claimstore_order_"
+
+// copyAlias returns the alias of the copy of the i-th order term o: the
+// quoted primary key for the key itself, orderAlias and i+1 otherwise.
+func (b *builder) copyAlias(i int, o dao.Order) string {
+	if o.Field == b.t.PrimaryKey {
+		return b.d.quote(o.Field)
+	}
+	return orderAlias + strconv.Itoa(i+1)
+}
+
+// orderAliases writes ", <col> AS <alias>" for every order column but the
+// primary key.
+func (b *builder) orderAliases() {
+	for i, o := range b.req.order {
+		if o.Field != b.t.PrimaryKey {
+			b.w(", ", b.d.quote(o.Field), " AS ", b.copyAlias(i, o))
+		}
+	}
+}
+
+// orderCopies writes ", <qual>.<alias>" for every order column but the
+// primary key.
+func (b *builder) orderCopies(qual string) {
+	for i, o := range b.req.order {
+		if o.Field != b.t.PrimaryKey {
+			b.w(", ", qual, ".", b.copyAlias(i, o))
+		}
+	}
+}
+
+// orderByCopies writes the ORDER BY terms of the request's order over
+// qual's copies of the order columns.
+func (b *builder) orderByCopies(qual string) {
+	for i, o := range b.req.order {
+		if i > 0 {
+			b.w(", ")
+		}
+		b.orderTerm(qual+"."+b.copyAlias(i, o), o.Field, o.Desc)
+	}
+}
