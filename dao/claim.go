@@ -51,7 +51,7 @@ func (t *Table[T]) Claim(ctx context.Context, req ClaimRequest) ([]T, error) {
 	if t.err != nil {
 		return nil, fmt.Errorf("claimstore: claim: %w", t.err)
 	}
-	if t.drv.Info().InTransaction {
+	if t.inTx {
 		return nil, fmt.Errorf("claimstore: claim: %w", ErrInTransaction)
 	}
 	req, err := t.check.claim(req)

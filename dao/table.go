@@ -22,6 +22,7 @@ type Table[T any] struct {
 	claimer driver.Claimer[T] // nil: the portable claim
 	check   checker[T]
 	caps    Capabilities
+	inTx    bool  // the driver runs on a caller's transaction: Claim is refused
 	err     error // set by WithTx(nil): every call returns it
 }
 
@@ -63,7 +64,9 @@ func New[T any](drv driver.Driver[T], opts ...Option) (*Table[T], error) {
 	default:
 		return nil, fmt.Errorf("claimstore: new: %w: unknown %v", ErrInvalidArgument, o.strategy)
 	}
-	t.caps = capabilities(drv.Info(), t.claimer, ci)
+	info := drv.Info()
+	t.caps = capabilities(info, t.claimer, ci)
+	t.inTx = info.InTransaction
 	_, t.caps.Transactions = drv.(driver.TxBinder[T])
 	_, t.caps.DatabaseClock = drv.(driver.Clock)
 	return t, nil
@@ -130,6 +133,7 @@ func (t *Table[T]) WithTx(tx any) *Table[T] {
 	}
 	c.drv = drv
 	c.claimer = nil // Claim is refused in a transaction
+	c.inTx = true
 	return &c
 }
 

@@ -32,6 +32,26 @@ type guardJSON map[string]any
 
 func (guardJSON) GormDataType() string { return "json" }
 
+// guardStore returns an in-process fake, a client of it and a migrated
+// store of guardRow on index "guard"; the fake closes when t ends.
+func guardStore(t *testing.T) (*fakees.Server, *elasticsearch.Client, *dao.Table[guardRow]) {
+	t.Helper()
+	srv := fakees.New(fakees.Scripts{FieldCompare: FieldCompareScript, Write: WriteScript})
+	t.Cleanup(srv.Close)
+	client, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{srv.URL()}, DisableRetry: true, Transport: http.DefaultTransport})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New[guardRow](client, WithIndex("guard"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return srv, client, s
+}
+
 // TestClaimWriteIsGuardedBySeqNoAlone exercises ClaimRow directly. The
 // write carries the _seq_no and _primary_term of the candidate read and no
 // criteria: with the version read it claims the row whatever criteria it
@@ -43,19 +63,7 @@ func (guardJSON) GormDataType() string { return "json" }
 // makes a new version, so an older read cannot claim the row again.
 func TestClaimWriteIsGuardedBySeqNoAlone(t *testing.T) {
 	ctx := context.Background()
-	srv := fakees.New(fakees.Scripts{FieldCompare: FieldCompareScript, Write: WriteScript})
-	defer srv.Close()
-	client, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{srv.URL()}, DisableRetry: true, Transport: http.DefaultTransport})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New[guardRow](client, WithIndex("guard"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	srv, client, s := guardStore(t)
 	at := time.Date(2030, 1, 1, 0, 0, 0, 123456789, time.UTC)
 	rows := []*guardRow{
 		{Status: "ready", N: 1, At: at, Doc: guardDoc{"a"}, Extra: guardJSON{"x": 1.0, "y": 2.0}},
@@ -140,19 +148,7 @@ func TestClaimWriteIsGuardedBySeqNoAlone(t *testing.T) {
 // document stays as it was.
 func TestClaimRefusesUnwritableSet(t *testing.T) {
 	ctx := context.Background()
-	srv := fakees.New(fakees.Scripts{FieldCompare: FieldCompareScript, Write: WriteScript})
-	defer srv.Close()
-	client, err := elasticsearch.NewClient(elasticsearch.Config{Addresses: []string{srv.URL()}, DisableRetry: true, Transport: http.DefaultTransport})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New[guardRow](client, WithIndex("guard"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	srv, _, s := guardStore(t)
 	row := guardRow{Status: "ready", Extra: guardJSON{"x": 1.0}}
 	if err := s.Create(ctx, &row); err != nil {
 		t.Fatal(err)

@@ -141,7 +141,7 @@ func (r *Report) Ratio(name string) (float64, bool) {
 // variant (the library), then, with more than one variant, a table of all
 // of them. It returns the first write error.
 func (r *Report) WriteText(w io.Writer) error {
-	ew := &errWriter{w: w}
+	ew := &ErrWriter{W: w}
 	if len(r.Variants) > 0 {
 		r.writeFirst(ew)
 	}
@@ -159,7 +159,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(ew, "note: %s\n", n)
 		}
 	}
-	return ew.err
+	return ew.Err
 }
 
 // writeFirst writes the block of figures of the first variant.
@@ -260,17 +260,21 @@ func fmtDur(d time.Duration) string {
 	}
 }
 
-// errWriter remembers the first write error and drops later writes.
-type errWriter struct {
-	w   io.Writer
-	err error
+// ErrWriter writes to W until a write fails, then keeps that error in Err
+// and writes nothing more, so a report can write many lines and check one
+// error at the end.
+type ErrWriter struct {
+	W   io.Writer
+	Err error
 }
 
-func (e *errWriter) Write(p []byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
+// Write writes p to W unless an earlier write failed; it returns that
+// earlier error then.
+func (e *ErrWriter) Write(p []byte) (int, error) {
+	if e.Err != nil {
+		return 0, e.Err
 	}
-	n, err := e.w.Write(p)
-	e.err = err
+	n, err := e.W.Write(p)
+	e.Err = err
 	return n, err
 }

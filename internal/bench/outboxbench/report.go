@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"text/tabwriter"
 	"time"
+
+	"github.com/claimstore/claimstore/internal/bench"
 )
 
 // Result is the measurement of one variant's run.
@@ -52,13 +54,13 @@ type Report struct {
 // to the per-message variant when both ran. It returns the first write
 // error.
 func (r *Report) WriteText(w io.Writer) error {
-	ew := &errWriter{w: w}
+	ew := &bench.ErrWriter{W: w}
 	r.writeSetup(ew)
 	r.writeTable(ew)
 	fmt.Fprintln(ew)
 	r.writeCPU(ew)
 	r.writeRatio(ew)
-	return ew.err
+	return ew.Err
 }
 
 // writeSetup writes what was measured, and how.
@@ -93,7 +95,7 @@ func (r *Report) writeTable(w io.Writer) {
 		}
 		fmt.Fprintf(tw, "%v\t%.0f\t%d\t%d\t%d\t%d\t\n", res.Total.Round(time.Millisecond), res.Rate(), res.Updates, res.InStream, res.Distinct, res.Duplicates)
 	}
-	_ = tw.Flush() // a write error is kept by the errWriter below
+	_ = tw.Flush() // a write error is kept by the ErrWriter below
 }
 
 // writeCPU writes each variant's CPU time per message, client and server,
@@ -132,20 +134,4 @@ func (r *Report) writeRatio(w io.Writer) {
 		fmt.Fprintf(w, ", %.2fx relay only", single.RelayTime.Seconds()/batched.RelayTime.Seconds())
 	}
 	fmt.Fprintln(w)
-}
-
-// errWriter writes to w until a write fails, then keeps the error and
-// writes nothing more.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) Write(p []byte) (int, error) {
-	if e.err != nil {
-		return 0, e.err
-	}
-	n, err := e.w.Write(p)
-	e.err = err
-	return n, err
 }
