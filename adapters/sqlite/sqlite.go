@@ -38,6 +38,8 @@ func New[T any](db *gorm.DB, opts ...sqlstore.Option) (*dao.Table[T], error) {
 // _timefmt gets _timefmt=sqlstore.SQLiteTimeLayout, so stored times sort
 // as text. An in-memory database (":memory:" or mode=memory) is limited to
 // one open connection, since each connection would see its own database.
+// Errors: a file that cannot be opened is mapped like every database error
+// (SQLITE_BUSY is [dao.ErrBusy]); on error nothing stays open.
 func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
 	return sqlstore.Open(ctx, string(dialects.SQLite), dsn)
 }

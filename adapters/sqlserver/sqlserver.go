@@ -29,7 +29,9 @@ func New[T any](db *gorm.DB, opts ...sqlstore.Option) (*dao.Table[T], error) {
 
 // Open opens a GORM handle on dsn, a go-mssqldb URL
 // ("sqlserver://sa:pass@127.0.0.1:1433?database=test"), with
-// gorm.io/driver/sqlserver, and pings the server with ctx.
+// gorm.io/driver/sqlserver, and pings the server with ctx. Errors: an
+// unreachable server is [dao.ErrUnavailable]; other failures are mapped
+// like every database error. On error nothing stays open.
 func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
 	return sqlstore.Open(ctx, string(dialects.SQLServer), dsn)
 }
