@@ -36,6 +36,13 @@ type Harness struct {
 	// run.
 	Skip []string
 
+	// Models, optional, opens the stores of the models section: everyday
+	// GORM models (gorm.Model with soft delete and timestamps, UUID keys, a
+	// typed enum, columns with explicit SQL types, an embedded struct with
+	// a column prefix, a naming strategy with a table prefix). Without it
+	// the section fails, unless Skip names [CheckModels].
+	Models *ModelStores
+
 	// Rows and Workers size the concurrent no-double-claim test: Workers
 	// goroutines claim Rows rows until none is left. Zero means 5000 rows
 	// (500 with -short) and 16 workers.
@@ -48,7 +55,7 @@ type Harness struct {
 const CheckHeldLock = "LostRace/HeldLock"
 
 // Skippable returns the names [Harness.Skip] accepts.
-func Skippable() []string { return []string{CheckHeldLock} }
+func Skippable() []string { return []string{CheckHeldLock, CheckModels} }
 
 // checkSkip fails t when h.Skip names a check that cannot be skipped.
 func (h Harness) checkSkip(t *testing.T) {
@@ -115,6 +122,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("NoDoubleClaim", func(t *testing.T) { testNoDoubleClaim(t, h) })
 	t.Run("LostRace", func(t *testing.T) { testLostRace(t, h) })
 	t.Run("CancelSweep", func(t *testing.T) { testCancelSweep(t, h) })
+	t.Run("Models", func(t *testing.T) { testModels(t, h) })
 }
 
 func testCapabilities(t *testing.T, h Harness) {

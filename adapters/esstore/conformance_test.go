@@ -20,6 +20,12 @@ func TestConformance(t *testing.T) {
 			// Every fake search scans all documents under one lock; fewer
 			// rows keep the race-detector run short.
 			Rows: 1000,
+			Models: &conformance.ModelStores{
+				Ticket:         fakeModelStore[conformance.Ticket],
+				PrefixedTicket: fakeModelStore[conformance.Ticket],
+				UUIDTicket:     fakeModelStore[conformance.UUIDTicket],
+				V7Ticket:       fakeModelStore[conformance.V7Ticket],
+			},
 		})
 	})
 	t.Run("elasticsearch", func(t *testing.T) {
@@ -28,8 +34,28 @@ func TestConformance(t *testing.T) {
 			NewStore: func(t *testing.T) dao.Store[conformance.Job] {
 				return newStore[conformance.Job](t, url, esstore.WithRefresh(esstore.RefreshTrue))
 			},
+			Models: &conformance.ModelStores{
+				Ticket:         realModelStore[conformance.Ticket](url),
+				PrefixedTicket: realModelStore[conformance.Ticket](url),
+				UUIDTicket:     realModelStore[conformance.UUIDTicket](url),
+				V7Ticket:       realModelStore[conformance.V7Ticket](url),
+			},
 		})
 	})
+}
+
+// fakeModelStore returns a store of T over a fresh index of a new fake
+// server.
+func fakeModelStore[T any](t *testing.T) dao.Store[T] {
+	return newStore[T](t, newFake(t).URL())
+}
+
+// realModelStore returns a function that opens a store of T over a fresh
+// index of the server at url.
+func realModelStore[T any](url string) func(t *testing.T) dao.Store[T] {
+	return func(t *testing.T) dao.Store[T] {
+		return newStore[T](t, url, esstore.WithRefresh(esstore.RefreshTrue))
+	}
 }
 
 // TestStress runs the multi-process no-double-claim check (with

@@ -22,5 +22,20 @@ func TestConformance(t *testing.T) {
 		// stay fast under the race detector; the mutex, not the row count,
 		// is what it exercises here.
 		Rows: 1000,
+		Models: &conformance.ModelStores{
+			Ticket:         modelStore[conformance.Ticket],
+			PrefixedTicket: modelStore[conformance.Ticket],
+			UUIDTicket:     modelStore[conformance.UUIDTicket],
+			V7Ticket:       modelStore[conformance.V7Ticket],
+		},
 	})
+}
+
+// modelStore returns a new, empty memory store of T.
+func modelStore[T any](t *testing.T) dao.Store[T] {
+	s, err := memstore.New[T]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

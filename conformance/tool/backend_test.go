@@ -13,6 +13,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/esstore"
 	"github.com/claimstore/claimstore/adapters/memstore"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/adapters/sqlstore/sqlstoretest"
 	"github.com/claimstore/claimstore/conformance"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
@@ -55,13 +56,15 @@ func openBackend(t *testing.T, name string) *backend {
 	defer cancel()
 	switch name {
 	case "memory":
-		b.harness = conformance.Harness{NewStore: func(t *testing.T) dao.Store[conformance.Job] {
-			s, err := memstore.New[conformance.Job]()
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
-		}}
+		b.harness = conformance.Harness{
+			NewStore: memStore[conformance.Job],
+			Models: &conformance.ModelStores{
+				Ticket:         memStore[conformance.Ticket],
+				PrefixedTicket: memStore[conformance.Ticket],
+				UUIDTicket:     memStore[conformance.UUIDTicket],
+				V7Ticket:       memStore[conformance.V7Ticket],
+			},
+		}
 		return b
 	case "elasticsearch":
 		if b.dsn == "" {
@@ -88,9 +91,17 @@ func openBackend(t *testing.T, name string) *backend {
 		if err != nil {
 			t.Fatalf("Elasticsearch at %s unreachable: %v; %s", b.dsn, err, elasticHowTo)
 		}
-		b.harness = conformance.Harness{NewStore: func(t *testing.T) dao.Store[conformance.Job] {
-			return esStore(t, client)
-		}}
+		b.harness = conformance.Harness{
+			NewStore: func(t *testing.T) dao.Store[conformance.Job] { return esStore[conformance.Job](t, client) },
+			Models: &conformance.ModelStores{
+				Ticket:         func(t *testing.T) dao.Store[conformance.Ticket] { return esStore[conformance.Ticket](t, client) },
+				PrefixedTicket: func(t *testing.T) dao.Store[conformance.Ticket] { return esStore[conformance.Ticket](t, client) },
+				UUIDTicket: func(t *testing.T) dao.Store[conformance.UUIDTicket] {
+					return esStore[conformance.UUIDTicket](t, client)
+				},
+				V7Ticket: func(t *testing.T) dao.Store[conformance.V7Ticket] { return esStore[conformance.V7Ticket](t, client) },
+			},
+		}
 		return b
 	case "sqlite":
 		switch {
@@ -144,6 +155,7 @@ func openBackend(t *testing.T, name string) *backend {
 		HoldLock: func(t *testing.T, s dao.Store[conformance.Job], id int64) func() {
 			return holdLock(t, db, s.(*dao.Table[conformance.Job]), id)
 		},
+		Models: sqlstoretest.Models(db),
 	}
 	return b
 }
@@ -161,11 +173,20 @@ func sqlStore(t testing.TB, db *gorm.DB, table string) *dao.Table[conformance.Jo
 	return s
 }
 
-// esStore returns a store over a fresh index, dropped when t ends.
-func esStore(t *testing.T, client *elasticsearch.Client) *dao.Table[conformance.Job] {
+// memStore returns a new, empty memory store of T.
+func memStore[T any](t *testing.T) dao.Store[T] {
+	s, err := memstore.New[T]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// esStore returns a store of T over a fresh index, dropped when t ends.
+func esStore[T any](t *testing.T, client *elasticsearch.Client) *dao.Table[T] {
 	t.Helper()
 	index := fmt.Sprintf("claimstore-conf-%d", time.Now().UnixNano())
-	s, err := esstore.New[conformance.Job](client, esstore.WithIndex(index), esstore.WithRefresh(esstore.RefreshTrue))
+	s, err := esstore.New[T](client, esstore.WithIndex(index), esstore.WithRefresh(esstore.RefreshTrue))
 	if err != nil {
 		t.Fatalf("esstore.New: %v", err)
 	}

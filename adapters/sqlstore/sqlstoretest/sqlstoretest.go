@@ -44,23 +44,8 @@ import (
 // concurrency test or to opt out of checks.
 func Harness(db *gorm.DB, opts ...sqlstore.Option) conformance.Harness {
 	return conformance.Harness{
-		NewStore: func(t *testing.T) dao.Store[conformance.Job] {
-			t.Helper()
-			table := tableName(t)
-			t.Cleanup(func() {
-				if err := db.Migrator().DropTable(table); err != nil {
-					t.Errorf("sqlstoretest: drop table %s: %v", table, err)
-				}
-			})
-			s, err := sqlstore.New[conformance.Job](db, append(opts[:len(opts):len(opts)], sqlstore.WithTable(table))...)
-			if err != nil {
-				t.Fatalf("sqlstoretest: %v", err)
-			}
-			if err := s.Migrate(context.Background()); err != nil {
-				t.Fatalf("sqlstoretest: %v", err)
-			}
-			return s
-		},
+		NewStore: modelStore[conformance.Job](db, opts),
+		Models:   Models(db, opts...),
 		HoldLock: func(t *testing.T, ds dao.Store[conformance.Job], id int64) func() {
 			t.Helper()
 			var table dialects.Table
@@ -69,6 +54,41 @@ func Harness(db *gorm.DB, opts ...sqlstore.Option) conformance.Harness {
 			}
 			return HoldLock(t, db, table.Name, id)
 		},
+	}
+}
+
+// Models returns the stores of the conformance models section over db:
+// each function creates a table with a fresh name for its model with
+// dao.Table.Migrate, returns a store over it built with opts, and drops
+// the table when the test ends.
+func Models(db *gorm.DB, opts ...sqlstore.Option) *conformance.ModelStores {
+	return &conformance.ModelStores{
+		Ticket:         modelStore[conformance.Ticket](db, opts),
+		PrefixedTicket: modelStore[conformance.Ticket](db, opts),
+		UUIDTicket:     modelStore[conformance.UUIDTicket](db, opts),
+		V7Ticket:       modelStore[conformance.V7Ticket](db, opts),
+	}
+}
+
+// modelStore returns a function that opens a store of T over a fresh
+// migrated table of db, dropped when the test ends.
+func modelStore[T any](db *gorm.DB, opts []sqlstore.Option) func(t *testing.T) dao.Store[T] {
+	return func(t *testing.T) dao.Store[T] {
+		t.Helper()
+		table := tableName(t)
+		t.Cleanup(func() {
+			if err := db.Migrator().DropTable(table); err != nil {
+				t.Errorf("sqlstoretest: drop table %s: %v", table, err)
+			}
+		})
+		s, err := sqlstore.New[T](db, append(opts[:len(opts):len(opts)], sqlstore.WithTable(table))...)
+		if err != nil {
+			t.Fatalf("sqlstoretest: %v", err)
+		}
+		if err := s.Migrate(context.Background()); err != nil {
+			t.Fatalf("sqlstoretest: %v", err)
+		}
+		return s
 	}
 }
 
