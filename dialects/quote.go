@@ -9,7 +9,7 @@ import (
 	"github.com/claimstore/claimstore/dao"
 )
 
-// Renderer turns checked criteria, orderings and sets (see dao.Model's
+// Renderer turns checked criteria, orderings and sets (see dao.Table's
 // Check methods) into SQL text for one dialect: identifiers quoted the
 // dialect's way ("x" for PostgreSQL and SQLite, `x` for MySQL and MariaDB,
 // [x] for SQL Server), values bound through native placeholders ($1 for

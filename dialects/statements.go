@@ -8,7 +8,7 @@ import (
 )
 
 // Table describes the table a statement is rendered for. Every identifier
-// comes from the model schema (dao.Model), never from request data, and is
+// comes from the model schema (driver.Model), never from request data, and is
 // quoted by the renderer anyway, so a name cannot end a quoted identifier.
 type Table struct {
 	// Name is the table name. A dotted name ("schema.table") is quoted part
