@@ -12,7 +12,7 @@ func (w *Worker[T]) Ready() http.Handler {
 	return http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		rw.Header().Set("Cache-Control", "no-store")
-		if w.ready.Load() {
+		if w.IsReady() {
 			rw.WriteHeader(http.StatusOK)
 			_, _ = rw.Write([]byte("ready\n"))
 			return
@@ -38,6 +38,10 @@ func (w *Worker[T]) Live() http.Handler {
 	})
 }
 
-// IsReady reports whether the worker is running and not draining; the
-// readiness handler answers from it.
-func (w *Worker[T]) IsReady() bool { return w.ready.Load() }
+// IsReady reports whether Run is running and its context has not ended
+// (it reads the context itself, so it turns false the moment the context
+// is cancelled); the readiness handler answers from it.
+func (w *Worker[T]) IsReady() bool {
+	ctx := w.runCtx.Load()
+	return ctx != nil && (*ctx).Err() == nil
+}

@@ -180,7 +180,7 @@ type Worker[T any] struct {
 	log   *slog.Logger
 
 	running atomic.Bool
-	ready   atomic.Bool
+	runCtx  atomic.Pointer[context.Context] // the context of the current Run: ready while it is live
 	seq     atomic.Int64
 
 	mu    sync.Mutex
@@ -293,10 +293,8 @@ func (w *Worker[T]) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer w.running.Store(false)
-	w.ready.Store(ctx.Err() == nil)
-	stopReady := context.AfterFunc(ctx, func() { w.ready.Store(false) })
-	defer stopReady()
-	defer w.ready.Store(false)
+	w.runCtx.Store(&ctx)
+	defer w.runCtx.Store(nil)
 	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "lease", w.cfg.Lease, "tick", w.cfg.Tick)
 
 	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
