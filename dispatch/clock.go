@@ -16,9 +16,9 @@ const ClockResync = time.Minute
 // by this package reads: a fixed function (tests, or a caller's choice),
 // or an estimate of the database's clock, or the host's clock.
 type timeSource struct {
-	fixed func() time.Time                           // set: used as is
+	fixed func() time.Time                             // set: used as is
 	read  func(ctx context.Context) (time.Time, error) // the database's time; nil: the host's clock
-	host  func() time.Time                           // the host clock; its monotonic reading is used
+	host  func() time.Time                             // the host clock; its monotonic reading is used
 
 	mu   sync.Mutex
 	ok   bool      // a sample was taken
@@ -31,7 +31,6 @@ type timeSource struct {
 type dbClocker interface {
 	Now(ctx context.Context) (time.Time, error)
 }
-
 
 // newTimeSource returns now when it is set, else the database clock of
 // store when store reads one (hasDB), else the host's clock.

@@ -122,4 +122,3 @@ func (sw *ScheduleWorker) call(ctx context.Context, fn FireFunc, f Fire) (err er
 	}()
 	return fn(ctx, f)
 }
-

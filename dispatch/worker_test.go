@@ -436,7 +436,7 @@ func TestWorkerConfigInvalid(t *testing.T) {
 	store, _ := memBackend().open(t)
 	fn := func(ctx context.Context, fr dispatch.Fire) error { return nil }
 	for name, cfg := range map[string]dispatch.Config[dispatch.Schedule]{
-		"negative concurrency": {Concurrency: -1},
+		"negative concurrency":  {Concurrency: -1},
 		"lease below two ticks": {Tick: time.Second, Lease: time.Second},
 		"row fields set":        {KeyField: "id"},
 		"long worker id":        {WorkerID: string(make([]byte, dispatch.MaxWorkerIDLen+1))},
