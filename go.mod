@@ -4,7 +4,7 @@ go 1.26.0
 
 require gorm.io/gorm v1.31.2
 
-require github.com/adhocore/gronx v1.20.4 // indirect
+require github.com/adhocore/gronx v1.20.4
 
 require (
 	filippo.io/edwards25519 v1.1.0 // indirect
