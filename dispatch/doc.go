@@ -18,6 +18,11 @@
 // changes nothing: the Update matches no row, the worker logs
 // [ErrLeaseLost] and counts it in [Stats].LeaseLost.
 //
+// Delivery is at least once: a handler whose worker dies (or loses the
+// lease) after the handler's side effect and before the outcome write runs
+// again when the lease ends. Handlers that must not repeat a side effect
+// make it idempotent, e.g. keyed by the row's key and due time.
+//
 // Lease renewal: once per tick, one Update extends the leases of all the
 // worker's running handlers that have held theirs for half a lease. A row
 // the renewal finds taken over, or whose lease would end before a failing
