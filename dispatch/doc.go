@@ -1,0 +1,80 @@
+// Package dispatch runs due rows: a generic worker loop over any
+// [dao.Store] that claims due rows with a lease, runs a handler per row
+// with bounded concurrency, renews the leases of long handlers and writes
+// fenced outcomes; and, on top of it, once and cron schedules with a retry
+// ladder, a misfire policy, graceful drain and readiness.
+//
+// # The worker loop
+//
+// A [Worker] claims with one [dao.Store.Claim]: the rows its Config.Due
+// criteria select whose lease is free (lease end NULL or not after now),
+// stamping each with a lease owner token (the worker id, "#", a sequence
+// number of the claim) and a lease end (now + Lease). The database decides
+// what is due; the tick (default 1 s) is only a heartbeat. A claim that
+// returns a full batch is followed by the next as soon as a handler slot is
+// free. Every later write to a row — lease renewal, outcome, release — is
+// an Update conditioned on the row's key and its owner token, so a worker
+// that lost the lease (it expired and another worker claimed the row)
+// changes nothing: the Update matches no row, the worker logs
+// [ErrLeaseLost] and counts it in [Stats].LeaseLost.
+//
+// Delivery is at least once: a handler whose worker dies (or loses the
+// lease) after the handler's side effect and before the outcome write runs
+// again when the lease ends. Handlers that must not repeat a side effect
+// make it idempotent, e.g. keyed by the row's key and due time.
+//
+// Lease renewal: once per tick, one Update extends the leases of all the
+// worker's running handlers that have held theirs for half a lease. A row
+// the renewal finds taken over, or whose lease would end before a failing
+// renewal can be retried, has its handler's context cancelled with cause
+// [ErrLeaseLost].
+//
+// # Clocks
+//
+// The due-time comparison, the lease ends and the times written use one
+// clock: the database's by default when the store reads it
+// (dao.Capabilities.DatabaseClock: the SQL backends), read once a minute
+// and advanced with the host's monotonic clock in between, so that servers
+// with skewed clocks agree on what is due; else the host's clock (memory,
+// Elasticsearch). [Config].Now and [SchedulesConfig].Now replace it, e.g.
+// with a fake clock in tests. Durations the worker puts on its own waits
+// (tick, drain timeout, write timeouts) are measured on the host's
+// monotonic clock.
+//
+// # Schedules
+//
+// [Schedule] is the model of the claimstore_schedules table
+// ([MigrateSchedules]); [Schedules] adds (idempotently, by unique key, also
+// inside the caller's transaction with [Schedules.WithTx]), upserts,
+// pauses, resumes, deletes, gets and lists schedules. A [ScheduleWorker]
+// fires the due active ones with a [FireFunc] and writes the outcome of
+// [Policy.Decide]:
+//
+//   - success: once → fired (kept for audit); cron → the next occurrence
+//     after now in the schedule's time zone ([NextCron], wall-clock
+//     semantics across daylight-saving changes), or fired when none exists.
+//   - failure: failure_count + 1, last_error recorded, next_fire_at = now +
+//     backoff (default 30 s doubling to 15 min, [Doubling]); at
+//     max_failures (default 5) once → failed (terminal), cron → skipped to
+//     the next occurrence after now with the failure count reset and
+//     last_error kept.
+//   - misfire (a cron fire claimed more than MisfireGrace late, after
+//     downtime): fired once for all missed occurrences by default
+//     ([MisfireFireOnce]), or skipped with the skip recorded in last_error
+//     ([MisfireSkip]). Nothing is dropped silently.
+//
+// # Drain and readiness
+//
+// When the context of [Worker.Run] ends (on SIGTERM with
+// [ShutdownContext]), the readiness handler ([Worker.Ready]) answers 503 at
+// once, claiming stops, in-flight handlers get DrainTimeout to finish, and
+// the rest are cancelled (cause [ErrDrained]) and their leases released
+// (owner cleared, lease end now) so another worker takes them at once. The
+// liveness handler ([Worker.Live]) answers 200 until the process exits.
+// Close the store after Run returns.
+//
+// # Maintenance
+//
+// [Maintenance] runs periodic tasks (retention sweeps, a rescuer) beside a
+// worker, gated by a Leader function that a leader election supplies.
+package dispatch

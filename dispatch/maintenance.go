@@ -1,0 +1,78 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/claimstore/claimstore/dao"
+)
+
+// DefaultMaintenanceEvery is the default period of [Maintenance] tasks.
+const DefaultMaintenanceEvery = time.Minute
+
+// Task is one maintenance task, such as a retention sweep that deletes
+// fired rows older than some age in bounded batches. It returns an error
+// to have it logged; the next period runs it again.
+type Task struct {
+	// Name names the task in logs.
+	Name string
+	// Run does the work once.
+	Run func(ctx context.Context) error
+}
+
+// Maintenance runs periodic tasks beside a worker, on the leader only when
+// Leader is set. A leader election (the coordination package's, or any
+// other) plugs in as Leader; its fencing term may be checked by the tasks
+// themselves.
+type Maintenance struct {
+	// Every is the period; default one minute.
+	Every time.Duration
+	// Leader reports whether this process may run the tasks now; nil
+	// runs them on every worker, so tasks must then be safe to run
+	// concurrently (bounded, idempotent deletes are).
+	Leader func(ctx context.Context) bool
+	// Tasks run one after another each period.
+	Tasks []Task
+}
+
+func (m *Maintenance) check() error {
+	if m.Every < 0 {
+		return fmt.Errorf("%w: negative maintenance period", dao.ErrInvalidArgument)
+	}
+	for _, t := range m.Tasks {
+		if t.Run == nil {
+			return fmt.Errorf("%w: maintenance task %q has no Run", dao.ErrInvalidArgument, t.Name)
+		}
+	}
+	return nil
+}
+
+// run runs the tasks every period until ctx ends.
+func (m *Maintenance) run(ctx context.Context, log *slog.Logger) {
+	every := m.Every
+	if every == 0 {
+		every = DefaultMaintenanceEvery
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if m.Leader != nil && !m.Leader(ctx) {
+			continue
+		}
+		for _, task := range m.Tasks {
+			if ctx.Err() != nil {
+				return
+			}
+			if err := task.Run(ctx); err != nil {
+				log.Warn("maintenance task failed", "task", task.Name, "err", err)
+			}
+		}
+	}
+}

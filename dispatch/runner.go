@@ -1,0 +1,124 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/claimstore/claimstore/dao"
+)
+
+// Fire is one due fire of a schedule handed to a [FireFunc].
+type Fire struct {
+	// Schedule is the schedule in its claimed state; NextFireAt is the
+	// time this fire was due.
+	Schedule Schedule
+	// Lag is how late the fire was claimed: claim time − NextFireAt.
+	Lag time.Duration
+}
+
+// FireFunc runs one fire. A nil error is success; any other error is a
+// failure that climbs the retry ladder (see [Policy.Decide]). ctx ends when
+// the lease is lost or the worker drains past its timeout (see
+// [Handler]); a panic counts as a failure.
+type FireFunc func(ctx context.Context, f Fire) error
+
+// ScheduleStats are running totals of a schedule worker's fires, by
+// outcome step.
+type ScheduleStats struct {
+	Fired          int64 // successful fires
+	Retries        int64 // failures below MaxFailures (retried after the backoff)
+	Failed         int64 // once schedules failed for good
+	Skipped        int64 // cron schedules advanced after MaxFailures failures
+	MisfireSkipped int64 // cron fires not run under MisfireSkip
+}
+
+// ScheduleWorker fires due schedules: a [Worker] over the [Schedule] table
+// whose handler runs a [FireFunc] and writes the outcome [Policy.Decide]
+// computes, fenced by the lease.
+type ScheduleWorker struct {
+	*Worker[Schedule]
+	policy Policy
+
+	fired, retries, failed, skipped, misfireSkipped atomic.Int64
+}
+
+// NewScheduleWorker returns a worker that fires the due active schedules
+// of store with fn under policy. cfg configures the loop; its Store,
+// KeyField, Key, OwnerField, UntilField, Due, OrderBy and Handler are set
+// here and must be left zero. Errors wrap [dao.ErrInvalidArgument].
+func NewScheduleWorker(store dao.Store[Schedule], fn FireFunc, policy Policy, cfg Config[Schedule]) (*ScheduleWorker, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("dispatch: new schedule worker: %w", invalid("nil fire func"))
+	}
+	if cfg.Store != nil || cfg.KeyField != "" || cfg.Key != nil || cfg.Due != nil || cfg.Handler != nil || cfg.OwnerField != "" || cfg.UntilField != "" || cfg.OrderBy != nil {
+		return nil, fmt.Errorf("dispatch: new schedule worker: %w", invalid("the row fields of Config are set by the schedule worker"))
+	}
+	if policy.MisfireGrace < 0 {
+		return nil, fmt.Errorf("dispatch: new schedule worker: %w", invalid("negative misfire grace"))
+	}
+	sw := &ScheduleWorker{policy: policy.withDefaults()}
+	cfg.Store = store
+	cfg.KeyField, cfg.OwnerField, cfg.UntilField = ColID, ColLeaseOwner, ColLeaseUntil
+	cfg.Key = func(s *Schedule) any { return s.ID }
+	cfg.Due = func(now time.Time) dao.Criteria {
+		return dao.And(dao.Eq(ColStatus, string(StatusActive)), dao.Le(ColNextFireAt, now))
+	}
+	cfg.OrderBy = []dao.Order{dao.Asc(ColNextFireAt)}
+	cfg.Handler = func(ctx context.Context, job *Job[Schedule]) dao.Set { return sw.handle(ctx, job, fn) }
+	w, err := New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: new schedule worker: %w", err)
+	}
+	sw.Worker = w
+	return sw, nil
+}
+
+// ScheduleStats returns the worker's totals by outcome step.
+func (sw *ScheduleWorker) ScheduleStats() ScheduleStats {
+	return ScheduleStats{
+		Fired: sw.fired.Load(), Retries: sw.retries.Load(), Failed: sw.failed.Load(),
+		Skipped: sw.skipped.Load(), MisfireSkipped: sw.misfireSkipped.Load(),
+	}
+}
+
+// handle runs one fire and returns its outcome write.
+func (sw *ScheduleWorker) handle(ctx context.Context, job *Job[Schedule], fn FireFunc) dao.Set {
+	s := &job.Row
+	lag := job.ClaimedAt.Sub(s.NextFireAt)
+	log := sw.log.With("schedule", s.Key, "id", s.ID)
+	if sw.policy.Misfire == MisfireSkip && sw.policy.Misfired(s, job.ClaimedAt) {
+		o := sw.policy.Skip(s, job.Now())
+		sw.misfireSkipped.Add(1)
+		log.Warn("misfire: fire skipped", "due", s.NextFireAt, "lag", lag, "next", o.NextFireAt)
+		return o.Set
+	}
+	err := sw.call(ctx, fn, Fire{Schedule: *s, Lag: lag})
+	o := sw.policy.Decide(s, job.Now(), err)
+	switch o.Step {
+	case "fired", "advanced":
+		sw.fired.Add(1)
+		log.Debug("fired", "lag", lag, "next", o.NextFireAt)
+	case "retry":
+		sw.retries.Add(1)
+		log.Info("fire failed; retry after backoff", "failures", o.FailureCount, "next", o.NextFireAt, "err", err)
+	case "skipped":
+		sw.skipped.Add(1)
+		log.Warn("fire failed max times; skipped to the next occurrence", "max_failures", s.MaxFailures, "next", o.NextFireAt, "err", err)
+	case "failed":
+		sw.failed.Add(1)
+		log.Error("fire failed max times; schedule failed", "failures", o.FailureCount, "err", err)
+	}
+	return o.Set
+}
+
+// call runs fn, turning a panic into an error.
+func (sw *ScheduleWorker) call(ctx context.Context, fn FireFunc, f Fire) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v", p)
+		}
+	}()
+	return fn(ctx, f)
+}

@@ -1,0 +1,144 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Kind says whether a [Schedule] fires once or on a cron expression.
+type Kind string
+
+// The kinds of schedule.
+const (
+	KindOnce Kind = "once"
+	KindCron Kind = "cron"
+)
+
+// Status is the lifecycle state of a [Schedule].
+type Status string
+
+// The states of a schedule. An active schedule fires when its NextFireAt
+// comes; a paused one does not until it is resumed; fired (a once schedule
+// that succeeded, or a cron schedule with no future occurrence) and failed
+// (a once schedule past its MaxFailures) are terminal and kept for audit.
+const (
+	StatusActive Status = "active"
+	StatusPaused Status = "paused"
+	StatusFired  Status = "fired"
+	StatusFailed Status = "failed"
+)
+
+// Column size limits of the schedule table, in bytes.
+const (
+	MaxKeyLen   = 191 // schedule_key: fits a unique index under utf8mb4 on MySQL
+	MaxCronLen  = 191
+	MaxZoneLen  = 64
+	MaxErrorLen = 2000
+)
+
+// Column names of the schedule table.
+const (
+	ColID           = "id"
+	ColKey          = "schedule_key"
+	ColKind         = "kind"
+	ColCron         = "cron"
+	ColTimeZone     = "time_zone"
+	ColNextFireAt   = "next_fire_at"
+	ColStatus       = "status"
+	ColFailureCount = "failure_count"
+	ColMaxFailures  = "max_failures"
+	ColLastError    = "last_error"
+	ColLastFiredAt  = "last_fired_at"
+	ColPayload      = "payload"
+	ColLeaseOwner   = "lease_owner"
+	ColLeaseUntil   = "lease_until"
+)
+
+// Schedule is one row of the schedule table: a once or cron schedule, its
+// next fire time, its retry ladder state and its lease. It is a GORM model;
+// the default table is claimstore_schedules ([DefaultScheduleTable]).
+type Schedule struct {
+	// ID is the surrogate primary key, assigned on insert.
+	ID int64 `gorm:"primaryKey;autoIncrement"`
+	// Key is the caller's unique name of the schedule, e.g.
+	// "invoice-42-reminder"; adding the same key again is idempotent.
+	Key string `gorm:"column:schedule_key;size:191;not null;uniqueIndex"`
+	// Kind is once or cron.
+	Kind Kind `gorm:"size:8;not null"`
+	// Cron is the cron expression of a cron schedule (see [CheckCron]);
+	// empty for once.
+	Cron string `gorm:"size:191;not null"`
+	// TimeZone is the IANA zone the cron expression is read in; empty is
+	// UTC.
+	TimeZone string `gorm:"size:64;not null"`
+	// NextFireAt is when the schedule is due next (UTC): the fire time,
+	// the next cron occurrence, or the retry time after a failure.
+	NextFireAt time.Time `gorm:"not null;index:,composite:due,priority:2"`
+	// Status is the lifecycle state.
+	Status Status `gorm:"size:16;not null;index:,composite:due,priority:1"`
+	// FailureCount is the number of consecutive failed fires.
+	FailureCount int `gorm:"not null"`
+	// MaxFailures is the number of consecutive failures at which a once
+	// schedule fails for good and a cron schedule skips to its next
+	// occurrence.
+	MaxFailures int `gorm:"not null"`
+	// LastError is the error of the last failed fire; kept after later
+	// successes and skips.
+	LastError string `gorm:"size:2000;not null"`
+	// LastFiredAt is when the schedule last fired successfully.
+	LastFiredAt *time.Time
+	// Payload is opaque to the dispatcher and handed to the handler.
+	Payload []byte
+	// LeaseOwner is the fencing token of the worker claim that holds the
+	// schedule, "" when none.
+	LeaseOwner string `gorm:"size:191;not null"`
+	// LeaseUntil is the end of the current lease.
+	LeaseUntil *time.Time
+	// CreatedAt and UpdatedAt are maintained by the store.
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// DefaultScheduleTable is the table name of [Schedule] when no other is
+// given.
+const DefaultScheduleTable = "claimstore_schedules"
+
+// TableName returns [DefaultScheduleTable].
+func (Schedule) TableName() string { return DefaultScheduleTable }
+
+var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+
+// MigrateSchedules creates the schedule table named table (or
+// [DefaultScheduleTable] when empty) with its indexes, or adds what is
+// missing; running it again changes nothing. Indexes: unique
+// (schedule_key); (status, next_fire_at), which serves the claim of due
+// active schedules. Errors: [dao.ErrInvalidArgument]-wrapping for a bad
+// table name (1–63 letters, digits, underscores); database errors wrapped.
+func MigrateSchedules(ctx context.Context, db *gorm.DB, table string) error {
+	if table == "" {
+		table = DefaultScheduleTable
+	}
+	if !tableName.MatchString(table) {
+		return fmt.Errorf("dispatch: migrate: %w", invalid("table name %q: use 1-63 letters, digits and underscores", table))
+	}
+	migrateMu.Lock()
+	defer migrateMu.Unlock()
+	db = db.WithContext(ctx)
+	if err := db.Table(table).AutoMigrate(&Schedule{}); err != nil {
+		// Another server may have created the table between GORM's check
+		// and its CREATE: a second pass sees it.
+		if err2 := db.Table(table).AutoMigrate(&Schedule{}); err2 != nil {
+			return fmt.Errorf("dispatch: migrate: create table %s: %w", table, err)
+		}
+	}
+	return nil
+}
+
+// migrateMu serializes migrations in this process (GORM's MySQL dialector
+// keeps unsynchronized state per *gorm.DB).
+var migrateMu sync.Mutex

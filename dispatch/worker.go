@@ -1,0 +1,563 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/claimstore/claimstore/dao"
+)
+
+// Worker defaults.
+const (
+	DefaultTick         = time.Second
+	DefaultLease        = 30 * time.Second
+	DefaultConcurrency  = 10
+	DefaultDrainTimeout = 10 * time.Second
+	DefaultWriteTimeout = 10 * time.Second
+	// MaxWorkerIDLen is the longest WorkerID, in bytes: the lease owner
+	// written to a row is the worker id, "#" and a claim sequence number,
+	// and must fit a 191-byte column.
+	MaxWorkerIDLen = 160
+)
+
+// Job is one claimed row handed to a [Handler].
+type Job[T any] struct {
+	// Row is the row in its post-claim state.
+	Row T
+	// Owner is the fencing token written to the row's lease owner column
+	// by the claim: the worker id, "#" and a sequence number unique to
+	// the claim within the worker. Every later write of the worker to the
+	// row (renewal, outcome, release) is conditioned on it.
+	Owner string
+	// ClaimedAt is the time of the claim by the worker's clock.
+	ClaimedAt time.Time
+
+	now func() time.Time
+}
+
+// Now returns the current time by the worker's clock (the database's
+// clock by default, see [Config].Now), in UTC, without I/O.
+func (j *Job[T]) Now() time.Time { return j.now() }
+
+// Handler runs one claimed row. ctx ends when the row's lease is lost
+// (context.Cause(ctx) is [ErrLeaseLost]) or when the worker drains past
+// its timeout (cause [ErrDrained]). It returns the outcome to write to the
+// row: the worker applies it in one Update fenced by the row's primary key
+// and lease owner, together with clearing the lease (owner "" and lease
+// end the current time), so a worker that lost the row changes nothing. A
+// nil Set writes no outcome and releases the lease, so the row is
+// claimable again at once if it is still due. A handler that panics leaves
+// the lease as it is: the row is claimable again when its lease ends.
+type Handler[T any] func(ctx context.Context, job *Job[T]) dao.Set
+
+// Config configures a [Worker]. Store, KeyField, Key, Due and Handler are
+// required; zero durations and sizes take their defaults, negative ones
+// are invalid.
+type Config[T any] struct {
+	// Store holds the rows.
+	Store dao.Store[T]
+	// KeyField is the primary key column, e.g. "id".
+	KeyField string
+	// Key returns a row's primary key value.
+	Key func(row *T) any
+	// OwnerField is the lease owner column, a string column of at least
+	// 191 bytes; default "lease_owner".
+	OwnerField string
+	// UntilField is the lease end column, a time column (nullable or
+	// not); default "lease_until". A row is claimable while it is NULL or
+	// not after the current time.
+	UntilField string
+	// Due returns the criteria of the rows due at now (for example
+	// status = active and next_fire_at <= now). The worker adds the lease
+	// condition itself.
+	Due func(now time.Time) dao.Criteria
+	// OrderBy is the claim order, e.g. the due time ascending.
+	OrderBy []dao.Order
+	// ClaimSet returns further claim fields written with the lease by
+	// every claim at now; optional.
+	ClaimSet func(now time.Time) dao.Set
+	// Handler runs each claimed row.
+	Handler Handler[T]
+
+	// WorkerID names this worker in the lease owner column; default
+	// "<hostname>-<pid>-<random>". At most MaxWorkerIDLen bytes.
+	WorkerID string
+	// Concurrency is the most handlers running at once; default 10.
+	Concurrency int
+	// BatchSize is the most rows one claim takes; default Concurrency.
+	// The worker never claims more rows than it has free handler slots.
+	BatchSize int
+	// Tick is the heartbeat: the wait between claims when the last claim
+	// was not full, and the period of lease renewal; default 1 s. A claim
+	// that returns a full batch is followed by the next one as soon as a
+	// handler slot is free.
+	Tick time.Duration
+	// Lease is how long a claim holds a row; default 30 s. A handler
+	// running past half its lease has the lease extended by Lease from
+	// the renewal (one batched Update per tick for all such rows).
+	Lease time.Duration
+	// DrainTimeout is how long in-flight handlers may still run after the
+	// context of Run ends; then they are cancelled and their leases
+	// released. Default 10 s.
+	DrainTimeout time.Duration
+	// WriteTimeout bounds each outcome, renewal and release write, which
+	// run even while the worker drains; default 10 s.
+	WriteTimeout time.Duration
+	// Now overrides the worker's clock (a fake clock in tests). By
+	// default the worker uses the database's clock when the store reads
+	// one (Capabilities().DatabaseClock; read once a minute and advanced
+	// with the host's monotonic clock in between), so servers whose clocks
+	// are skewed agree on what is due; else the host's clock.
+	Now func() time.Time
+	// Logger receives the worker's logs; default slog.Default().
+	Logger *slog.Logger
+	// Maintenance, when set, runs periodic tasks next to the worker; see
+	// [Maintenance].
+	Maintenance *Maintenance
+}
+
+// Stats are running totals of one worker.
+type Stats struct {
+	Claimed       int64 // rows claimed
+	Completed     int64 // outcomes written
+	LeaseLost     int64 // rows whose renewal or outcome write the fence refused
+	Renewed       int64 // lease renewals written
+	RenewFailures int64 // renewal statements that failed
+	Released      int64 // leases released (nil outcome, or drain)
+	Panics        int64 // handlers that panicked
+	WriteErrors   int64 // outcome or release writes that failed
+	InFlight      int64 // handlers running now
+}
+
+// Errors of the worker.
+var (
+	// ErrLeaseLost is the cause of a handler's context when the row's
+	// lease was lost (another worker owns it, or the lease could not be
+	// renewed before it ended), and is wrapped by the logged error of an
+	// outcome write the fence refused.
+	ErrLeaseLost = errors.New("dispatch: lease lost")
+	// ErrDrained is the cause of a handler's context when the worker
+	// drained past its DrainTimeout; its lease is released.
+	ErrDrained = errors.New("dispatch: drained")
+	// ErrRunning reports a second concurrent Run of one worker.
+	ErrRunning = errors.New("dispatch: worker already running")
+)
+
+// item states
+const (
+	stateRunning  = iota // handler running
+	stateWriting         // handler returned; outcome being written
+	stateReleased        // released by the drain: no outcome is written
+)
+
+// inflight is one claimed row whose handler runs.
+type inflight[T any] struct {
+	key     any
+	owner   string
+	cancel  context.CancelCauseFunc
+	renewed time.Time // host clock (monotonic) when the last renewal (or the claim) was sent
+	state   int
+	lost    bool // the renewal found the lease lost (counted once)
+}
+
+// Worker claims due rows of a store with a lease, runs a handler per row
+// with bounded concurrency, renews the leases of long handlers and writes
+// fenced outcomes. Several workers, in one process or many, may run over
+// the same table: claims never overlap, and a worker that lost a row's
+// lease changes nothing in it. A Worker is safe for concurrent use; Run
+// may run once at a time.
+type Worker[T any] struct {
+	cfg   Config[T]
+	clock *timeSource
+	log   *slog.Logger
+
+	running atomic.Bool
+	runCtx  atomic.Pointer[context.Context] // the context of the current Run: ready while it is live
+	seq     atomic.Int64
+
+	mu    sync.Mutex
+	items map[*inflight[T]]struct{}
+
+	freed chan struct{} // a handler slot was freed
+	wg    sync.WaitGroup
+
+	claimed, completed, leaseLost, renewed, renewFailures, released, panics, writeErrors, inFlight atomic.Int64
+}
+
+// New returns a worker for cfg. It fails with an error wrapping
+// [dao.ErrInvalidArgument] when a required field is missing or a setting
+// is out of range; it does no I/O.
+func New[T any](cfg Config[T]) (*Worker[T], error) {
+	if cfg.Store == nil || cfg.KeyField == "" || cfg.Key == nil || cfg.Due == nil || cfg.Handler == nil {
+		return nil, fmt.Errorf("dispatch: new worker: %w: Store, KeyField, Key, Due and Handler are required", dao.ErrInvalidArgument)
+	}
+	if cfg.Concurrency < 0 || cfg.BatchSize < 0 || cfg.Tick < 0 || cfg.Lease < 0 || cfg.DrainTimeout < 0 || cfg.WriteTimeout < 0 {
+		return nil, fmt.Errorf("dispatch: new worker: %w: negative setting", dao.ErrInvalidArgument)
+	}
+	if cfg.OwnerField == "" {
+		cfg.OwnerField = "lease_owner"
+	}
+	if cfg.UntilField == "" {
+		cfg.UntilField = "lease_until"
+	}
+	if cfg.WorkerID == "" {
+		cfg.WorkerID = DefaultWorkerID()
+	}
+	if len(cfg.WorkerID) > MaxWorkerIDLen {
+		return nil, fmt.Errorf("dispatch: new worker: %w: worker id longer than %d bytes", dao.ErrInvalidArgument, MaxWorkerIDLen)
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.BatchSize == 0 || cfg.BatchSize > cfg.Concurrency {
+		cfg.BatchSize = cfg.Concurrency
+	}
+	if cfg.Tick == 0 {
+		cfg.Tick = DefaultTick
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = DefaultLease
+	}
+	if cfg.Lease < 2*cfg.Tick {
+		return nil, fmt.Errorf("dispatch: new worker: %w: lease %v shorter than two ticks (%v)", dao.ErrInvalidArgument, cfg.Lease, cfg.Tick)
+	}
+	if cfg.DrainTimeout == 0 {
+		cfg.DrainTimeout = DefaultDrainTimeout
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Maintenance != nil {
+		if err := cfg.Maintenance.check(); err != nil {
+			return nil, fmt.Errorf("dispatch: new worker: %w", err)
+		}
+	}
+	return &Worker[T]{
+		cfg:   cfg,
+		clock: newTimeSource(cfg.Now, cfg.Store, cfg.Store.Capabilities().DatabaseClock),
+		log:   cfg.Logger.With("component", "dispatch.worker", "worker", cfg.WorkerID),
+		items: make(map[*inflight[T]]struct{}),
+		freed: make(chan struct{}, 1),
+	}, nil
+}
+
+// DefaultWorkerID returns "<hostname>-<pid>-<6 random hex digits>".
+func DefaultWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	if len(host) > 100 {
+		host = host[:100]
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Config returns the worker's configuration with defaults filled in.
+func (w *Worker[T]) Config() Config[T] { return w.cfg }
+
+// Stats returns the worker's running totals.
+func (w *Worker[T]) Stats() Stats {
+	return Stats{
+		Claimed: w.claimed.Load(), Completed: w.completed.Load(), LeaseLost: w.leaseLost.Load(),
+		Renewed: w.renewed.Load(), RenewFailures: w.renewFailures.Load(), Released: w.released.Load(),
+		Panics: w.panics.Load(), WriteErrors: w.writeErrors.Load(), InFlight: w.inFlight.Load(),
+	}
+}
+
+// Run claims and handles due rows until ctx ends, then drains: the
+// readiness handler answers 503 at once, claiming stops, in-flight
+// handlers may finish for DrainTimeout, the rest are cancelled (cause
+// [ErrDrained]) and their leases released (lease owner "", lease end now)
+// so another worker takes them at once. Run returns after the outcome and
+// release writes of the drain; a handler that ignores its cancelled
+// context may still be running then, and its late outcome write changes
+// nothing (its lease was released). Store errors are logged and retried at
+// the next tick; Run returns an error only for a request the store refuses
+// ([dao.ErrInvalidArgument], e.g. a field not in the model) or [ErrRunning].
+func (w *Worker[T]) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer w.running.Store(false)
+	w.runCtx.Store(&ctx)
+	defer w.runCtx.Store(nil)
+	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "lease", w.cfg.Lease, "tick", w.cfg.Tick)
+
+	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
+	var bg sync.WaitGroup
+	bg.Go(func() { w.heartbeat(hbCtx) })
+	if m := w.cfg.Maintenance; m != nil {
+		bg.Go(func() { m.run(ctx, w.log) })
+	}
+	err := w.claimLoop(ctx)
+	w.drain(ctx)
+	stopHB()
+	bg.Wait()
+	if err != nil {
+		w.log.Error("worker stopped", "err", err)
+		return fmt.Errorf("dispatch: run: %w", err)
+	}
+	w.log.Info("worker stopped", "claimed", w.claimed.Load(), "completed", w.completed.Load(), "released", w.released.Load())
+	return nil
+}
+
+// claimLoop claims and starts handlers until ctx ends.
+func (w *Worker[T]) claimLoop(ctx context.Context) error {
+	tick := time.NewTicker(w.cfg.Tick)
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		full := false
+		if free := w.cfg.Concurrency - int(w.inFlight.Load()); free > 0 {
+			n := min(free, w.cfg.BatchSize)
+			got, err := w.claim(ctx, n)
+			if err != nil {
+				if errors.Is(err, dao.ErrInvalidArgument) {
+					return err
+				}
+				w.log.Warn("claim failed", "err", err, "retryable", dao.IsRetryable(err))
+			}
+			full = err == nil && got == n
+			if full && int(w.inFlight.Load()) < w.cfg.Concurrency {
+				continue // more may be due: claim again at once
+			}
+		}
+		var freed <-chan struct{}
+		if full {
+			freed = w.freed // backlog: claim again when a slot frees
+		}
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		case <-freed:
+		}
+	}
+	return nil
+}
+
+// claim claims up to n due rows and starts their handlers; it returns how
+// many it claimed. The claim runs to completion even when ctx ends, so
+// what it claimed is owned; rows claimed after ctx ended are released.
+func (w *Worker[T]) claim(ctx context.Context, n int) (int, error) {
+	now, err := w.clock.Now(ctx)
+	if err != nil {
+		return 0, err
+	}
+	owner := fmt.Sprintf("%s#%d", w.cfg.WorkerID, w.seq.Add(1))
+	set := dao.Set{}
+	if w.cfg.ClaimSet != nil {
+		for k, v := range w.cfg.ClaimSet(now) {
+			set[k] = v
+		}
+	}
+	set[w.cfg.OwnerField] = owner
+	set[w.cfg.UntilField] = now.Add(w.cfg.Lease)
+	sent := time.Now()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.WriteTimeout+w.cfg.Lease/2)
+	rows, err := w.cfg.Store.Claim(cctx, dao.ClaimRequest{
+		Where:   dao.And(w.cfg.Due(now), dao.Or(dao.IsNull(w.cfg.UntilField), dao.Le(w.cfg.UntilField, now))),
+		Set:     set,
+		Limit:   n,
+		OrderBy: w.cfg.OrderBy,
+	})
+	cancel()
+	w.claimed.Add(int64(len(rows)))
+	if len(rows) > 0 && ctx.Err() != nil {
+		keys := make([]any, len(rows))
+		for i := range rows {
+			keys[i] = w.cfg.Key(&rows[i])
+		}
+		w.release(ctx, map[string][]any{owner: keys})
+		return len(rows), err
+	}
+	for i := range rows {
+		w.start(ctx, rows[i], owner, now, sent)
+	}
+	if len(rows) > 0 {
+		w.log.Debug("claimed", "rows", len(rows), "owner", owner)
+	}
+	return len(rows), err
+}
+
+// start runs the handler of one claimed row in its own goroutine.
+func (w *Worker[T]) start(ctx context.Context, row T, owner string, claimedAt, sent time.Time) {
+	hctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	it := &inflight[T]{key: w.cfg.Key(&row), owner: owner, cancel: cancel, renewed: sent}
+	w.mu.Lock()
+	w.items[it] = struct{}{}
+	w.mu.Unlock()
+	w.inFlight.Add(1)
+	w.wg.Go(func() {
+		defer func() {
+			cancel(nil)
+			w.inFlight.Add(-1)
+			select {
+			case w.freed <- struct{}{}:
+			default:
+			}
+		}()
+		job := &Job[T]{Row: row, Owner: owner, ClaimedAt: claimedAt, now: w.clock.peek}
+		set, ok := w.call(hctx, job)
+		w.mu.Lock()
+		state := it.state
+		if state == stateRunning {
+			it.state = stateWriting
+		}
+		w.mu.Unlock()
+		if state == stateReleased {
+			w.forget(it)
+			return // the drain released the lease
+		}
+		if !ok {
+			w.forget(it)
+			return // panicked: the lease ends on its own
+		}
+		w.finish(ctx, it, set)
+		w.forget(it)
+	})
+}
+
+// call runs the handler, recovering a panic (ok false).
+func (w *Worker[T]) call(ctx context.Context, job *Job[T]) (set dao.Set, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.panics.Add(1)
+			w.log.Error("handler panicked; the row is claimable again when its lease ends", "owner", job.Owner, "key", w.cfg.Key(&job.Row), "panic", p)
+			ok = false
+		}
+	}()
+	return w.cfg.Handler(ctx, job), true
+}
+
+func (w *Worker[T]) forget(it *inflight[T]) {
+	w.mu.Lock()
+	delete(w.items, it)
+	w.mu.Unlock()
+}
+
+// fence is the condition of every write to a claimed row: its key and the
+// owner token of the claim.
+func (w *Worker[T]) fence(key any, owner string) dao.Criteria {
+	return dao.And(dao.Eq(w.cfg.KeyField, key), dao.Eq(w.cfg.OwnerField, owner))
+}
+
+// finish writes the outcome set of one row, fenced, with the lease cleared;
+// a nil set releases the lease only.
+func (w *Worker[T]) finish(ctx context.Context, it *inflight[T], set dao.Set) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.WriteTimeout)
+	defer cancel()
+	now, err := w.clock.Now(wctx)
+	if err != nil {
+		w.writeErrors.Add(1)
+		w.log.Error("outcome not written; the row is claimable again when its lease ends", "key", it.key, "err", err)
+		return
+	}
+	out := dao.Set{}
+	for k, v := range set {
+		out[k] = v
+	}
+	out[w.cfg.OwnerField] = ""
+	out[w.cfg.UntilField] = now
+	n, err := w.cfg.Store.Update(wctx, w.fence(it.key, it.owner), out)
+	switch {
+	case err != nil:
+		w.writeErrors.Add(1)
+		w.log.Error("outcome not written; the row is claimable again when its lease ends", "key", it.key, "err", err)
+	case n == 0:
+		w.mu.Lock()
+		counted := it.lost
+		w.mu.Unlock()
+		if !counted {
+			w.leaseLost.Add(1)
+		}
+		w.log.Warn("outcome refused by the fence", "key", it.key, "owner", it.owner, "err", ErrLeaseLost)
+	case set == nil:
+		w.released.Add(1)
+	default:
+		w.completed.Add(1)
+	}
+}
+
+// release clears the leases of rows (owner token → keys): owner "", lease
+// end now, so another worker claims them at once. It returns how many rows
+// it released.
+func (w *Worker[T]) release(ctx context.Context, rows map[string][]any) int64 {
+	if len(rows) == 0 {
+		return 0
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.WriteTimeout)
+	defer cancel()
+	now, err := w.clock.Now(wctx)
+	var n int64
+	if err == nil {
+		n, err = w.cfg.Store.Update(wctx, w.owned(rows), dao.Set{w.cfg.OwnerField: "", w.cfg.UntilField: now})
+	}
+	if err != nil {
+		w.writeErrors.Add(1)
+		w.log.Error("release failed; the rows are claimable again when their leases end", "err", err)
+		return 0
+	}
+	w.released.Add(n)
+	return n
+}
+
+// owned is the criteria of the rows keyed by owner token still held by
+// those tokens.
+func (w *Worker[T]) owned(rows map[string][]any) dao.Criteria {
+	var or []dao.Criteria
+	for owner, keys := range rows {
+		or = append(or, dao.And(dao.In(w.cfg.KeyField, keys...), dao.Eq(w.cfg.OwnerField, owner)))
+	}
+	if len(or) == 1 {
+		return or[0]
+	}
+	return dao.Or(or...)
+}
+
+// drain waits up to DrainTimeout for in-flight handlers, then cancels the
+// rest and releases their leases, and waits for the outcome writes.
+func (w *Worker[T]) drain(ctx context.Context) {
+	if w.inFlight.Load() > 0 {
+		w.log.Info("draining", "in_flight", w.inFlight.Load(), "timeout", w.cfg.DrainTimeout)
+	}
+	done := make(chan struct{})
+	go func() { w.wg.Wait(); close(done) }()
+	t := time.NewTimer(w.cfg.DrainTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	rows := map[string][]any{}
+	w.mu.Lock()
+	for it := range w.items {
+		if it.state == stateRunning {
+			it.state = stateReleased
+			it.cancel(ErrDrained)
+			rows[it.owner] = append(rows[it.owner], it.key)
+		}
+	}
+	w.mu.Unlock()
+	n := w.release(ctx, rows)
+	w.log.Info("drain timeout: leases released", "released", n)
+	// Outcome writes already under way finish within WriteTimeout.
+	t.Reset(w.cfg.WriteTimeout)
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
