@@ -125,6 +125,10 @@ var dialectTable = []*dialect{
 			guardedUpdate: plainGuarded,
 			updateByIDs:   plainUpdateByIDs,
 			deleteLimit:   subqueryDelete,
+			// RETURNING needs SQLite 3.35.0 or later. The subquery is
+			// not correlated: SQLite evaluates it once, before the first
+			// row is changed.
+			claim: mustParse("UPDATE {table} SET {set} WHERE {pk} IN (SELECT {pk} FROM {table}{where} ORDER BY {order} LIMIT {limit}) RETURNING *"),
 		},
 	},
 	{
@@ -143,6 +147,10 @@ var dialectTable = []*dialect{
 			// DELETE TOP (n) takes no ORDER BY: delete through an ordered
 			// common table expression.
 			deleteLimit: mustParse("WITH delete_batch AS (SELECT TOP ({limit}) * FROM {table}{where} ORDER BY {order}) DELETE FROM delete_batch"),
+			// An UPDATE through an ordered common table expression, as
+			// deleteLimit; the hints lock the rows it reads and pass over
+			// rows other transactions hold.
+			claim: mustParse("WITH claimed AS (SELECT TOP ({limit}) * FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK){where} ORDER BY {order}) UPDATE claimed SET {set} OUTPUT INSERTED.*"),
 		},
 	},
 }

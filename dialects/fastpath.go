@@ -48,9 +48,9 @@ func (r Renderer) UpdateByIDs(t Table, ids []any, set dao.Set) (Statement, error
 	return b.render(r.d.stmts.updateByIDs, request{set: set, ids: ids})
 }
 
-// Claim renders the one-statement fast-path claim of PostgreSQL; for the
-// other dialects it returns an error wrapping [dao.ErrInvalidArgument]
-// (MySQL and MariaDB claim with [Renderer.LockCandidates] and
+// Claim renders the one-statement fast-path claim of PostgreSQL, SQLite
+// and SQL Server; for MySQL and MariaDB it returns an error wrapping
+// [dao.ErrInvalidArgument] (they claim with [Renderer.LockCandidates] and
 // [Renderer.UpdateByIDs]). req must have been checked by the portable
 // store (dao.Table.CheckClaim) and req.Limit must be > 0.
 //
@@ -96,6 +96,49 @@ func (r Renderer) UpdateByIDs(t Table, ids []any, set dao.Set) (Statement, error
 //
 // Arguments bind in text order: the WHERE values, the limit, the SET
 // values.
+//
+// The SQLite statement is
+//
+//	UPDATE t SET <set> WHERE pk IN (
+//	    SELECT pk FROM t WHERE <where> ORDER BY <order> LIMIT ?)
+//	RETURNING *
+//
+// SQLite has one writer at a time (manual, "File Locking And Concurrency
+// In SQLite Version 3"): the statement takes the database write lock
+// before it reads, so no other claim can change a row between the
+// subquery's choice and the update, and a claim that cannot get the lock
+// within the busy timeout fails with SQLITE_BUSY having changed nothing.
+// The subquery is not correlated, so it is evaluated once ("SELECT":
+// subqueries), and its LIMIT bounds the claim. RETURNING (manual,
+// "RETURNING", SQLite 3.35.0 and later) gives the rows in their
+// post-claim state, in an order the manual leaves unspecified, and cannot
+// be wrapped in an outer SELECT (a statement with RETURNING cannot be a
+// subquery or common table expression): the caller sorts the rows.
+// Arguments bind in text order: the SET values, the WHERE values, the
+// limit.
+//
+// The SQL Server statement is
+//
+//	WITH claimed AS (
+//	    SELECT TOP (@p1) * FROM t WITH (ROWLOCK, READPAST, UPDLOCK)
+//	    WHERE <where> ORDER BY <order>)
+//	UPDATE claimed SET <set> OUTPUT INSERTED.*
+//
+// ("Table Hints (Transact-SQL)"): UPDLOCK takes update locks on the rows
+// read, held to the end of the statement's transaction, so no other claim
+// can take them between the read and the update; READPAST passes over rows
+// other transactions hold locked instead of waiting for them, so
+// concurrent claimers take disjoint rows (the lost race is silent, as with
+// SKIP LOCKED); ROWLOCK asks for row locks rather than page locks, so that
+// READPAST skips single rows. TOP (n) with ORDER BY in the common table
+// expression chooses the first n rows of that order, and the UPDATE goes
+// through it ("WITH common_table_expression": an updatable CTE). OUTPUT
+// INSERTED.* ("OUTPUT Clause (Transact-SQL)") returns the rows in their
+// post-claim state, in no guaranteed order: the caller sorts them. READPAST
+// needs READ COMMITTED or REPEATABLE READ isolation (under SNAPSHOT it is
+// an error), and OUTPUT without INTO is refused on a table with enabled
+// triggers. Arguments bind in text order: the limit, the WHERE values, the
+// SET values.
 func (r Renderer) Claim(t Table, req dao.ClaimRequest) (Statement, error) {
 	if r.d == nil || !r.d.stmts.claim.defined() {
 		return Statement{}, fmt.Errorf("dialects: %w: no fast-path claim for %s", dao.ErrInvalidArgument, r.Dialect())
