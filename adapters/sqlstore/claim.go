@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -113,7 +114,8 @@ import (
 //     innodb_lock_wait_timeout.
 func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]T, error) {
 	var st dialects.Statement
-	if s.dialect == dialects.Postgres {
+	oneStatement := s.dialect != dialects.MySQL && s.dialect != dialects.MariaDB
+	if oneStatement {
 		var err error
 		if st, err = s.r.Claim(s.table, req); err != nil {
 			return nil, err
@@ -134,16 +136,76 @@ func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]
 	defer conn.Close()
 	var rows []T
 	switch {
-	case s.dialect != dialects.Postgres:
+	case !oneStatement:
 		rows, err = s.claimLockedRetrying(ctx, run, conn, req)
 	case s.claimTx:
 		rows, err = s.claimInTx(ctx, run, conn, st)
+	case s.dialect == dialects.SQLServer:
+		rows, err = s.claimStatementRetrying(ctx, run, conn, st)
 	default:
 		// One statement in autocommit: query returns its rows only once
 		// the server reported it complete and committed.
 		rows, err = s.query(run, conn, st)
 	}
+	if err == nil && s.dialect != dialects.Postgres {
+		// RETURNING (SQLite) and OUTPUT (SQL Server) return the rows in
+		// no particular order.
+		s.sortClaimed(rows, req.OrderBy)
+	}
 	return rows, s.claimErr(ctx, run, err)
+}
+
+// sortClaimed sorts the rows a SQLite or SQL Server claim statement
+// returned, in their post-claim state, by order with the primary key as
+// the final tie breaker, as [driver.Model.Less] compares values: NULL
+// after every value ascending and first descending (as the rendered ORDER
+// BY places NULLs), numbers by value, times as instants, strings and
+// bytes bytewise. That is the order SQLite's BINARY collation gives and in
+// which the statement chose the rows, unless Set wrote an order column: a
+// plain value then makes that column equal on every claimed row, and the
+// rows follow the remaining order columns (an Increment keeps the order).
+// SQL Server compares strings by the column's collation, which may make
+// strings differing in case or accents equal (or order them otherwise)
+// where this sort does not; rows are still the ones the statement chose,
+// but the returned order of such strings is bytewise.
+func (s *sqlDriver[T]) sortClaimed(rows []T, order []dao.Order) {
+	if len(rows) < 2 {
+		return
+	}
+	pk := s.table.PrimaryKey
+	if !slices.ContainsFunc(order, func(o dao.Order) bool { return o.Field == pk }) {
+		order = append(slices.Clip(order), dao.Asc(pk))
+	}
+	slices.SortStableFunc(rows, func(a, b T) int {
+		switch {
+		case s.model.Less(&a, &b, order):
+			return -1
+		case s.model.Less(&b, &a, order):
+			return 1
+		}
+		return 0
+	})
+}
+
+// claimStatementRetrying runs the SQL Server claim statement st in
+// autocommit, and runs it again when the server chose it as a deadlock
+// victim (error 1205, which rolls the statement back whole, so nothing
+// was claimed; "Deadlocks guide"), up to deadlockAttempts times and only
+// while ctx has not ended. A statement that still loses is a lost race
+// for all its rows: no rows and no error, as the other lost races of the
+// fast path. A lock wait past the session's LOCK_TIMEOUT (error 1222) is
+// an error wrapping dao.ErrBusy, with no rows: the statement was rolled
+// back.
+func (s *sqlDriver[T]) claimStatementRetrying(ctx, run context.Context, conn *sql.Conn, st dialects.Statement) ([]T, error) {
+	for attempt := 1; ; attempt++ {
+		rows, err := s.query(run, conn, st)
+		if err == nil || !errors.Is(err, dao.ErrConflict) {
+			return rows, err
+		}
+		if attempt == deadlockAttempts || ctx.Err() != nil {
+			return nil, nil
+		}
+	}
 }
 
 // claimConn takes a connection of the store's pool for a fast-path claim,
