@@ -467,7 +467,8 @@ func TestSQLServerClaimDeadlockIsALostRace(t *testing.T) {
 const sqlServerHowTo = "start one with: docker compose up -d sqlserver, then set CLAIMSTORE_SQLSERVER_DSN=sqlserver://sa:Claimstore-Passw0rd@127.0.0.1:1433?database=master"
 
 // TestSQLServerConformance runs the conformance suite against the SQL
-// Server named by CLAIMSTORE_SQLSERVER_DSN, each test in a fresh table.
+// Server named by CLAIMSTORE_SQLSERVER_DSN, each test in a fresh table:
+// once with the portable default, once with the opt-in fast path.
 func TestSQLServerConformance(t *testing.T) {
 	dsn := os.Getenv("CLAIMSTORE_SQLSERVER_DSN")
 	if dsn == "" {
@@ -484,5 +485,8 @@ func TestSQLServerConformance(t *testing.T) {
 		t.Skipf("SQL Server unreachable: %v; %s", err, sqlServerHowTo)
 	}
 	testdb.CloseAtCleanup(t, db)
-	conformance.Run(t, sqlstoretest.Harness(db))
+	t.Run("portable", func(t *testing.T) { conformance.Run(t, sqlstoretest.Harness(db)) })
+	t.Run("fast_path", func(t *testing.T) {
+		conformance.Run(t, sqlstoretest.Harness(db, sqlstore.WithStrategy(dao.StrategyFastPath)))
+	})
 }
