@@ -125,10 +125,12 @@ var dialectTable = []*dialect{
 			guardedUpdate: plainGuarded,
 			updateByIDs:   plainUpdateByIDs,
 			deleteLimit:   subqueryDelete,
-			// RETURNING needs SQLite 3.35.0 or later. The subquery is
-			// not correlated: SQLite evaluates it once, before the first
-			// row is changed.
-			claim: mustParse("UPDATE {table} SET {set} WHERE {pk} IN (SELECT {pk} FROM {table}{where} ORDER BY {order} LIMIT {limit}) RETURNING *"),
+			// RETURNING and MATERIALIZED need SQLite 3.35.0 or later,
+			// row_number() 3.25.0 (see Renderer.Claim).
+			claim: mustParse("WITH claim_ids AS MATERIALIZED (SELECT {pk}, row_number() OVER (ORDER BY {order}) AS claimstore_rank " +
+				"FROM (SELECT * FROM {table}{where} ORDER BY {order} LIMIT {limit})) " +
+				"UPDATE {table} SET {set} WHERE {pk} IN (SELECT {pk} FROM claim_ids) " +
+				"RETURNING *, (SELECT claimstore_rank FROM claim_ids WHERE claim_ids.{pk} = {table}.{pk}) AS claimstore_rank"),
 		},
 	},
 	{

@@ -99,23 +99,39 @@ func (r Renderer) UpdateByIDs(t Table, ids []any, set dao.Set) (Statement, error
 //
 // The SQLite statement is
 //
-//	UPDATE t SET <set> WHERE pk IN (
-//	    SELECT pk FROM t WHERE <where> ORDER BY <order> LIMIT ?)
-//	RETURNING *
+//	WITH claim_ids AS MATERIALIZED (
+//	    SELECT pk, row_number() OVER (ORDER BY <order>) AS claimstore_rank
+//	    FROM (SELECT * FROM t WHERE <where> ORDER BY <order> LIMIT ?))
+//	UPDATE t SET <set> WHERE pk IN (SELECT pk FROM claim_ids)
+//	RETURNING *, (SELECT claimstore_rank FROM claim_ids
+//	              WHERE claim_ids.pk = t.pk) AS claimstore_rank
 //
-// SQLite has one writer at a time (manual, "File Locking And Concurrency
-// In SQLite Version 3"): the statement takes the database write lock
-// before it reads, so no other claim can change a row between the
-// subquery's choice and the update, and a claim that cannot get the lock
-// within the busy timeout fails with SQLITE_BUSY having changed nothing.
-// The subquery is not correlated, so it is evaluated once ("SELECT":
-// subqueries), and its LIMIT bounds the claim. RETURNING (manual,
-// "RETURNING", SQLite 3.35.0 and later) gives the rows in their
-// post-claim state, in an order the manual leaves unspecified, and cannot
-// be wrapped in an outer SELECT (a statement with RETURNING cannot be a
-// subquery or common table expression): the caller sorts the rows.
-// Arguments bind in text order: the SET values, the WHERE values, the
-// limit.
+// Why each part:
+//
+//   - SQLite has one writer at a time (manual, "File Locking And
+//     Concurrency In SQLite Version 3"): the statement takes the database
+//     write lock before it reads, so no other claim can change a row
+//     between the choice of the rows and their update, and a claim that
+//     cannot get the lock within the busy timeout fails with SQLITE_BUSY
+//     having changed nothing.
+//   - AS MATERIALIZED ("The WITH Clause": materialization hints, SQLite
+//     3.35.0 and later) computes claim_ids once, before the first row is
+//     changed, and every reference reads that result: the LIMIT bounds
+//     the claim, and the ranks are those of the rows as they were chosen.
+//   - RETURNING ("The RETURNING Clause", SQLite 3.35.0 and later) gives the
+//     rows in their post-claim state in an order the manual leaves
+//     unspecified, and a statement with RETURNING cannot be the subquery
+//     of an outer SELECT that would order it. So each row carries its
+//     rank, its 1-based position in the claim's order (row_number(),
+//     "Window Functions", SQLite 3.25.0 and later, numbering only the n
+//     rows the inner LIMIT chose, so a claim never sorts every eligible
+//     row), under the alias
+//     claimstore_rank, and the caller sorts by it: the rows come back in
+//     the order in which they were claimed, by SQLite's own collation and
+//     NULL ordering, also when Set changes an ordering column.
+//
+// Arguments bind in text order: the WHERE values, the limit, the SET
+// values.
 //
 // The SQL Server statement is
 //
@@ -156,6 +172,10 @@ func (r Renderer) Claim(t Table, req dao.ClaimRequest) (Statement, error) {
 // orderAlias is the prefix of the aliases under which the claim carries
 // copies of the order columns out of claim_ids.
 const orderAlias = "claimstore_order_"
+
+// RankColumn is the result column of the SQLite claim ([Renderer.Claim])
+// that holds each row's 1-based position in the claim's order.
+const RankColumn = "claimstore_rank"
 
 // copyAlias returns the alias of the copy of the i-th order term o: the
 // quoted primary key for the key itself, orderAlias and i+1 otherwise.

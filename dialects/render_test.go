@@ -236,8 +236,8 @@ func TestClaimPostgres(t *testing.T) {
 	})
 }
 
-// The one-statement claims of SQLite (UPDATE ... WHERE pk IN (SELECT ...
-// LIMIT n) RETURNING *) and SQL Server (an UPDATE through a TOP (n)
+// The one-statement claims of SQLite (UPDATE ... WHERE pk IN (the ranked
+// ids of a materialized CTE) RETURNING *, rank) and SQL Server (an UPDATE through a TOP (n)
 // common table expression read WITH (ROWLOCK, READPAST, UPDLOCK), OUTPUT
 // INSERTED.*), with their arguments in text order.
 func TestClaimSQLiteAndSQLServer(t *testing.T) {
@@ -248,8 +248,11 @@ func TestClaimSQLiteAndSQLServer(t *testing.T) {
 				return r.Claim(jobs, dao.ClaimRequest{Where: claimable, Set: claimSet, Limit: 5, OrderBy: []dao.Order{dao.Desc("priority"), dao.Asc("locked_until")}})
 			},
 			want: map[Name]Statement{
-				SQLite: {`UPDATE "jobs" SET "attempts" = "attempts" + ?, "locked_by" = ?, "status" = ? WHERE "id" IN (SELECT "id" FROM "jobs" WHERE ("status" = ? OR ("status" = ? AND "locked_until" < ?)) AND "retry_count" < "max_retries" ORDER BY "priority" DESC, "locked_until" NULLS LAST, "id" LIMIT ?) RETURNING *`,
-					[]any{int64(1), "w1", "processing", "pending", "processing", now, int64(5)}},
+				SQLite: {`WITH claim_ids AS MATERIALIZED (SELECT "id", row_number() OVER (ORDER BY "priority" DESC, "locked_until" NULLS LAST, "id") AS claimstore_rank ` +
+					`FROM (SELECT * FROM "jobs" WHERE ("status" = ? OR ("status" = ? AND "locked_until" < ?)) AND "retry_count" < "max_retries" ORDER BY "priority" DESC, "locked_until" NULLS LAST, "id" LIMIT ?)) ` +
+					`UPDATE "jobs" SET "attempts" = "attempts" + ?, "locked_by" = ?, "status" = ? WHERE "id" IN (SELECT "id" FROM claim_ids) ` +
+					`RETURNING *, (SELECT claimstore_rank FROM claim_ids WHERE claim_ids."id" = "jobs"."id") AS claimstore_rank`,
+					[]any{"pending", "processing", now, int64(5), int64(1), "w1", "processing"}},
 				SQLServer: {"WITH claimed AS (SELECT TOP (@p1) * FROM [jobs] WITH (ROWLOCK, READPAST, UPDLOCK) WHERE ([status] = @p2 OR ([status] = @p3 AND [locked_until] < @p4)) AND [retry_count] < [max_retries] " +
 					"ORDER BY [priority] DESC, CASE WHEN [locked_until] IS NULL THEN 1 ELSE 0 END, [locked_until], [id]) UPDATE claimed SET [attempts] = [attempts] + @p5, [locked_by] = @p6, [status] = @p7 OUTPUT INSERTED.*",
 					[]any{int64(5), "pending", "processing", now, int64(1), "w1", "processing"}},
@@ -261,7 +264,9 @@ func TestClaimSQLiteAndSQLServer(t *testing.T) {
 				return r.Claim(jobs, dao.ClaimRequest{Set: dao.Set{"status": "x"}, Limit: 1})
 			},
 			want: map[Name]Statement{
-				SQLite:    {`UPDATE "jobs" SET "status" = ? WHERE "id" IN (SELECT "id" FROM "jobs" ORDER BY "id" LIMIT ?) RETURNING *`, []any{"x", int64(1)}},
+				SQLite: {`WITH claim_ids AS MATERIALIZED (SELECT "id", row_number() OVER (ORDER BY "id") AS claimstore_rank FROM (SELECT * FROM "jobs" ORDER BY "id" LIMIT ?)) ` +
+					`UPDATE "jobs" SET "status" = ? WHERE "id" IN (SELECT "id" FROM claim_ids) RETURNING *, (SELECT claimstore_rank FROM claim_ids WHERE claim_ids."id" = "jobs"."id") AS claimstore_rank`,
+					[]any{int64(1), "x"}},
 				SQLServer: {"WITH claimed AS (SELECT TOP (@p1) * FROM [jobs] WITH (ROWLOCK, READPAST, UPDLOCK) ORDER BY [id]) UPDATE claimed SET [status] = @p2 OUTPUT INSERTED.*", []any{int64(1), "x"}},
 			},
 		},

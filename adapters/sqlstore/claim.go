@@ -2,11 +2,13 @@ package sqlstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dao/driver"
 	"github.com/claimstore/claimstore/dialects"
+	"gorm.io/gorm"
 )
 
 // ClaimBatch is the fast path, the driver's single-operation claim of a
@@ -142,32 +145,88 @@ func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]
 		rows, err = s.claimInTx(ctx, run, conn, st)
 	case s.dialect == dialects.SQLServer:
 		rows, err = s.claimStatementRetrying(ctx, run, conn, st)
+		if err == nil {
+			// OUTPUT returns the rows in no particular order.
+			s.sortClaimed(rows, req.OrderBy)
+		}
+	case s.dialect == dialects.SQLite:
+		// One statement; RETURNING gives each row's rank in the claim's
+		// order.
+		rows, err = s.queryRanked(run, conn, st)
 	default:
 		// One statement in autocommit: query returns its rows only once
 		// the server reported it complete and committed.
 		rows, err = s.query(run, conn, st)
 	}
-	if err == nil && s.dialect != dialects.Postgres {
-		// RETURNING (SQLite) and OUTPUT (SQL Server) return the rows in
-		// no particular order.
-		s.sortClaimed(rows, req.OrderBy)
-	}
 	return rows, s.claimErr(ctx, run, err)
 }
 
-// sortClaimed sorts the rows a SQLite or SQL Server claim statement
-// returned, in their post-claim state, by order with the primary key as
-// the final tie breaker, as [driver.Model.Less] compares values: NULL
-// after every value ascending and first descending (as the rendered ORDER
-// BY places NULLs), numbers by value, times as instants, strings and
-// bytes bytewise. That is the order SQLite's BINARY collation gives and in
-// which the statement chose the rows, unless Set wrote an order column: a
-// plain value then makes that column equal on every claimed row, and the
-// rows follow the remaining order columns (an Increment keeps the order).
-// SQL Server compares strings by the column's collation, which may make
-// strings differing in case or accents equal (or order them otherwise)
-// where this sort does not; rows are still the ones the statement chose,
-// but the returned order of such strings is bytewise.
+// queryRanked runs the SQLite claim statement st (dialects.Renderer.Claim)
+// on pool and returns its rows sorted by the rank column
+// (dialects.RankColumn) it returns beside each row. The rows are scanned
+// with GORM's scanner, as query scans them, into a struct type that embeds
+// T and adds the rank (rankedType), so every field of T is read as GORM
+// reads it. Rows are returned only when the whole result was read and the
+// statement completed, as with query.
+func (s *sqlDriver[T]) queryRanked(ctx context.Context, pool gorm.ConnPool, st dialects.Statement) ([]T, error) {
+	rows, err := pool.QueryContext(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return nil, mapCtxError(ctx, err)
+	}
+	defer rows.Close()
+	ranked := reflect.New(reflect.SliceOf(s.ranked))
+	if rows.Next() {
+		// ScanRows expects the cursor on the first row and scans the rest.
+		err = s.db.WithContext(ctx).ScanRows(rows, ranked.Interface())
+	}
+	if err == nil {
+		err = rows.Err()
+	}
+	if err == nil {
+		err = rows.Close()
+	}
+	if err != nil {
+		return nil, mapCtxError(ctx, err)
+	}
+	list := ranked.Elem()
+	idx := make([]int, list.Len())
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		return cmp.Compare(list.Index(a).Field(1).Int(), list.Index(b).Field(1).Int())
+	})
+	out := make([]T, len(idx))
+	for i, j := range idx {
+		out[i] = list.Index(j).Field(0).Interface().(T)
+	}
+	return out, nil
+}
+
+// rankedType returns struct { Row T `gorm:"embedded"`; Rank int64
+// `gorm:"column:claimstore_rank"` }, the row type queryRanked scans into:
+// GORM reads the fields of the embedded T as it reads them in T (GORM
+// guide, "Declaring Models": embedded struct), and the rank column into
+// Rank. Row is a named field rather than an anonymous one, so that no
+// method of T is promoted (reflect.StructOf does not build those).
+func rankedType[T any]() reflect.Type {
+	return reflect.StructOf([]reflect.StructField{
+		{Name: "Row", Type: reflect.TypeFor[T](), Tag: `gorm:"embedded"`},
+		{Name: "Rank", Type: reflect.TypeFor[int64](), Tag: reflect.StructTag(`gorm:"column:` + dialects.RankColumn + `"`)},
+	})
+}
+
+// sortClaimed sorts the rows a SQL Server claim statement returned, in
+// their post-claim state, by order with the primary key as the final tie
+// breaker, as [driver.Model.Less] compares values: NULL after every value
+// ascending and first descending (as the rendered ORDER BY places NULLs),
+// numbers by value, times as instants, strings and bytes bytewise. Two
+// differences from the order in which the statement chose the rows
+// remain: when Set writes a plain value to an order column, that column
+// is equal on every returned row and the rows follow the remaining order
+// columns (an Increment keeps the order); and the server compares strings
+// by the column's collation (by default case-insensitive), which may make
+// strings equal, or order them, where this bytewise sort does not.
 func (s *sqlDriver[T]) sortClaimed(rows []T, order []dao.Order) {
 	if len(rows) < 2 {
 		return

@@ -39,6 +39,9 @@ type sqlDriver[T any] struct {
 	claimTimeout time.Duration
 	lockWait     time.Duration
 	collation    dao.Collation // read once by New; see readCollation
+	// ranked is the row type of the SQLite claim's scan (rankedType);
+	// nil on the other dialects.
+	ranked reflect.Type
 }
 
 var (
@@ -190,6 +193,9 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 		claimTimeout: cmp.Or(max(o.claimTimeout, 0), DefaultClaimTimeout),
 		lockWait:     cmp.Or(max(o.lockWait, 0), DefaultLockWaitLimit),
 		foundRows:    b.MatchedRows == nil || b.MatchedRows(db),
+	}
+	if name == dialects.SQLite {
+		s.ranked = rankedType[T]()
 	}
 	s.inTx = inTransaction(s.pool)
 	if s.collation, err = readCollation(ctx, s.pool, name, table); err != nil {
