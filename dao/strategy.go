@@ -19,7 +19,8 @@ const (
 	// StrategyFastPath is the backend's single operation: one UPDATE … FOR
 	// UPDATE SKIP LOCKED … RETURNING on PostgreSQL, a SKIP LOCKED read and
 	// one UPDATE in a transaction on MySQL 8.0.1+ and MariaDB 10.6+, one
-	// locked pass in memory. [New] refuses it with [ErrInvalidArgument]
+	// UPDATE … RETURNING on SQLite, one UPDATE through a READPAST read
+	// with OUTPUT on SQL Server, one locked pass in memory. [New] refuses it with [ErrInvalidArgument]
 	// for a backend that has none.
 	StrategyFastPath
 )
@@ -46,7 +47,7 @@ type options struct {
 
 // WithStrategy sets the claim strategy (default [StrategyDefault]).
 // [StrategyFastPath] opts a backend in whose fast path is not on by
-// default (MySQL, MariaDB); [StrategyPortable] makes every claim run the
+// default (MySQL, MariaDB, SQLite, SQL Server); [StrategyPortable] makes every claim run the
 // guarded per-row default, which benchmarks use to measure what the fast
 // path buys.
 func WithStrategy(s Strategy) Option { return func(o *options) { o.strategy = s } }

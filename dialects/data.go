@@ -125,6 +125,12 @@ var dialectTable = []*dialect{
 			guardedUpdate: plainGuarded,
 			updateByIDs:   plainUpdateByIDs,
 			deleteLimit:   subqueryDelete,
+			// RETURNING and MATERIALIZED need SQLite 3.35.0 or later,
+			// row_number() 3.25.0 (see Renderer.Claim).
+			claim: mustParse("WITH claim_ids AS MATERIALIZED (SELECT {pk}, row_number() OVER (ORDER BY {order}) AS claimstore_rank " +
+				"FROM (SELECT * FROM {table}{where} ORDER BY {order} LIMIT {limit})) " +
+				"UPDATE {table} SET {set} WHERE {pk} IN (SELECT {pk} FROM claim_ids) " +
+				"RETURNING *, (SELECT claimstore_rank FROM claim_ids WHERE claim_ids.{pk} = {table}.{pk}) AS claimstore_rank"),
 		},
 	},
 	{
@@ -143,6 +149,10 @@ var dialectTable = []*dialect{
 			// DELETE TOP (n) takes no ORDER BY: delete through an ordered
 			// common table expression.
 			deleteLimit: mustParse("WITH delete_batch AS (SELECT TOP ({limit}) * FROM {table}{where} ORDER BY {order}) DELETE FROM delete_batch"),
+			// An UPDATE through an ordered common table expression, as
+			// deleteLimit; the hints lock the rows it reads and pass over
+			// rows other transactions hold.
+			claim: mustParse("WITH claimed AS (SELECT TOP ({limit}) * FROM {table} WITH (ROWLOCK, READPAST, UPDLOCK){where} ORDER BY {order}) UPDATE claimed SET {set} OUTPUT INSERTED.*"),
 		},
 	},
 }

@@ -85,7 +85,8 @@ func Detect(ctx context.Context, db *gorm.DB) (Name, error) {
 func DefaultFastPath() []Name { return []Name{Postgres} }
 
 // HasFastPath reports whether a fast-path claim exists for n: the one
-// statement of [Renderer.Claim] on PostgreSQL, the locking read of
+// statement of [Renderer.Claim] on PostgreSQL, SQLite and SQL Server, the
+// locking read of
 // [Renderer.LockCandidates] plus [Renderer.UpdateByIDs] in one transaction
 // on MySQL and MariaDB. It reads the dialect table: a dialect has a fast
 // path when it defines either statement.

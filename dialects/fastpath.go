@@ -48,9 +48,9 @@ func (r Renderer) UpdateByIDs(t Table, ids []any, set dao.Set) (Statement, error
 	return b.render(r.d.stmts.updateByIDs, request{set: set, ids: ids})
 }
 
-// Claim renders the one-statement fast-path claim of PostgreSQL; for the
-// other dialects it returns an error wrapping [dao.ErrInvalidArgument]
-// (MySQL and MariaDB claim with [Renderer.LockCandidates] and
+// Claim renders the one-statement fast-path claim of PostgreSQL, SQLite
+// and SQL Server; for MySQL and MariaDB it returns an error wrapping
+// [dao.ErrInvalidArgument] (they claim with [Renderer.LockCandidates] and
 // [Renderer.UpdateByIDs]). req must have been checked by the portable
 // store (dao.Table.CheckClaim) and req.Limit must be > 0.
 //
@@ -96,6 +96,65 @@ func (r Renderer) UpdateByIDs(t Table, ids []any, set dao.Set) (Statement, error
 //
 // Arguments bind in text order: the WHERE values, the limit, the SET
 // values.
+//
+// The SQLite statement is
+//
+//	WITH claim_ids AS MATERIALIZED (
+//	    SELECT pk, row_number() OVER (ORDER BY <order>) AS claimstore_rank
+//	    FROM (SELECT * FROM t WHERE <where> ORDER BY <order> LIMIT ?))
+//	UPDATE t SET <set> WHERE pk IN (SELECT pk FROM claim_ids)
+//	RETURNING *, (SELECT claimstore_rank FROM claim_ids
+//	              WHERE claim_ids.pk = t.pk) AS claimstore_rank
+//
+// Why each part:
+//
+//   - SQLite has one writer at a time (manual, "File Locking And
+//     Concurrency In SQLite Version 3"): the statement takes the database
+//     write lock before it reads, so no other claim can change a row
+//     between the choice of the rows and their update, and a claim that
+//     cannot get the lock within the busy timeout fails with SQLITE_BUSY
+//     having changed nothing.
+//   - AS MATERIALIZED ("The WITH Clause": materialization hints, SQLite
+//     3.35.0 and later) computes claim_ids once, before the first row is
+//     changed, and every reference reads that result: the LIMIT bounds
+//     the claim, and the ranks are those of the rows as they were chosen.
+//   - RETURNING ("The RETURNING Clause", SQLite 3.35.0 and later) gives the
+//     rows in their post-claim state in an order the manual leaves
+//     unspecified, and a statement with RETURNING cannot be the subquery
+//     of an outer SELECT that would order it. So each row carries its
+//     rank, its 1-based position in the claim's order (row_number(),
+//     "Window Functions", SQLite 3.25.0 and later, numbering only the n
+//     rows the inner LIMIT chose, so a claim never sorts every eligible
+//     row), under the alias
+//     claimstore_rank, and the caller sorts by it: the rows come back in
+//     the order in which they were claimed, by SQLite's own collation and
+//     NULL ordering, also when Set changes an ordering column.
+//
+// Arguments bind in text order: the WHERE values, the limit, the SET
+// values.
+//
+// The SQL Server statement is
+//
+//	WITH claimed AS (
+//	    SELECT TOP (@p1) * FROM t WITH (ROWLOCK, READPAST, UPDLOCK)
+//	    WHERE <where> ORDER BY <order>)
+//	UPDATE claimed SET <set> OUTPUT INSERTED.*
+//
+// ("Table Hints (Transact-SQL)"): UPDLOCK takes update locks on the rows
+// read, held to the end of the statement's transaction, so no other claim
+// can take them between the read and the update; READPAST passes over rows
+// other transactions hold locked instead of waiting for them, so
+// concurrent claimers take disjoint rows (the lost race is silent, as with
+// SKIP LOCKED); ROWLOCK asks for row locks rather than page locks, so that
+// READPAST skips single rows. TOP (n) with ORDER BY in the common table
+// expression chooses the first n rows of that order, and the UPDATE goes
+// through it ("WITH common_table_expression": an updatable CTE). OUTPUT
+// INSERTED.* ("OUTPUT Clause (Transact-SQL)") returns the rows in their
+// post-claim state, in no guaranteed order: the caller sorts them. READPAST
+// needs READ COMMITTED or REPEATABLE READ isolation (under SNAPSHOT it is
+// an error), and OUTPUT without INTO is refused on a table with enabled
+// triggers. Arguments bind in text order: the limit, the WHERE values, the
+// SET values.
 func (r Renderer) Claim(t Table, req dao.ClaimRequest) (Statement, error) {
 	if r.d == nil || !r.d.stmts.claim.defined() {
 		return Statement{}, fmt.Errorf("dialects: %w: no fast-path claim for %s", dao.ErrInvalidArgument, r.Dialect())
@@ -113,6 +172,10 @@ func (r Renderer) Claim(t Table, req dao.ClaimRequest) (Statement, error) {
 // orderAlias is the prefix of the aliases under which the claim carries
 // copies of the order columns out of claim_ids.
 const orderAlias = "claimstore_order_"
+
+// RankColumn is the result column of the SQLite claim ([Renderer.Claim])
+// that holds each row's 1-based position in the claim's order.
+const RankColumn = "claimstore_rank"
 
 // copyAlias returns the alias of the copy of the i-th order term o: the
 // quoted primary key for the key itself, orderAlias and i+1 otherwise.

@@ -236,6 +236,43 @@ func TestClaimPostgres(t *testing.T) {
 	})
 }
 
+// The one-statement claims of SQLite (UPDATE ... WHERE pk IN (the ranked
+// ids of a materialized CTE) RETURNING *, rank) and SQL Server (an UPDATE through a TOP (n)
+// common table expression read WITH (ROWLOCK, READPAST, UPDLOCK), OUTPUT
+// INSERTED.*), with their arguments in text order.
+func TestClaimSQLiteAndSQLServer(t *testing.T) {
+	check(t, []golden{
+		{
+			name: "fast-path",
+			got: func(r Renderer) (Statement, error) {
+				return r.Claim(jobs, dao.ClaimRequest{Where: claimable, Set: claimSet, Limit: 5, OrderBy: []dao.Order{dao.Desc("priority"), dao.Asc("locked_until")}})
+			},
+			want: map[Name]Statement{
+				SQLite: {`WITH claim_ids AS MATERIALIZED (SELECT "id", row_number() OVER (ORDER BY "priority" DESC, "locked_until" NULLS LAST, "id") AS claimstore_rank ` +
+					`FROM (SELECT * FROM "jobs" WHERE ("status" = ? OR ("status" = ? AND "locked_until" < ?)) AND "retry_count" < "max_retries" ORDER BY "priority" DESC, "locked_until" NULLS LAST, "id" LIMIT ?)) ` +
+					`UPDATE "jobs" SET "attempts" = "attempts" + ?, "locked_by" = ?, "status" = ? WHERE "id" IN (SELECT "id" FROM claim_ids) ` +
+					`RETURNING *, (SELECT claimstore_rank FROM claim_ids WHERE claim_ids."id" = "jobs"."id") AS claimstore_rank`,
+					[]any{"pending", "processing", now, int64(5), int64(1), "w1", "processing"}},
+				SQLServer: {"WITH claimed AS (SELECT TOP (@p1) * FROM [jobs] WITH (ROWLOCK, READPAST, UPDLOCK) WHERE ([status] = @p2 OR ([status] = @p3 AND [locked_until] < @p4)) AND [retry_count] < [max_retries] " +
+					"ORDER BY [priority] DESC, CASE WHEN [locked_until] IS NULL THEN 1 ELSE 0 END, [locked_until], [id]) UPDATE claimed SET [attempts] = [attempts] + @p5, [locked_by] = @p6, [status] = @p7 OUTPUT INSERTED.*",
+					[]any{int64(5), "pending", "processing", now, int64(1), "w1", "processing"}},
+			},
+		},
+		{
+			name: "match-all",
+			got: func(r Renderer) (Statement, error) {
+				return r.Claim(jobs, dao.ClaimRequest{Set: dao.Set{"status": "x"}, Limit: 1})
+			},
+			want: map[Name]Statement{
+				SQLite: {`WITH claim_ids AS MATERIALIZED (SELECT "id", row_number() OVER (ORDER BY "id") AS claimstore_rank FROM (SELECT * FROM "jobs" ORDER BY "id" LIMIT ?)) ` +
+					`UPDATE "jobs" SET "status" = ? WHERE "id" IN (SELECT "id" FROM claim_ids) RETURNING *, (SELECT claimstore_rank FROM claim_ids WHERE claim_ids."id" = "jobs"."id") AS claimstore_rank`,
+					[]any{int64(1), "x"}},
+				SQLServer: {"WITH claimed AS (SELECT TOP (@p1) * FROM [jobs] WITH (ROWLOCK, READPAST, UPDLOCK) ORDER BY [id]) UPDATE claimed SET [status] = @p2 OUTPUT INSERTED.*", []any{int64(1), "x"}},
+			},
+		},
+	})
+}
+
 func TestMySQLFastPathStatements(t *testing.T) {
 	check(t, []golden{
 		{
@@ -273,7 +310,7 @@ func TestMySQLFastPathStatements(t *testing.T) {
 }
 
 func TestClaimWithoutFastPath(t *testing.T) {
-	for _, n := range []Name{MySQL, MariaDB, SQLite, SQLServer} {
+	for _, n := range []Name{MySQL, MariaDB} {
 		_, err := mustRenderer(t, n).Claim(jobs, dao.ClaimRequest{Set: claimSet, Limit: 1})
 		if !errors.Is(err, dao.ErrInvalidArgument) {
 			t.Errorf("%s: Claim error = %v, want ErrInvalidArgument", n, err)
@@ -298,6 +335,7 @@ func TestSQLServerHasNoForeignSyntax(t *testing.T) {
 	add(r.Update(jobs, claimable, claimSet))
 	add(r.GuardedUpdate(jobs, int64(1), claimable, claimSet))
 	add(r.Delete(jobs, claimable, 3))
+	add(r.Claim(jobs, dao.ClaimRequest{Where: claimable, Set: claimSet, Limit: 3}))
 	for _, s := range out {
 		for _, bad := range []string{"FOR UPDATE", "RETURNING", "LIMIT", "?", "$", "`", `"`} {
 			if strings.Contains(s.SQL, bad) {
@@ -394,8 +432,13 @@ func TestFastPathAllowList(t *testing.T) {
 	if !FastPathAllowed(MariaDB, append(DefaultFastPath(), MariaDB)) {
 		t.Error("MariaDB not allowed when opted in")
 	}
-	if FastPathAllowed(SQLite, append(DefaultFastPath(), SQLite)) {
-		t.Error("SQLite allowed although it has no fast path")
+	for _, n := range []Name{SQLite, SQLServer} {
+		if !HasFastPath(n) || !FastPathAllowed(n, append(DefaultFastPath(), n)) {
+			t.Errorf("%s not allowed when opted in", n)
+		}
+	}
+	if FastPathAllowed("oracle", []Name{"oracle"}) {
+		t.Error("an unknown dialect allowed although it has no fast path")
 	}
 	if FastPathAllowed(Postgres, nil) {
 		t.Error("Postgres allowed by an empty list")

@@ -4,7 +4,25 @@
 //
 // [New] returns the portable store ([dao.Table]) over the shared SQL core
 // of package sqlstore, which documents the claim on SQL Server. [Open]
-// opens a handle from a DSN. Importing the package also registers the
+// opens a handle from a DSN.
+//
+// Claims run the portable default unless the store is built with
+// sqlstore.WithStrategy(dao.StrategyFastPath): then each claim is one
+// statement, WITH claimed AS (SELECT TOP (@p1) * FROM t WITH (ROWLOCK,
+// READPAST, UPDLOCK) WHERE ... ORDER BY ...) UPDATE claimed SET ... OUTPUT
+// INSERTED.* (dialects.Renderer.Claim), whose claimers skip each other's
+// locked rows. Run it under READ COMMITTED (READPAST is refused under
+// SNAPSHOT) on a table without enabled triggers (OUTPUT without INTO is
+// refused there). Verify it on your server with the conformance suite,
+// for example with the repository's compose file:
+//
+//	docker compose up -d sqlserver
+//	CLAIMSTORE_CONFORMANCE_STRATEGY=fastpath make conformance DB=sqlserver \
+//	    DSN='sqlserver://sa:Claimstore-Passw0rd@127.0.0.1:1433?database=master'
+//
+// The repository's own tests check its statement and error mapping over
+// go-sqlmock; they run the suite on a real server only when
+// CLAIMSTORE_SQLSERVER_DSN is set. Importing the package also registers the
 // backend, so sqlstore.New and sqlstore.Open accept a SQL Server handle
 // or DSN.
 package sqlserver

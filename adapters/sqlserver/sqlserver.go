@@ -22,7 +22,10 @@ func init() {
 // New returns the store of T over db, a SQL Server handle opened with
 // gorm.io/driver/sqlserver (by [Open] or by the caller): see sqlstore.New,
 // which it calls, for what it reads at start, the options and the errors.
-// Claims run the portable default.
+// Claims run the portable default, or with
+// sqlstore.WithStrategy(dao.StrategyFastPath) one UPDATE through a
+// READPAST, UPDLOCK read with OUTPUT INSERTED.* (see the package
+// documentation).
 func New[T any](db *gorm.DB, opts ...sqlstore.Option) (*dao.Table[T], error) {
 	return sqlstore.New[T](db, opts...)
 }

@@ -2,11 +2,14 @@ package sqlstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dao/driver"
 	"github.com/claimstore/claimstore/dialects"
+	"gorm.io/gorm"
 )
 
 // ClaimBatch is the fast path, the driver's single-operation claim of a
@@ -113,7 +117,8 @@ import (
 //     innodb_lock_wait_timeout.
 func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]T, error) {
 	var st dialects.Statement
-	if s.dialect == dialects.Postgres {
+	oneStatement := s.dialect != dialects.MySQL && s.dialect != dialects.MariaDB
+	if oneStatement {
 		var err error
 		if st, err = s.r.Claim(s.table, req); err != nil {
 			return nil, err
@@ -134,16 +139,132 @@ func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]
 	defer conn.Close()
 	var rows []T
 	switch {
-	case s.dialect != dialects.Postgres:
+	case !oneStatement:
 		rows, err = s.claimLockedRetrying(ctx, run, conn, req)
 	case s.claimTx:
 		rows, err = s.claimInTx(ctx, run, conn, st)
+	case s.dialect == dialects.SQLServer:
+		rows, err = s.claimStatementRetrying(ctx, run, conn, st)
+		if err == nil {
+			// OUTPUT returns the rows in no particular order.
+			s.sortClaimed(rows, req.OrderBy)
+		}
+	case s.dialect == dialects.SQLite:
+		// One statement; RETURNING gives each row's rank in the claim's
+		// order.
+		rows, err = s.queryRanked(run, conn, st)
 	default:
 		// One statement in autocommit: query returns its rows only once
 		// the server reported it complete and committed.
 		rows, err = s.query(run, conn, st)
 	}
 	return rows, s.claimErr(ctx, run, err)
+}
+
+// queryRanked runs the SQLite claim statement st (dialects.Renderer.Claim)
+// on pool and returns its rows sorted by the rank column
+// (dialects.RankColumn) it returns beside each row. The rows are scanned
+// with GORM's scanner, as query scans them, into a struct type that embeds
+// T and adds the rank (rankedType), so every field of T is read as GORM
+// reads it. Rows are returned only when the whole result was read and the
+// statement completed, as with query.
+func (s *sqlDriver[T]) queryRanked(ctx context.Context, pool gorm.ConnPool, st dialects.Statement) ([]T, error) {
+	rows, err := pool.QueryContext(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return nil, mapCtxError(ctx, err)
+	}
+	defer rows.Close()
+	ranked := reflect.New(reflect.SliceOf(s.ranked))
+	if rows.Next() {
+		// ScanRows expects the cursor on the first row and scans the rest.
+		err = s.db.WithContext(ctx).ScanRows(rows, ranked.Interface())
+	}
+	if err == nil {
+		err = rows.Err()
+	}
+	if err == nil {
+		err = rows.Close()
+	}
+	if err != nil {
+		return nil, mapCtxError(ctx, err)
+	}
+	list := ranked.Elem()
+	idx := make([]int, list.Len())
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		return cmp.Compare(list.Index(a).Field(1).Int(), list.Index(b).Field(1).Int())
+	})
+	out := make([]T, len(idx))
+	for i, j := range idx {
+		out[i] = list.Index(j).Field(0).Interface().(T)
+	}
+	return out, nil
+}
+
+// rankedType returns struct { Row T `gorm:"embedded"`; Rank int64
+// `gorm:"column:claimstore_rank"` }, the row type queryRanked scans into:
+// GORM reads the fields of the embedded T as it reads them in T (GORM
+// guide, "Declaring Models": embedded struct), and the rank column into
+// Rank. Row is a named field rather than an anonymous one, so that no
+// method of T is promoted (reflect.StructOf does not build those).
+func rankedType[T any]() reflect.Type {
+	return reflect.StructOf([]reflect.StructField{
+		{Name: "Row", Type: reflect.TypeFor[T](), Tag: `gorm:"embedded"`},
+		{Name: "Rank", Type: reflect.TypeFor[int64](), Tag: reflect.StructTag(`gorm:"column:` + dialects.RankColumn + `"`)},
+	})
+}
+
+// sortClaimed sorts the rows a SQL Server claim statement returned, in
+// their post-claim state, by order with the primary key as the final tie
+// breaker, as [driver.Model.Less] compares values: NULL after every value
+// ascending and first descending (as the rendered ORDER BY places NULLs),
+// numbers by value, times as instants, strings and bytes bytewise. Two
+// differences from the order in which the statement chose the rows
+// remain: when Set writes a plain value to an order column, that column
+// is equal on every returned row and the rows follow the remaining order
+// columns (an Increment keeps the order); and the server compares strings
+// by the column's collation (by default case-insensitive), which may make
+// strings equal, or order them, where this bytewise sort does not.
+func (s *sqlDriver[T]) sortClaimed(rows []T, order []dao.Order) {
+	if len(rows) < 2 {
+		return
+	}
+	pk := s.table.PrimaryKey
+	if !slices.ContainsFunc(order, func(o dao.Order) bool { return o.Field == pk }) {
+		order = append(slices.Clip(order), dao.Asc(pk))
+	}
+	slices.SortStableFunc(rows, func(a, b T) int {
+		switch {
+		case s.model.Less(&a, &b, order):
+			return -1
+		case s.model.Less(&b, &a, order):
+			return 1
+		}
+		return 0
+	})
+}
+
+// claimStatementRetrying runs the SQL Server claim statement st in
+// autocommit, and runs it again when the server chose it as a deadlock
+// victim (error 1205, which rolls the statement back whole, so nothing
+// was claimed; "Deadlocks guide"), up to deadlockAttempts times and only
+// while ctx has not ended. A statement that still loses is a lost race
+// for all its rows: no rows and no error, as the other lost races of the
+// fast path. A lock wait past the session's LOCK_TIMEOUT (error 1222) is
+// an error wrapping dao.ErrBusy, with no rows: the statement was rolled
+// back.
+func (s *sqlDriver[T]) claimStatementRetrying(ctx, run context.Context, conn *sql.Conn, st dialects.Statement) ([]T, error) {
+	for attempt := 1; ; attempt++ {
+		rows, err := s.query(run, conn, st)
+		if err == nil || !errors.Is(err, dao.ErrConflict) {
+			return rows, err
+		}
+		if attempt == deadlockAttempts || ctx.Err() != nil {
+			return nil, nil
+		}
+	}
 }
 
 // claimConn takes a connection of the store's pool for a fast-path claim,

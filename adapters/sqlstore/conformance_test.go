@@ -100,6 +100,14 @@ func TestConformance(t *testing.T) {
 		}
 		conformance.Run(t, h)
 	})
+	t.Run("sqlite_fast_path", func(t *testing.T) {
+		// The one-statement claim (UPDATE … RETURNING), opted in.
+		h := sqlstoretest.Harness(sqliteFile(t), sqlstore.WithStrategy(dao.StrategyFastPath))
+		if raceEnabled() {
+			h.Rows = 1000
+		}
+		conformance.Run(t, h)
+	})
 	t.Run("postgres", func(t *testing.T) {
 		conformance.Run(t, sqlstoretest.Harness(testdb.Postgres(t)))
 	})

@@ -37,6 +37,16 @@
 //	sqlite       portable default                   1 + N         writers serialize; a write that cannot get
 //	                                                              the lock within busy_timeout is ErrBusy
 //
+// SQLite and SQL Server can be opted in with
+// WithStrategy(dao.StrategyFastPath): one statement each
+// (dialects.Renderer.Claim). On SQLite an UPDATE ... WHERE pk IN (the
+// ranked ids of a materialized CTE) RETURNING *, each row with its rank
+// in the claim's order, by which the store sorts the rows; the lost race
+// stays ErrBusy past the busy timeout, with no rows. On SQL Server an
+// UPDATE through a TOP (n) common table expression read WITH (ROWLOCK,
+// READPAST, UPDLOCK), OUTPUT INSERTED.*, the rows sorted by OrderBy in Go;
+// a locked row is skipped.
+//
 // MySQL and MariaDB can be opted in with
 // WithStrategy(dao.StrategyFastPath): a READ COMMITTED transaction with a
 // SELECT ... FOR UPDATE SKIP LOCKED and one UPDATE ... WHERE pk IN (...),

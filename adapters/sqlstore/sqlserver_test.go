@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -93,9 +94,123 @@ func TestSQLServerDetectedWithoutQueries(t *testing.T) {
 	if !s.As(&db) {
 		t.Fatal("a SQL store gives its *gorm.DB to As")
 	}
-	if _, err := sqlstore.New[mssqlJob](db, sqlstore.WithStrategy(dao.StrategyFastPath)); !errors.Is(err, dao.ErrInvalidArgument) {
-		t.Errorf("New with the fast path on sqlserver = %v, want ErrInvalidArgument (no SQL Server fast path exists)", err)
+	fast, err := sqlstore.New[mssqlJob](db, sqlstore.WithStrategy(dao.StrategyFastPath))
+	if err != nil {
+		t.Fatalf("New with the fast path on sqlserver: %v", err)
 	}
+	want.Strategy, want.ClaimRoundTrips = dao.StrategyFastPath, dao.RoundTrips{Fixed: 1}
+	if c := fast.Capabilities(); c != want {
+		t.Errorf("fast path Capabilities() = %+v, want %+v", c, want)
+	}
+}
+
+// mssqlClaim is the fast-path claim statement of mssqlClaimReq.
+const mssqlClaim = "WITH claimed AS (SELECT TOP (@p1) * FROM [jobs] WITH (ROWLOCK, READPAST, UPDLOCK) WHERE [status] = @p2 ORDER BY [priority] DESC, [id]) " +
+	"UPDATE claimed SET [locked_by] = @p3, [status] = @p4 OUTPUT INSERTED.*"
+
+// mssqlFastStore returns a store like mssqlStore's, on the fast path.
+func mssqlFastStore(t *testing.T) (*dao.Table[mssqlJob], sqlmock.Sqlmock) {
+	t.Helper()
+	s, mock := mssqlStore(t)
+	var db *gorm.DB
+	if !s.As(&db) {
+		t.Fatal("a SQL store gives its *gorm.DB to As")
+	}
+	fast, err := sqlstore.New[mssqlJob](db, sqlstore.WithTable("jobs"), sqlstore.WithStrategy(dao.StrategyFastPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fast, mock
+}
+
+// TestSQLServerFastPathClaim checks the opt-in fast path: exactly one
+// statement, with the limit, the criteria and the Set bound in that
+// order, and the rows OUTPUT returns (in no particular order) sorted into
+// the request's order.
+func TestSQLServerFastPathClaim(t *testing.T) {
+	checkTSQL(t, mssqlClaim)
+	s, mock := mssqlFastStore(t)
+	mock.ExpectQuery(mssqlClaim).WithArgs(int64(3), "ready", "w1", "claimed").WillReturnRows(
+		sqlmock.NewRows(mssqlCols).
+			AddRow(int64(6), "claimed", int64(1), "w1").
+			AddRow(int64(4), "claimed", int64(9), "w1").
+			AddRow(int64(5), "claimed", int64(9), "w1"))
+	got, err := s.Claim(context.Background(), mssqlClaimReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids := mssqlIDs(got); !slices.Equal(ids, []int64{4, 5, 6}) {
+		t.Errorf("Claim returned ids %v, want [4 5 6]: priority descending, then id", ids)
+	}
+	for _, j := range got {
+		if j.Status != "claimed" || j.LockedBy == nil || *j.LockedBy != "w1" {
+			t.Errorf("row %d returned as status=%q locked_by=%v, want the state OUTPUT returned", j.ID, j.Status, j.LockedBy)
+		}
+	}
+}
+
+// TestSQLServerFastPathErrors: a deadlock victim (1205) was rolled back
+// whole, so the statement runs again, and after three losses the claim is
+// a lost race (no rows, no error); a lock wait past LOCK_TIMEOUT (1222) is
+// ErrBusy with no rows and the native error reachable; no statement is
+// sent once the context has ended.
+func TestSQLServerFastPathErrors(t *testing.T) {
+	ctx := context.Background()
+	deadlock := func() error { return mssql.Error{Number: 1205, Message: "chosen as the deadlock victim"} }
+	t.Run("DeadlockThenSuccess", func(t *testing.T) {
+		s, mock := mssqlFastStore(t)
+		mock.ExpectQuery(mssqlClaim).WithArgs(int64(3), "ready", "w1", "claimed").WillReturnError(deadlock())
+		mock.ExpectQuery(mssqlClaim).WithArgs(int64(3), "ready", "w1", "claimed").WillReturnRows(
+			sqlmock.NewRows(mssqlCols).AddRow(int64(2), "claimed", int64(5), "w1"))
+		got, err := s.Claim(ctx, mssqlClaimReq())
+		if err != nil || len(got) != 1 || got[0].ID != 2 {
+			t.Errorf("Claim after one deadlock = %v, %v; want row 2 from the second run", mssqlIDs(got), err)
+		}
+	})
+	t.Run("DeadlockThreeTimes", func(t *testing.T) {
+		s, mock := mssqlFastStore(t)
+		for range 3 {
+			mock.ExpectQuery(mssqlClaim).WithArgs(int64(3), "ready", "w1", "claimed").WillReturnError(deadlock())
+		}
+		got, err := s.Claim(ctx, mssqlClaimReq())
+		if err != nil || len(got) != 0 {
+			t.Errorf("Claim losing three deadlocks = %v, %v; want no rows and no error (a lost race)", mssqlIDs(got), err)
+		}
+	})
+	t.Run("LockTimeout", func(t *testing.T) {
+		s, mock := mssqlFastStore(t)
+		mock.ExpectQuery(mssqlClaim).WithArgs(int64(3), "ready", "w1", "claimed").
+			WillReturnError(&mssql.Error{Number: 1222, Message: "Lock request time out period exceeded."})
+		got, err := s.Claim(ctx, mssqlClaimReq())
+		if !errors.Is(err, dao.ErrBusy) || !dao.IsRetryable(err) || len(got) != 0 {
+			t.Errorf("Claim past LOCK_TIMEOUT = %v, %v; want no rows and a retryable ErrBusy", mssqlIDs(got), err)
+		}
+		if n, ok := sqlserverErrorNumber(err); !ok || n != 1222 {
+			t.Errorf("errors.As does not reach the native error 1222 in %v", err)
+		}
+	})
+	t.Run("ContextDoneBeforeSending", func(t *testing.T) {
+		s, _ := mssqlFastStore(t) // the mock expects nothing
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		got, err := s.Claim(cctx, mssqlClaimReq())
+		if !errors.Is(err, context.Canceled) || len(got) != 0 {
+			t.Errorf("Claim with a canceled context = %v, %v; want nothing sent and context.Canceled", mssqlIDs(got), err)
+		}
+	})
+}
+
+// sqlserverErrorNumber returns the number of the mssql.Error err wraps.
+func sqlserverErrorNumber(err error) (int32, bool) {
+	var p *mssql.Error
+	if errors.As(err, &p) && p != nil {
+		return p.Number, true
+	}
+	var v mssql.Error
+	if errors.As(err, &v) {
+		return v.Number, true
+	}
+	return 0, false
 }
 
 func TestSQLServerStatements(t *testing.T) {
@@ -352,7 +467,8 @@ func TestSQLServerClaimDeadlockIsALostRace(t *testing.T) {
 const sqlServerHowTo = "start one with: docker compose up -d sqlserver, then set CLAIMSTORE_SQLSERVER_DSN=sqlserver://sa:Claimstore-Passw0rd@127.0.0.1:1433?database=master"
 
 // TestSQLServerConformance runs the conformance suite against the SQL
-// Server named by CLAIMSTORE_SQLSERVER_DSN, each test in a fresh table.
+// Server named by CLAIMSTORE_SQLSERVER_DSN, each test in a fresh table:
+// once with the portable default, once with the opt-in fast path.
 func TestSQLServerConformance(t *testing.T) {
 	dsn := os.Getenv("CLAIMSTORE_SQLSERVER_DSN")
 	if dsn == "" {
@@ -369,5 +485,8 @@ func TestSQLServerConformance(t *testing.T) {
 		t.Skipf("SQL Server unreachable: %v; %s", err, sqlServerHowTo)
 	}
 	testdb.CloseAtCleanup(t, db)
-	conformance.Run(t, sqlstoretest.Harness(db))
+	t.Run("portable", func(t *testing.T) { conformance.Run(t, sqlstoretest.Harness(db)) })
+	t.Run("fast_path", func(t *testing.T) {
+		conformance.Run(t, sqlstoretest.Harness(db, sqlstore.WithStrategy(dao.StrategyFastPath)))
+	})
 }

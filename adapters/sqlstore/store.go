@@ -39,6 +39,9 @@ type sqlDriver[T any] struct {
 	claimTimeout time.Duration
 	lockWait     time.Duration
 	collation    dao.Collation // read once by New; see readCollation
+	// ranked is the row type of the SQLite claim's scan (rankedType);
+	// nil on the other dialects.
+	ranked reflect.Type
 }
 
 var (
@@ -101,9 +104,12 @@ func WithTable(name string) Option { return func(o *options) { o.table = name } 
 
 // WithStrategy sets the claim strategy (see [dao.WithStrategy]). By default
 // PostgreSQL claims on its fast path and every other dialect on the
-// portable default; [dao.StrategyFastPath] opts MySQL 8.0.1+ and MariaDB
-// 10.6+ in (SKIP LOCKED), and [New] refuses it with
-// [dao.ErrInvalidArgument] for SQLite, SQL Server and older servers.
+// portable default; [dao.StrategyFastPath] opts in MySQL 8.0.1+ and
+// MariaDB 10.6+ (SKIP LOCKED), SQLite (one UPDATE … RETURNING; the
+// bundled SQLite is 3.35.0 or later) and SQL Server (one UPDATE through a
+// READPAST, UPDLOCK read, OUTPUT INSERTED.*). On MySQL or MariaDB servers
+// older than that the fast path's first claim fails with the server's
+// syntax error.
 // [dao.StrategyPortable] makes every claim run the portable default, which
 // benchmarks use to measure what the fast path buys.
 func WithStrategy(s dao.Strategy) Option { return func(o *options) { o.strategy = s } }
@@ -187,6 +193,9 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 		claimTimeout: cmp.Or(max(o.claimTimeout, 0), DefaultClaimTimeout),
 		lockWait:     cmp.Or(max(o.lockWait, 0), DefaultLockWaitLimit),
 		foundRows:    b.MatchedRows == nil || b.MatchedRows(db),
+	}
+	if name == dialects.SQLite {
+		s.ranked = rankedType[T]()
 	}
 	s.inTx = inTransaction(s.pool)
 	if s.collation, err = readCollation(ctx, s.pool, name, table); err != nil {
@@ -312,19 +321,26 @@ func (s *sqlDriver[T]) mariaDBLockWait() time.Duration {
 
 // ClaimerInfo states the fast path of the dialect:
 //
-//	postgres            1 round trip (3 when the server default isolation is not READ COMMITTED), on by default
-//	mysql, mariadb      4 round trips (BEGIN, locking read, UPDATE, COMMIT), opt-in
-//	sqlite, sqlserver   none
+//	postgres         1 round trip (3 when the server default isolation is not READ COMMITTED), on by default
+//	mysql, mariadb   4 round trips (BEGIN, locking read, UPDATE, COMMIT), opt-in
+//	sqlite           1 statement (in-process), opt-in
+//	sqlserver        1 round trip, opt-in
 //
-// Every fast path skips a row another claimer holds (SKIP LOCKED).
+// The fast paths of PostgreSQL, MySQL, MariaDB and SQL Server skip a row
+// another claimer holds (SKIP LOCKED, READPAST): [dao.LostRaceSkip].
+// SQLite's writers serialize: a claim that cannot get the write lock
+// within the busy timeout fails with dao.ErrBusy, [dao.LostRaceBusy].
 func (s *sqlDriver[T]) ClaimerInfo() driver.ClaimerInfo {
 	ci := driver.ClaimerInfo{
 		Available: dialects.HasFastPath(s.dialect),
 		Default:   dialects.FastPathAllowed(s.dialect, dialects.DefaultFastPath()),
 		LostRace:  dao.LostRaceSkip,
 	}
+	if s.dialect == dialects.SQLite {
+		ci.LostRace = dao.LostRaceBusy
+	}
 	switch {
-	case s.dialect != dialects.Postgres:
+	case s.dialect == dialects.MySQL || s.dialect == dialects.MariaDB:
 		ci.RoundTrips = dao.RoundTrips{Fixed: 4}
 		if s.dialect == dialects.MariaDB {
 			ci.LockWaitLimit = s.mariaDBLockWait()

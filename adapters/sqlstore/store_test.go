@@ -258,8 +258,8 @@ func TestNewRejects(t *testing.T) {
 	if _, err := sqlstore.New[job](db, sqlstore.WithTable("claimed")); !errors.Is(err, dao.ErrInvalidArgument) {
 		t.Errorf("New(reserved table) = %v", err)
 	}
-	if _, err := sqlstore.New[job](db, sqlstore.WithStrategy(dao.StrategyFastPath)); !errors.Is(err, dao.ErrInvalidArgument) {
-		t.Errorf("New(fast path without one) = %v", err)
+	if _, err := sqlstore.New[job](db, sqlstore.WithStrategy(dao.Strategy(99))); !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Errorf("New(unknown strategy) = %v", err)
 	}
 	type noPK struct{ A, B string }
 	if _, err := sqlstore.New[noPK](db); !errors.Is(err, dao.ErrInvalidArgument) {

@@ -27,6 +27,9 @@ const (
 	envDB    = "CLAIMSTORE_CONFORMANCE_DB"
 	envDSN   = "CLAIMSTORE_CONFORMANCE_DSN"
 	envChild = "CLAIMSTORE_CONFORMANCE_CHILD" // set in the child process that runs the suite
+	// envStrategy selects the claim strategy of the SQL stores under test:
+	// "default" (or unset), "portable" or "fastpath".
+	envStrategy = "CLAIMSTORE_CONFORMANCE_STRATEGY"
 )
 
 const (
@@ -42,7 +45,27 @@ type backend struct {
 	requested string // CLAIMSTORE_CONFORMANCE_DB
 	dsn       string // resolved DSN ("" for memory)
 	harness   conformance.Harness
-	sql       dialects.Name // SQL backends: the dialect sqlstore detected; "" otherwise
+	sql       dialects.Name     // SQL backends: the dialect sqlstore detected; "" otherwise
+	opts      []sqlstore.Option // SQL backends: the options of every store (the strategy)
+}
+
+// strategyOptions returns the sqlstore options that CLAIMSTORE_CONFORMANCE_STRATEGY
+// asks for: none for "" or "default", dao.StrategyPortable for "portable",
+// dao.StrategyFastPath for "fastpath" (also "fast-path", "fast"). Another
+// value fails t.
+func strategyOptions(t *testing.T) []sqlstore.Option {
+	t.Helper()
+	switch v := strings.ToLower(strings.TrimSpace(os.Getenv(envStrategy))); v {
+	case "", "default":
+		return nil
+	case "portable":
+		return []sqlstore.Option{sqlstore.WithStrategy(dao.StrategyPortable)}
+	case "fastpath", "fast-path", "fast":
+		return []sqlstore.Option{sqlstore.WithStrategy(dao.StrategyFastPath)}
+	default:
+		t.Fatalf("%s=%q: want default, portable or fastpath", envStrategy, v)
+		return nil
+	}
 }
 
 // openBackend opens the database CLAIMSTORE_CONFORMANCE_DB names and
@@ -141,29 +164,31 @@ func openBackend(t *testing.T, name string) *backend {
 			sqlDB.Close()
 		}
 	})
-	probe, err := sqlstore.New[conformance.Job](db)
+	b.opts = strategyOptions(t)
+	probe, err := sqlstore.New[conformance.Job](db, b.opts...)
 	if err != nil {
-		t.Fatalf("sqlstore.New on %s: %v", name, err)
+		t.Fatalf("sqlstore.New on %s (%s=%q): %v", name, envStrategy, os.Getenv(envStrategy), err)
 	}
 	if !probe.As(&b.sql) {
 		t.Fatal("a SQL store gives its dialect to As")
 	}
 	b.harness = conformance.Harness{
 		NewStore: func(t *testing.T) dao.Store[conformance.Job] {
-			return sqlStore(t, db, testdb.Table(t, db, "claimstore_conf"))
+			return sqlStore(t, db, testdb.Table(t, db, "claimstore_conf"), b.opts...)
 		},
 		HoldLock: func(t *testing.T, s dao.Store[conformance.Job], id int64) func() {
 			return holdLock(t, db, s.(*dao.Table[conformance.Job]), id)
 		},
-		Models: sqlstoretest.Models(db),
+		Models: sqlstoretest.Models(db, b.opts...),
 	}
 	return b
 }
 
-// sqlStore returns a store over the fresh table of db, migrated.
-func sqlStore(t testing.TB, db *gorm.DB, table string) *dao.Table[conformance.Job] {
+// sqlStore returns a store over the fresh table of db, migrated, built
+// with opts.
+func sqlStore(t testing.TB, db *gorm.DB, table string, opts ...sqlstore.Option) *dao.Table[conformance.Job] {
 	t.Helper()
-	s, err := sqlstore.New[conformance.Job](db, sqlstore.WithTable(table))
+	s, err := sqlstore.New[conformance.Job](db, append(opts[:len(opts):len(opts)], sqlstore.WithTable(table))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,19 +231,37 @@ func esStore[T any](t *testing.T, client *elasticsearch.Client) *dao.Table[T] {
 }
 
 // holdLock takes, on a connection of db the claim does not use, the lock a
-// competing writer would hold, until release: on SQLite the database write
-// lock (BEGIN IMMEDIATE), on PostgreSQL, MySQL and MariaDB a row lock on
-// row id (SELECT … FOR UPDATE in an open transaction). The suite asks for
-// it only for a fast-path store or one whose lost race is ErrBusy, which
-// a SQL Server store never is.
+// competing writer would hold, until release (sqlstoretest.HoldLock): on
+// SQLite the database write lock (BEGIN IMMEDIATE), on PostgreSQL, MySQL
+// and MariaDB a row lock on row id (SELECT … FOR UPDATE in an open
+// transaction), on SQL Server an update lock on it (SELECT … WITH
+// (UPDLOCK, ROWLOCK) in an open transaction). The suite asks for it only
+// for a fast-path store or one whose lost race is ErrBusy.
 func holdLock(t *testing.T, db *gorm.DB, s *dao.Table[conformance.Job], id int64) (release func()) {
 	t.Helper()
 	var table dialects.Table
 	if !s.As(&table) {
 		t.Fatal("a SQL store gives its table to As")
 	}
-	if b := s.Capabilities().Backend; b == string(dialects.SQLServer) {
-		t.Skip("no held-lock test for SQL Server: its claim is the portable default, whose lost race CandidateStage forces")
-	}
 	return testdb.HoldLock(t, db, table.Name, id)
+}
+
+// TestStrategyOptions: CLAIMSTORE_CONFORMANCE_STRATEGY selects the claim
+// strategy of the stores under test.
+func TestStrategyOptions(t *testing.T) {
+	db, err := sqlstore.Open(context.Background(), "sqlite", sqlstore.SQLiteDSN(filepath.Join(t.TempDir(), "strategy.db")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testdb.CloseAtCleanup(t, db)
+	for value, want := range map[string]dao.Strategy{
+		"": dao.StrategyPortable, "default": dao.StrategyPortable, "portable": dao.StrategyPortable,
+		"fastpath": dao.StrategyFastPath, " FastPath ": dao.StrategyFastPath, "fast-path": dao.StrategyFastPath,
+	} {
+		t.Setenv(envStrategy, value)
+		s := sqlStore(t, db, testdb.Table(t, db, "claimstore_strategy"), strategyOptions(t)...)
+		if got := s.Capabilities().Strategy; got != want {
+			t.Errorf("%s=%q: SQLite store claims with %v, want %v", envStrategy, value, got, want)
+		}
+	}
 }

@@ -30,6 +30,11 @@
 //     esstore and runs in that package's own tests).
 //   - memory: no DSN.
 //
+// CLAIMSTORE_CONFORMANCE_STRATEGY chooses the claim strategy of the SQL
+// stores: unset or "default" (the dialect's default), "portable", or
+// "fastpath" (the opt-in fast path of MySQL, MariaDB, SQLite and SQL
+// Server); another value fails the test.
+//
 // Every test of the suite gets a table (an index on Elasticsearch) of its
 // own with a fresh random name, dropped when the test ends; nothing else
 // in the database is read or written.

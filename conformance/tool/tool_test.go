@@ -274,7 +274,7 @@ func measureRoundTrips(t *testing.T, b *backend) string {
 			sqlDB.Close()
 		}
 	})
-	s := sqlStore(t, db, testdb.Table(t, db, "claimstore_rt"))
+	s := sqlStore(t, db, testdb.Table(t, db, "claimstore_rt"), b.opts...)
 	const n = 10
 	now := time.Now().UTC().Truncate(time.Second)
 	jobs := make([]*conformance.Job, n)

@@ -104,10 +104,11 @@ func tableName(t testing.TB) string {
 // HoldLock takes, on a connection of db that a store's claim does not use,
 // the lock a competing writer would hold, and keeps it until release is
 // called: on SQLite the database write lock (BEGIN IMMEDIATE; SQLite
-// manual, BEGIN TRANSACTION), elsewhere a row lock on the row of table
-// whose id column is id (SELECT … FOR UPDATE in an open transaction;
-// PostgreSQL manual, SELECT → The Locking Clause; MySQL manual, Locking
-// Reads). Tests use it to force a lost race on a claim that has no
+// manual, BEGIN TRANSACTION), on SQL Server an update lock on the row of
+// table whose id column is id (SELECT … WITH (UPDLOCK, ROWLOCK) in an open
+// transaction; "Table Hints (Transact-SQL)"), elsewhere a row lock on it
+// (SELECT … FOR UPDATE in an open transaction; PostgreSQL manual, SELECT →
+// The Locking Clause; MySQL manual, Locking Reads). Tests use it to force a lost race on a claim that has no
 // candidate stage, or that waits on SQLite's write lock. A failure to take
 // the lock fails t; release rolls the transaction back.
 func HoldLock(t testing.TB, db *gorm.DB, table string, id int64) (release func()) {
@@ -138,8 +139,22 @@ func HoldLock(t testing.TB, db *gorm.DB, table string, id int64) (release func()
 		t.Fatal(tx.Error)
 	}
 	var locked []int64
-	err := tx.Table(table).Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).
-		Where("id = ?", id).Pluck("id", &locked).Error
+	var err error
+	if db.Dialector.Name() == "sqlserver" {
+		// GORM's SQL Server dialector has no locking clause: an update
+		// lock on the row, held to the end of the transaction ("Table
+		// Hints (Transact-SQL)": UPDLOCK, ROWLOCK), is what the fast
+		// path's READPAST passes over.
+		r, rerr := dialects.NewRenderer(dialects.SQLServer)
+		if rerr != nil {
+			tx.Rollback()
+			t.Fatal(rerr)
+		}
+		err = tx.Raw("SELECT id FROM "+r.QuoteTable(table)+" WITH (UPDLOCK, ROWLOCK) WHERE id = ?", id).Scan(&locked).Error
+	} else {
+		err = tx.Table(table).Clauses(clause.Locking{Strength: clause.LockingStrengthUpdate}).
+			Where("id = ?", id).Pluck("id", &locked).Error
+	}
 	if err != nil || len(locked) != 1 {
 		tx.Rollback()
 		t.Fatalf("lock row %d of %s: %v (got %v)", id, table, err, locked)
