@@ -64,7 +64,9 @@ func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
 //     unchanged still counts (the store is correct without the flag too,
 //     at the cost of extra queries in those cases).
 //
-// A DSN the driver cannot parse is [dao.ErrInvalidArgument].
+// A dsn that sets parseTime=false, or a loc that sets its clocks back
+// (daylight saving time), keeps it here and is refused by [New] (see
+// sqlstore.New). A DSN the driver cannot parse is [dao.ErrInvalidArgument].
 func DSN(dsn string) (string, error) {
 	if _, err := gomysql.ParseDSN(dsn); err != nil {
 		return "", fmt.Errorf("%w: mysql dsn: %w", dao.ErrInvalidArgument, err)

@@ -15,7 +15,7 @@ import (
 func init() {
 	sqlstore.Register(sqlstore.Backend{
 		Dialector: func(dsn string) (gorm.Dialector, error) {
-			return gormlite.Open(sqlstore.SQLiteTimeDefault(dsn)), nil
+			return gormlite.Open(sqlstore.SQLiteTimeDefault(sqlstore.SQLiteBusyTimeoutDefault(dsn))), nil
 		},
 		Classify: classify,
 	}, dialects.SQLite)
@@ -38,7 +38,10 @@ func New[T any](db *gorm.DB, opts ...sqlstore.Option) (*dao.Table[T], error) {
 // and checks it with ctx. Build dsn with sqlstore.SQLiteDSN (WAL, a busy
 // timeout, immediate transactions, sortable times); a "file:" URI without
 // _timefmt gets _timefmt=sqlstore.SQLiteTimeLayout, so stored times sort
-// as text. An in-memory database (":memory:" or mode=memory) is limited to
+// as text, and one that sets PRAGMAs but not busy_timeout gets
+// _pragma=busy_timeout(5000) first (sqlstore.SQLiteBusyTimeoutDefault):
+// the driver would leave its connections without a busy timeout, which
+// [New] refuses for a pool of several connections. An in-memory database (":memory:" or mode=memory) is limited to
 // one open connection, since each connection would see its own database.
 // Errors: a file that cannot be opened is mapped like every database error
 // (SQLITE_BUSY is [dao.ErrBusy]); on error nothing stays open.

@@ -9,4 +9,5 @@ var (
 	ClassifyClaimWrite = classifyClaimWrite
 	ExecOutcome        = execOutcome
 	ConnPool           = connPool
+	RepeatedWallClock  = repeatedWallClock
 )

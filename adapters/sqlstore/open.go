@@ -150,3 +150,30 @@ func SQLiteTimeDefault(dsn string) string {
 	}
 	return dsn + sep + "_timefmt=" + url.QueryEscape(SQLiteTimeLayout)
 }
+
+// SQLiteBusyTimeoutDefault returns dsn with _pragma=busy_timeout(5000)
+// added as its first parameter when dsn is a "file:" URI that sets some
+// PRAGMA but not busy_timeout. The driver gives a connection a one-minute
+// busy timeout only when the DSN sets no PRAGMA at all; a DSN that sets
+// others (journal_mode, foreign_keys…) would leave it at zero, and then a
+// writer that finds the database locked fails with SQLITE_BUSY at once.
+// The busy timeout goes first because the driver runs the PRAGMAs in
+// order and later ones may already wait for a lock (driver documentation,
+// "Setting PRAGMAs"). Other DSNs, and one that sets busy_timeout (to any
+// value, zero included), are returned as they are.
+func SQLiteBusyTimeoutDefault(dsn string) string {
+	i := strings.IndexByte(dsn, '?')
+	if !strings.HasPrefix(dsn, "file:") || i < 0 {
+		return dsn
+	}
+	params, err := url.ParseQuery(dsn[i+1:])
+	if err != nil || !params.Has("_pragma") {
+		return dsn
+	}
+	for _, p := range params["_pragma"] {
+		if strings.HasPrefix(strings.ToLower(strings.TrimSpace(p)), "busy_timeout") {
+			return dsn
+		}
+	}
+	return dsn[:i+1] + "_pragma=busy_timeout(5000)&" + dsn[i+1:]
+}

@@ -120,9 +120,29 @@ func WithStrategy(s dao.Strategy) Option { return func(o *options) { o.strategy 
 // dialects.Detect (one SELECT VERSION() on MySQL and MariaDB), reads how
 // the database compares strings for Capabilities (one query on PostgreSQL,
 // two on MySQL and MariaDB, none on SQLite and SQL Server; see
-// readCollation) and, on PostgreSQL with the fast path, reads the
-// server's default transaction isolation (one query; see the package
-// documentation). The queries run with db's statement context.
+// readCollation), checks the handle's time and lock settings (one query
+// on MySQL, MariaDB and SQLite; see below) and, on PostgreSQL with the
+// fast path, reads the server's default transaction isolation (one
+// query; see the package documentation). The queries run with db's
+// statement context.
+//
+// New refuses a handle whose settings would break the store later,
+// with an error naming the DSN parameter to add:
+//
+//   - MySQL and MariaDB without parseTime=true (DATETIME columns would
+//     come back as text that Get and Find cannot scan into time.Time);
+//   - MySQL and MariaDB with a loc that ever sets its clocks back, such as
+//     a zone with daylight saving time (loc=Local on a machine in one):
+//     a DATETIME column keeps the wall-clock time in loc, and the two
+//     instants of a repeated hour read back as one. UTC, the driver's
+//     default, and zones with one fixed offset are accepted; every
+//     process sharing the database must use the same loc;
+//   - SQLite whose connections have no busy timeout (PRAGMA busy_timeout
+//     is 0) while its pool can hold more than one connection: concurrent
+//     claimers would fail with dao.ErrBusy at once instead of waiting for
+//     the write lock. The driver sets no timeout when the DSN sets other
+//     PRAGMAs and not busy_timeout; [SQLiteDSN] sets one, and [Open] adds
+//     one to such a DSN (see [SQLiteBusyTimeoutDefault]).
 //
 // The dialect's backend package must be linked into the program
 // (adapters/postgres, adapters/mysql, adapters/sqlite or
@@ -135,8 +155,9 @@ func WithStrategy(s dao.Strategy) Option { return func(o *options) { o.strategy 
 //
 // Errors: [dao.ErrInvalidArgument] for a nil db, a model GORM cannot parse
 // or without exactly one primary key, a reserved table name, a dialect
-// whose backend package is not linked, or a strategy the dialect cannot
-// run; a failed detection query is mapped like every database error.
+// whose backend package is not linked, a strategy the dialect cannot
+// run, or a handle refused by the checks above; a failed detection query
+// is mapped like every database error.
 func New[T any](db *gorm.DB, opts ...Option) (*dao.Table[T], error) {
 	var o options
 	for _, opt := range opts {
@@ -198,6 +219,9 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 		s.ranked = rankedType[T]()
 	}
 	s.inTx = inTransaction(s.pool)
+	if err := checkHandle(ctx, db, s.pool, name, s.inTx); err != nil {
+		return nil, err
+	}
 	if s.collation, err = readCollation(ctx, s.pool, name, table); err != nil {
 		return nil, fmt.Errorf("read collation: %w", mapError(err))
 	}
