@@ -48,9 +48,10 @@ type BurnConfig struct {
 	// while rows remain (default 60 s).
 	Stall time.Duration
 	// Budget, when > 0, is the wall time the burn may take: once it has
-	// passed, no worker starts another claim call, the calls under way
-	// finish and are counted, and the result is partial when rows remain.
-	// Zero means no budget.
+	// passed, no worker starts another claim call (but every worker makes
+	// its first, so that a partial result has figures), the calls under
+	// way finish and are counted, and the result is partial when rows
+	// remain. Zero means no budget.
 	Budget time.Duration
 	// Remaining counts the rows still claimable in the table. A burn
 	// stopped by Budget calls it once, after every worker has returned, so
@@ -250,11 +251,11 @@ type burner struct {
 }
 
 // work is worker w: it claims until no row is left, the burn fails, the
-// budget has passed or ctx ends.
+// budget has passed (after its first call) or ctx ends.
 func (b *burner) work(ctx context.Context, w int) {
 	name := WorkerName(w)
 	backoff := time.Millisecond
-	for ctx.Err() == nil && !b.overBudget.Load() {
+	for first := true; ctx.Err() == nil && (first || !b.overBudget.Load()); first = false {
 		n, err := b.claim(ctx, w, name)
 		switch {
 		case err != nil && dao.IsRetryable(err):

@@ -276,3 +276,17 @@ func TestBurnBudgetNeedsRemaining(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestBurnBudgetLetsEveryWorkerClaimOnce(t *testing.T) {
+	s := loadedMemStore(t, 1000)
+	cfg := storeConfig(s, 1000, slowClaim(s, 5*time.Millisecond))
+	cfg.Budget, cfg.Remaining = time.Nanosecond, storeRemaining(s)
+	res, err := Burn(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each of the 4 workers made its first call of 7 rows, and no more.
+	if !res.Partial || res.Calls != 4 || res.RowsClaimed != 28 || res.Left != 1000-28 || res.Err() != nil {
+		t.Fatalf("partial %v, %d calls, %d rows, %d left, %v", res.Partial, res.Calls, res.RowsClaimed, res.Left, res.Err())
+	}
+}
