@@ -94,10 +94,9 @@ type JSONVariant struct {
 
 // JSON returns the report as a [JSONReport].
 func (r *Report) JSON() JSONReport {
-	m := r.Machine
 	out := JSONReport{
 		Schema: JSONSchema, Started: r.Started, Backend: r.Backend, Server: r.Server,
-		Machine: JSONMachine{CPUs: m.CPUs, OS: m.OS, Arch: m.Arch, GoVersion: m.GoVersion, Revision: m.Revision},
+		Machine: JSONMachine(r.Machine),
 		Parameters: JSONParameters{
 			Rows: r.Rows, Workers: r.Workers, Batch: r.Batch, Repeat: r.Repeat,
 			BudgetSeconds: r.Budget.Seconds(), Variants: append([]string{}, r.Selected...),
