@@ -47,6 +47,18 @@ type BurnConfig struct {
 	// Stall aborts the burn when no row has been claimed for this long
 	// while rows remain (default 60 s).
 	Stall time.Duration
+	// Budget, when > 0, is the wall time the burn may take: once it has
+	// passed, no worker starts another claim call (but every worker makes
+	// its first, so that a partial result has figures), the calls under
+	// way finish and are counted, and the result is partial when rows
+	// remain. Zero means no budget.
+	Budget time.Duration
+	// Remaining counts the rows still claimable in the table. A burn
+	// stopped by Budget calls it once, after every worker has returned, so
+	// that the rows the database shows as claimed can be held against the
+	// rows the claimers returned (see [BurnResult.Partial]). Required when
+	// Budget > 0; use a connection whose round trips are not counted.
+	Remaining func(ctx context.Context) (int64, error)
 }
 
 // BurnResult is what one burn measured.
@@ -79,6 +91,18 @@ type BurnResult struct {
 	CPU time.Duration
 	// Tally is the id accounting.
 	Tally TallyResult
+	// Partial is true when the burn stopped at [BurnConfig.Budget] with
+	// rows left: Wall, the rates and the counts then cover only the
+	// RowsClaimed rows claimed before, Left is the number of rows still
+	// claimable in the table, and Tally.Lost counts the rows the table
+	// shows as claimed that no claimer returned (Rows - Tally.Claimed -
+	// Left), not the rows nobody got to.
+	Partial bool
+	// Budget is the budget the burn ran under; zero for none.
+	Budget time.Duration
+	// Left is the number of rows still claimable when a partial burn
+	// stopped; zero otherwise.
+	Left int64
 }
 
 // CPUPerCall returns the process CPU time per claim call.
@@ -140,10 +164,12 @@ var ErrStalled = errors.New("bench: burn stalled")
 // accounting outcome itself is reported by [BurnResult.Err].
 func Burn(ctx context.Context, cfg BurnConfig) (BurnResult, error) {
 	res := BurnResult{Label: cfg.Label, Rows: cfg.Rows, Workers: cfg.Workers, Batch: cfg.Batch}
-	if cfg.Workers <= 0 || cfg.Batch <= 0 || cfg.Rows < 0 || cfg.Claim == nil || cfg.Pending == nil {
-		return res, fmt.Errorf("bench: burn: %w: workers %d and batch %d must be > 0, rows %d >= 0, Claim and Pending set",
-			dao.ErrInvalidArgument, cfg.Workers, cfg.Batch, cfg.Rows)
+	if cfg.Workers <= 0 || cfg.Batch <= 0 || cfg.Rows < 0 || cfg.Claim == nil || cfg.Pending == nil ||
+		cfg.Budget < 0 || (cfg.Budget > 0 && cfg.Remaining == nil) {
+		return res, fmt.Errorf("bench: burn: %w: workers %d and batch %d must be > 0, rows %d >= 0, budget %v >= 0, Claim and Pending set, Remaining set with a budget",
+			dao.ErrInvalidArgument, cfg.Workers, cfg.Batch, cfg.Rows, cfg.Budget)
 	}
+	res.Budget = cfg.Budget
 	if cfg.ProgressEvery <= 0 {
 		cfg.ProgressEvery = time.Second
 	}
@@ -161,6 +187,10 @@ func Burn(ctx context.Context, cfg BurnConfig) (BurnResult, error) {
 	b.start = time.Now()
 	b.lastProgress.Store(b.start.UnixNano())
 	stopProgress := b.startProgress()
+	if cfg.Budget > 0 {
+		budget := time.AfterFunc(cfg.Budget, func() { b.overBudget.Store(true) })
+		defer budget.Stop()
+	}
 	var wg sync.WaitGroup
 	for w := range cfg.Workers {
 		wg.Go(func() { b.work(ctx, w) })
@@ -176,7 +206,35 @@ func Burn(ctx context.Context, cfg BurnConfig) (BurnResult, error) {
 		res.Counted = true
 	}
 	b.fill(&res)
-	return res, context.Cause(ctx)
+	if err := context.Cause(ctx); err != nil {
+		return res, err
+	}
+	if b.overBudget.Load() && res.Tally.Claimed < cfg.Rows {
+		if err := settlePartial(ctx, cfg, &res); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// settlePartial marks res, a burn stopped by its budget with rows left,
+// as partial: it counts the rows still claimable with cfg.Remaining and
+// sets Tally.Lost to the rows the table shows as claimed that no claimer
+// returned. A returned row the table still shows as claimable is counted
+// in WrongState, since the claim that returned it did not change it.
+func settlePartial(ctx context.Context, cfg BurnConfig, res *BurnResult) error {
+	left, err := cfg.Remaining(ctx)
+	if err != nil {
+		return fmt.Errorf("bench: %s: count the rows left after the budget: %w", cfg.Label, err)
+	}
+	res.Partial, res.Left = true, left
+	res.Tally.SampleLost = nil // the never-claimed ids are not lost here
+	lost := cfg.Rows - res.Tally.Claimed - left
+	res.Tally.Lost = max(lost, 0)
+	if lost < 0 {
+		res.WrongState += -lost
+	}
+	return nil
 }
 
 // burner is the state of one burn that its workers share.
@@ -189,14 +247,15 @@ type burner struct {
 
 	calls, empty, retries, rowsClaimed, wrong atomic.Int64
 	lastProgress                              atomic.Int64 // unix nanos of the last call that claimed a row
+	overBudget                                atomic.Bool  // set when the budget has passed: start no more calls
 }
 
-// work is worker w: it claims until no row is left, the burn fails or ctx
-// ends.
+// work is worker w: it claims until no row is left, the burn fails, the
+// budget has passed (after its first call) or ctx ends.
 func (b *burner) work(ctx context.Context, w int) {
 	name := WorkerName(w)
 	backoff := time.Millisecond
-	for ctx.Err() == nil {
+	for first := true; ctx.Err() == nil && (first || !b.overBudget.Load()); first = false {
 		n, err := b.claim(ctx, w, name)
 		switch {
 		case err != nil && dao.IsRetryable(err):

@@ -194,3 +194,99 @@ func TestBurnRejectsBadConfig(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// slowClaim returns s's claim function slowed by d per call, so a burn of
+// a few hundred rows outlasts a budget of a few milliseconds.
+func slowClaim(s dao.Store[Job], d time.Duration) ClaimFunc {
+	inner := StoreClaimFunc(s)
+	return func(ctx context.Context, w, limit int) ([]Job, error) {
+		time.Sleep(d)
+		return inner(ctx, w, limit)
+	}
+}
+
+func storeRemaining(s dao.Store[Job]) func(ctx context.Context) (int64, error) {
+	return func(ctx context.Context) (int64, error) { return s.Count(ctx, PendingCriteria()) }
+}
+
+func TestBurnBudgetStopsPartial(t *testing.T) {
+	const rows = 1000
+	s := loadedMemStore(t, rows)
+	cfg := storeConfig(s, rows, slowClaim(s, 2*time.Millisecond))
+	cfg.Budget, cfg.Remaining = 20*time.Millisecond, storeRemaining(s)
+	res, err := Burn(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Partial || res.Budget != cfg.Budget || res.RowsClaimed == 0 || res.RowsClaimed >= rows {
+		t.Fatalf("partial %v, budget %v, %d rows claimed of %d", res.Partial, res.Budget, res.RowsClaimed, rows)
+	}
+	left, err := s.Count(context.Background(), PendingCriteria())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Left != left || res.Tally.Claimed+res.Left != rows || res.Tally.Lost != 0 || res.Tally.Duplicates != 0 || res.Err() != nil {
+		t.Fatalf("left %d (store %d), accounting %+v, err %v", res.Left, left, res.Tally, res.Err())
+	}
+	if res.RowsPerSec() <= 0 || res.Wall < cfg.Budget {
+		t.Fatalf("rows/s %.0f over %v", res.RowsPerSec(), res.Wall)
+	}
+}
+
+func TestBurnBudgetDetectsLost(t *testing.T) {
+	s := loadedMemStore(t, 1000)
+	inner := slowClaim(s, 2*time.Millisecond)
+	claim := func(ctx context.Context, w, limit int) ([]Job, error) {
+		rows, err := inner(ctx, w, limit)
+		// A broken claimer claims row 1 in the store but never returns it.
+		for i := range rows {
+			if rows[i].ID == 1 {
+				rows = append(rows[:i], rows[i+1:]...)
+				break
+			}
+		}
+		return rows, err
+	}
+	cfg := storeConfig(s, 1000, claim)
+	cfg.Budget, cfg.Remaining = 20*time.Millisecond, storeRemaining(s)
+	res, err := Burn(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Partial || res.Tally.Lost != 1 || res.Err() == nil {
+		t.Fatalf("partial %v, lost id not detected: %+v", res.Partial, res.Tally)
+	}
+}
+
+func TestBurnBudgetNotReachedIsComplete(t *testing.T) {
+	s := loadedMemStore(t, 200)
+	cfg := storeConfig(s, 200, nil)
+	cfg.Budget, cfg.Remaining = time.Minute, storeRemaining(s)
+	res, err := Burn(context.Background(), cfg)
+	if err != nil || res.Partial || res.Tally.Claimed != 200 || res.Err() != nil {
+		t.Fatalf("err %v, partial %v, accounting %+v", err, res.Partial, res.Tally)
+	}
+}
+
+func TestBurnBudgetNeedsRemaining(t *testing.T) {
+	s := loadedMemStore(t, 1)
+	cfg := storeConfig(s, 1, nil)
+	cfg.Budget = time.Second
+	if _, err := Burn(context.Background(), cfg); !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestBurnBudgetLetsEveryWorkerClaimOnce(t *testing.T) {
+	s := loadedMemStore(t, 1000)
+	cfg := storeConfig(s, 1000, slowClaim(s, 5*time.Millisecond))
+	cfg.Budget, cfg.Remaining = time.Nanosecond, storeRemaining(s)
+	res, err := Burn(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each of the 4 workers made its first call of 7 rows, and no more.
+	if !res.Partial || res.Calls != 4 || res.RowsClaimed != 28 || res.Left != 1000-28 || res.Err() != nil {
+		t.Fatalf("partial %v, %d calls, %d rows, %d left, %v", res.Partial, res.Calls, res.RowsClaimed, res.Left, res.Err())
+	}
+}

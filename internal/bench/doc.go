@@ -11,7 +11,11 @@
 // A run compares variants on fresh tables of the same shape and size in one
 // process: the library's Store.Claim, the raw driver executing the same SQL,
 // and the naive SELECT-then-guarded-UPDATE-per-row loop written by hand.
-// The report gives each variant's rows per second, latency, round trips per
-// claim and its throughput ratio to the raw baseline, never only an absolute
-// time.
+// [Config.Variants] selects them by name ([VariantNames]), and
+// [Config.Budget] stops each run of a slow variant after a wall time,
+// reporting its figures so far as partial. The report starts with the
+// machine and the server's version and gives each variant's rows per
+// second, latency, round trips per claim and its throughput ratio to the
+// raw baseline, never only an absolute time; [Report.WriteJSON] writes it
+// for comparison across commits.
 package bench

@@ -61,3 +61,9 @@ func StorePending(store dao.Store[Job]) func(ctx context.Context) (bool, error) 
 		return len(rows) > 0, err
 	}
 }
+
+// StoreRemaining returns a [BurnConfig.Remaining] function that counts the
+// pending rows with store.Count.
+func StoreRemaining(store dao.Store[Job]) func(ctx context.Context) (int64, error) {
+	return func(ctx context.Context) (int64, error) { return store.Count(ctx, PendingCriteria()) }
+}

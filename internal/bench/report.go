@@ -80,13 +80,29 @@ func (v Variant) Totals() (duplicates, lost int64) {
 // fresh tables of the same shape and size, one after the other, in one
 // process.
 type Report struct {
+	// Machine is the client machine the run measured on.
+	Machine Machine
+	// Started is when the run started.
+	Started time.Time
+	// Backend is the backend's name; for SQL backends the dialect the
+	// server announced ("mariadb" for a MariaDB server reached as mysql).
 	Backend string
-	// Server is the server's version string, when known.
+	// Server is the server's version string: PostgreSQL's
+	// server_version, MySQL's and MariaDB's VERSION(), SQLite's
+	// sqlite_version(); empty for the memory backend.
 	Server  string
 	Rows    int64
 	Workers int
 	Batch   int
-	// Variants are in the order they ran; the first is the library.
+	// Repeat is the number of runs of each variant.
+	Repeat int
+	// Budget is the wall time each run of a variant could take; zero for
+	// none.
+	Budget time.Duration
+	// Selected are the variant names the run was asked for (see
+	// [VariantNames]).
+	Selected []string
+	// Variants are in the order of [VariantNames], those the backend has.
 	Variants []Variant
 	// Notes are remarks printed after the figures.
 	Notes []string
@@ -137,11 +153,14 @@ func (r *Report) Ratio(name string) (float64, bool) {
 	return v.Result.RowsPerSec() / b.Result.RowsPerSec(), true
 }
 
-// WriteText writes the report as text: a block of figures for the first
-// variant (the library), then, with more than one variant, a table of all
-// of them. It returns the first write error.
+// WriteText writes the report as text: the machine and the server, a
+// block of figures for the first variant (the library, when selected),
+// then, with more than one variant, a table of all of them. A partial
+// variant (stopped by the budget) is marked as such with the rows it
+// claimed of the rows loaded. It returns the first write error.
 func (r *Report) WriteText(w io.Writer) error {
 	ew := &ErrWriter{W: w}
+	r.writeHead(ew)
 	if len(r.Variants) > 0 {
 		r.writeFirst(ew)
 	}
@@ -153,26 +172,61 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(ew, "%-*s %s\n", nameWidth(r.Variants)+1, v.Name+":", v.Path)
 		}
 	}
-	if len(r.Notes) > 0 {
+	if notes := r.allNotes(); len(notes) > 0 {
 		fmt.Fprintln(ew)
-		for _, n := range r.Notes {
+		for _, n := range notes {
 			fmt.Fprintf(ew, "note: %s\n", n)
 		}
 	}
 	return ew.Err
 }
 
+// allNotes returns the report's notes followed by one per partial
+// variant.
+func (r *Report) allNotes() []string {
+	notes := slices.Clone(r.Notes)
+	for _, v := range r.Variants {
+		if v.Result.Partial {
+			notes = append(notes, fmt.Sprintf("%s is partial: it stopped at the %v budget with %d of %d rows claimed; its rates cover those rows",
+				v.Name, v.Result.Budget, v.Result.Tally.Claimed, r.Rows))
+		}
+	}
+	return notes
+}
+
+// writeHead writes the machine and the backend with its server version.
+func (r *Report) writeHead(w io.Writer) {
+	server := r.Backend
+	if r.Server != "" {
+		server += " (" + r.Server + ")"
+	} else {
+		server += " (no server)"
+	}
+	fmt.Fprintf(w, "machine:         %s\n", r.Machine)
+	fmt.Fprintf(w, "backend:         %s\n", server)
+}
+
+// done returns the rows column of a variant's run: the rows loaded, or
+// "claimed/loaded partial" for a run its budget stopped.
+func done(res BurnResult) string {
+	if res.Partial {
+		return fmt.Sprintf("%d/%d partial", res.Tally.Claimed, res.Rows)
+	}
+	return fmt.Sprintf("%d", res.Rows)
+}
+
 // writeFirst writes the block of figures of the first variant.
 func (r *Report) writeFirst(w io.Writer) {
 	v := r.Variants[0]
 	res := v.Result
-	server := r.Backend
-	if r.Server != "" {
-		server += " (" + r.Server + ")"
+	if v.Name != VariantLibrary {
+		fmt.Fprintf(w, "variant:         %s\n", v.Name)
 	}
-	fmt.Fprintf(w, "backend:         %s\n", server)
 	fmt.Fprintf(w, "path:            %s\n", v.Path)
 	fmt.Fprintf(w, "rows:            %d\n", r.Rows)
+	if res.Partial {
+		fmt.Fprintf(w, "partial:         stopped at the %v budget: %d of %d rows claimed, %d left\n", res.Budget, res.Tally.Claimed, r.Rows, res.Left)
+	}
 	fmt.Fprintf(w, "workers:         %d\n", r.Workers)
 	fmt.Fprintf(w, "batch:           %d\n", r.Batch)
 	if len(v.Runs) > 1 {
@@ -209,7 +263,7 @@ func (r *Report) writeTable(w io.Writer) {
 	if r.repeated() {
 		rangeHead = "rows/s range\t"
 	}
-	fmt.Fprintln(tw, "variant\trows/s\t"+rangeHead+"claims/s\tp50\tp99\tcpu/claim\trt/claim\trt/row\tdup\tlost\tratio\t")
+	fmt.Fprintln(tw, "variant\trows\trows/s\t"+rangeHead+"claims/s\tp50\tp99\tcpu/claim\trt/claim\trt/row\tdup\tlost\tratio\t")
 	for _, v := range r.Variants {
 		res := v.Result
 		rangeCol := ""
@@ -226,7 +280,7 @@ func (r *Report) writeTable(w io.Writer) {
 		if q, ok := r.Ratio(v.Name); ok {
 			ratioText = fmt.Sprintf("%.3fx %s", q, v.Baseline)
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%s%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t\n", v.Name, res.RowsPerSec(), rangeCol, res.CallsPerSec(),
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t\n", v.Name, done(res), res.RowsPerSec(), rangeCol, res.CallsPerSec(),
 			fmtDur(res.Latency.P50), fmtDur(res.Latency.P99), fmtDur(res.CPUPerCall()), rt, rtRow, dup, lost, ratioText)
 	}
 	tw.Flush()

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/claimstore/claimstore/adapters/memstore"
@@ -24,13 +26,22 @@ type Config struct {
 	Workers int
 	// Batch is the claim limit of every call (>= 1).
 	Batch int
-	// Baseline adds the raw-driver and naive variants, each on a fresh
-	// table of the same shape and size.
+	// Variants names the variants to measure, each on a fresh table of
+	// the same shape and size (see [VariantNames]); empty selects
+	// [DefaultVariants] unless Baseline is set. A name the backend has no
+	// variant for is left out with a note in the report.
+	Variants []string
+	// Baseline adds [BaselineVariants]: the raw-driver, naive and opt-in
+	// fast-path variants the backend has.
 	Baseline bool
-	// Portable adds, with Baseline on PostgreSQL, the library with its
-	// fast path switched off (dao.StrategyPortable): what the fast
-	// path buys.
+	// Portable adds [SelectPortable]: the library with its fast path
+	// switched off (dao.StrategyPortable), on backends whose default is
+	// the fast path: what the fast path buys.
 	Portable bool
+	// Budget, when > 0, is the wall time each run of a variant may take
+	// (see [BurnConfig.Budget]); a variant it stops is reported as
+	// partial. Zero means no budget.
+	Budget time.Duration
 	// Keep keeps the tables (and a default SQLite file) instead of
 	// dropping them at the end.
 	Keep bool
@@ -56,15 +67,33 @@ func (c Config) check() error {
 		return fmt.Errorf("bench: %w: workers must be >= 1, got %d", dao.ErrInvalidArgument, c.Workers)
 	case c.Batch < 1:
 		return fmt.Errorf("bench: %w: batch must be >= 1, got %d", dao.ErrInvalidArgument, c.Batch)
+	case c.Budget < 0:
+		return fmt.Errorf("bench: %w: budget must be >= 0, got %v", dao.ErrInvalidArgument, c.Budget)
+	}
+	for _, n := range c.Variants {
+		if !slices.Contains(VariantNames(), n) {
+			return fmt.Errorf("bench: %w: unknown variant %q (valid: %s)", dao.ErrInvalidArgument, n, strings.Join(VariantNames(), ", "))
+		}
 	}
 	return nil
 }
 
-// Run loads and burns down one table per variant and run, one after the
-// other, and returns the report: the library's Store.Claim first, then,
-// with cfg.Baseline, the raw-driver and naive variants of cfg.Backend. It
-// returns an error wrapping [dao.ErrInvalidArgument] for a bad
-// configuration and the first load, burn or clean-up error otherwise;
+// newReport returns the report of a run of c on backend, before any
+// variant ran.
+func (c Config) newReport(backend string) *Report {
+	return &Report{
+		Machine: CurrentMachine(), Started: time.Now(), Backend: backend,
+		Rows: c.Rows, Workers: c.Workers, Batch: c.Batch, Repeat: max(c.Repeat, 1), Budget: c.Budget,
+		Selected: c.selection().list(),
+	}
+}
+
+// Run loads and burns down one table per selected variant and run, one
+// after the other, and returns the report, its variants in the order of
+// [VariantNames] (see [Config.Variants]). Each run of a variant stops at
+// cfg.Budget, if any, and is then reported as partial. It returns an error
+// wrapping [dao.ErrInvalidArgument] for a bad configuration (before it
+// opens any database) and the first load, burn or clean-up error otherwise;
 // accounting failures (duplicates, lost rows) are in the report, see
 // [Report.Err]. With cfg.Repeat > 1 every variant is measured that many
 // times, round by round, the order of the variants rotated by one each
@@ -85,9 +114,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 // runMemory measures the in-memory store. It has no driver, so neither a
 // raw baseline nor a round-trip count.
 func runMemory(ctx context.Context, cfg Config) (*Report, error) {
-	rep := &Report{Backend: "memory", Rows: cfg.Rows, Workers: cfg.Workers, Batch: cfg.Batch}
-	if cfg.Baseline {
-		rep.Notes = append(rep.Notes, "memory has no driver: no raw baseline and no round-trip count")
+	rep := cfg.newReport("memory")
+	sel := cfg.selection()
+	if len(sel.list()) > 1 || !sel.has(SelectLibrary) {
+		rep.Notes = append(rep.Notes, "memory has no driver: only the library is measured, with no raw baseline and no round-trip count")
+	}
+	if !sel.has(SelectLibrary) {
+		return rep, fmt.Errorf("bench: %w: memory measures only the %s variant, and it is not selected", dao.ErrInvalidArgument, SelectLibrary)
 	}
 	lib := spec{v: Variant{Name: VariantLibrary}, run: func(ctx context.Context, progress io.Writer) (Variant, BurnResult, error) {
 		v := Variant{Name: VariantLibrary}
@@ -103,9 +136,10 @@ func runMemory(ctx context.Context, cfg Config) (*Report, error) {
 		v.Promised = caps.ClaimRoundTrips.String() + " (in-process calls, not counted)"
 		res, err := Burn(ctx, BurnConfig{
 			Label: VariantLibrary, Rows: cfg.Rows, Workers: cfg.Workers, Batch: cfg.Batch,
-			Claim:    StoreClaimFunc(store),
-			Pending:  StorePending(store),
-			Progress: progress, Stall: cfg.Stall,
+			Claim:     StoreClaimFunc(store),
+			Pending:   StorePending(store),
+			Remaining: StoreRemaining(store),
+			Progress:  progress, ProgressEvery: cfg.ProgressEvery, Stall: cfg.Stall, Budget: cfg.Budget,
 		})
 		return v, res, err
 	}}

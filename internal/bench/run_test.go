@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -196,3 +198,78 @@ func TestRunStoppedEarlyIsNoted(t *testing.T) {
 type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+func TestParseVariants(t *testing.T) {
+	got, err := ParseVariants(" naive,library ,naive,,raw")
+	if err != nil || !slices.Equal(got, []string{SelectNaive, SelectLibrary, SelectRaw}) {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	for _, bad := range []string{"library,slow", "", " , "} {
+		_, err := ParseVariants(bad)
+		if !errors.Is(err, dao.ErrInvalidArgument) || !strings.Contains(err.Error(), strings.Join(VariantNames(), ", ")) {
+			t.Errorf("%q: got %v, want ErrInvalidArgument listing the names", bad, err)
+		}
+	}
+}
+
+func TestRunSQLiteSelectsVariants(t *testing.T) {
+	// On SQLite raw and raw-sql are one variant; it has no opt-in fast
+	// path and its library already claims on the portable default.
+	cfg := Config{Backend: "sqlite", Rows: 300, Workers: 2, Batch: 20, Variants: []string{SelectNaive, SelectRawSQL, SelectRaw, SelectFast, SelectPortable}}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, rep, cfg, VariantRawSQL, VariantNaive)
+	if !slices.Equal(rep.Selected, []string{SelectRaw, SelectRawSQL, SelectPortable, SelectNaive, SelectFast}) {
+		t.Fatalf("selected %v", rep.Selected)
+	}
+	notes := strings.Join(rep.Notes, "\n")
+	for _, want := range []string{"fast not measured: sqlite has no opt-in fast path", "portable not measured: sqlite claims on the portable default"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
+	}
+	if q, ok := rep.Ratio(VariantNaive); !ok || q <= 0 {
+		t.Fatalf("naive has no ratio to raw: %v %v", q, ok)
+	}
+
+	// The default is the library and its raw baseline.
+	cfg = Config{Backend: "sqlite", Rows: 200, Workers: 2, Batch: 20}
+	if rep, err = Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, rep, cfg, VariantLibrary, VariantRawSQL)
+}
+
+func TestRunRejectsUnknownVariant(t *testing.T) {
+	_, err := Run(context.Background(), Config{Backend: "sqlite", Rows: 1, Workers: 1, Batch: 1, Variants: []string{SelectLibrary, "slow"}})
+	if !errors.Is(err, dao.ErrInvalidArgument) || !strings.Contains(err.Error(), `"slow"`) {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := Run(context.Background(), Config{Backend: "memory", Rows: 1, Workers: 1, Batch: 1, Variants: []string{SelectNaive}}); !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Fatalf("memory without the library: got %v", err)
+	}
+}
+
+func TestRunSQLiteBudget(t *testing.T) {
+	cfg := Config{Backend: "sqlite", Rows: 4000, Workers: 2, Batch: 5, Variants: []string{SelectNaive}, Budget: time.Millisecond}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.Err(); err != nil {
+		t.Fatal(err)
+	}
+	res := rep.Variant(VariantNaive).Result
+	if !res.Partial || res.Tally.Claimed >= cfg.Rows || res.Tally.Claimed+res.Left != cfg.Rows || res.Tally.Lost != 0 || res.Tally.Duplicates != 0 {
+		t.Fatalf("partial %v, claimed %d, left %d, accounting %+v", res.Partial, res.Tally.Claimed, res.Left, res.Tally)
+	}
+	var out bytes.Buffer
+	if err := rep.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("%d of %d rows claimed, %d left", res.Tally.Claimed, cfg.Rows, res.Left); !strings.Contains(out.String(), want) {
+		t.Fatalf("report lacks %q:\n%s", want, out.String())
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/claimstore/claimstore/dao/driver"
 
@@ -94,33 +95,67 @@ func runSQL(ctx context.Context, cfg Config) (rep *Report, err error) {
 		s.rep.Notes = append(s.rep.Notes, "tables kept in "+dsn)
 	}
 
-	specs := []spec{s.library(VariantLibrary)}
-	if cfg.Baseline {
-		if s.dialect == dialects.Postgres {
-			specs = append(specs, s.rawPgx())
-		}
-		specs = append(specs, s.rawSQL())
-		if s.dialect == dialects.Postgres && cfg.Portable {
-			specs = append(specs, s.library(VariantLibraryPortable))
-		}
-		specs = append(specs, s.naiveSpec())
-		base := VariantRawSQL
-		if s.dialect == dialects.Postgres {
-			base = VariantRawPgx
-		}
-		for i := range specs {
-			if specs[i].v.Name != base {
-				specs[i].v.Baseline = base
-			}
-		}
-		if s.optInFastPath() {
-			lib := s.library(VariantLibraryFast)
-			lib.v.Baseline = VariantRawSQLFast
-			specs = append(specs, lib, s.rawSQLFast())
-		}
+	specs := s.specs(cfg.selection())
+	if len(specs) == 0 {
+		return s.rep, fmt.Errorf("bench: %w: none of the selected variants (%s) runs on %s", dao.ErrInvalidArgument, strings.Join(cfg.selection().list(), ", "), s.dialect)
 	}
 	err = runSpecs(ctx, cfg, s.rep, specs)
 	return s.rep, err
+}
+
+// specs returns the specs of the selected variants the run's dialect has,
+// in [VariantNames] order, each compared with its raw baseline, and notes
+// in the report the variants selected by name that it lacks.
+func (s *sqlRun) specs(sel selection) []spec {
+	pg := s.dialect == dialects.Postgres
+	var specs []spec
+	note := func(n string) {
+		if n != "" {
+			s.rep.Notes = append(s.rep.Notes, n)
+		}
+	}
+	if sel.has(SelectLibrary) {
+		specs = append(specs, s.library(VariantLibrary))
+	}
+	if sel.has(SelectRaw) && pg {
+		specs = append(specs, s.rawPgx())
+	}
+	if sel.has(SelectRawSQL) || sel.has(SelectRaw) && !pg {
+		specs = append(specs, s.rawSQL())
+	}
+	if sel.has(SelectPortable) {
+		if slices.Contains(dialects.DefaultFastPath(), s.dialect) {
+			specs = append(specs, s.library(VariantLibraryPortable))
+		} else {
+			note(sel.unavailable(SelectPortable, string(s.dialect), "claims on the portable default already: see "+VariantLibrary))
+		}
+	}
+	if sel.has(SelectNaive) {
+		specs = append(specs, s.naiveSpec())
+	}
+	base := VariantRawSQL
+	if pg {
+		base = VariantRawPgx
+	}
+	for i := range specs {
+		if specs[i].v.Name != base {
+			specs[i].v.Baseline = base
+		}
+	}
+	for _, n := range []string{SelectFast, SelectRawFast} {
+		switch {
+		case !sel.has(n):
+		case !s.optInFastPath():
+			note(sel.unavailable(n, string(s.dialect), "has no opt-in fast path (where the fast path is the default, "+VariantLibrary+" measures it)"))
+		case n == SelectFast:
+			lib := s.library(VariantLibraryFast)
+			lib.v.Baseline = VariantRawSQLFast
+			specs = append(specs, lib)
+		default:
+			specs = append(specs, s.rawSQLFast())
+		}
+	}
+	return specs
 }
 
 // openSQLRun opens the uncounted handle of a run on dsn, detects the
@@ -146,7 +181,7 @@ func openSQLRun(ctx context.Context, cfg Config, dsn string) (*sqlRun, error) {
 		s.close()
 		return nil, fmt.Errorf("bench: %w", err)
 	}
-	s.rep = &Report{Backend: string(s.dialect), Rows: cfg.Rows, Workers: cfg.Workers, Batch: cfg.Batch}
+	s.rep = cfg.newReport(string(s.dialect))
 	if s.rep.Server, err = s.serverVersion(ctx); err != nil {
 		s.close()
 		return nil, err
@@ -176,8 +211,11 @@ func (s *sqlRun) serverVersion(ctx context.Context) (string, error) {
 	if err := s.admin.WithContext(ctx).Raw(q).Scan(&v).Error; err != nil {
 		return "", fmt.Errorf("bench: server version: %w", err)
 	}
-	if s.dialect == dialects.SQLite {
+	switch s.dialect {
+	case dialects.SQLite:
 		v = "SQLite " + v
+	case dialects.Postgres:
+		v = "PostgreSQL " + v
 	}
 	return v, nil
 }
@@ -318,8 +356,9 @@ func (s *sqlRun) sqlSpec(v Variant, prefix string, setup func(ctx context.Contex
 			Label: v.Name, Rows: s.cfg.Rows, Workers: s.cfg.Workers, Batch: s.cfg.Batch,
 			Claim:      run.Claim,
 			Pending:    StorePending(t.store),
+			Remaining:  StoreRemaining(t.store),
 			RoundTrips: run.RoundTrips,
-			Progress:   progress, ProgressEvery: s.cfg.ProgressEvery, Stall: s.cfg.Stall,
+			Progress:   progress, ProgressEvery: s.cfg.ProgressEvery, Stall: s.cfg.Stall, Budget: s.cfg.Budget,
 		})
 		return v, res, err
 	}}
