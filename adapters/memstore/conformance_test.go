@@ -5,6 +5,7 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/memstore"
 	"github.com/claimstore/claimstore/conformance"
+	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
 )
 
@@ -21,6 +22,7 @@ func TestConformance(t *testing.T) {
 		// the concurrency test uses fewer rows than the default 5,000 to
 		// stay fast under the race detector; the mutex, not the row count,
 		// is what it exercises here.
-		Rows: 1000,
+		Rows:   1000,
+		Leases: func(t *testing.T) coord.LeaseStore { return memstore.NewLeases() },
 	})
 }
