@@ -228,3 +228,87 @@ func coordBound() time.Duration {
 	c := conformance.LeaderConfig("x", "y")
 	return c.TTL - c.TTL/3
 }
+
+// TestLeaderConnectionKilled elects a leader whose lease store runs on a
+// pool of its own, then kills that pool's server connections
+// (pg_terminate_backend, KILL) and closes the pool, so that the leader
+// can neither renew nor release: a follower on another pool must take
+// over within TTL plus one renew interval (generously bounded), and the
+// old leader must have given up locally by then.
+func TestLeaderConnectionKilled(t *testing.T) {
+	for _, c := range []struct {
+		backend string
+		open    func(testing.TB) *gorm.DB
+		dsn     string
+		killSQL string
+		ownID   string
+	}{
+		{"postgres", testdb.Postgres, testdb.PostgresDSN(), "SELECT pg_terminate_backend(?)", "SELECT pg_backend_pid()"},
+		{"mysql", testdb.MySQL, testdb.MySQLDSN(), "KILL ?", "SELECT CONNECTION_ID()"},
+	} {
+		t.Run(c.backend, func(t *testing.T) {
+			db := c.open(t)
+			table := sqlstoretest.Leases(t, db).Table()
+			// The leader's own pool of one connection.
+			own, err := sqlstore.Open(context.Background(), c.backend, c.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ownDB, _ := own.DB()
+			ownDB.SetMaxOpenConns(1)
+			t.Cleanup(func() { ownDB.Close() })
+			var connID int64
+			if err := ownDB.QueryRow(c.ownID).Scan(&connID); err != nil {
+				t.Fatal(err)
+			}
+			ownLeases, err := sqlstore.NewLeases(own, table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			followerLeases, err := sqlstore.NewLeases(db, table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			elected := make(chan coord.Leader, 4)
+			start := func(id string, ls coord.LeaseStore) *coord.Elector {
+				cfg := conformance.LeaderConfig("killed-connection", id)
+				cfg.OnElected = func(_ context.Context, l coord.Leader) { elected <- l }
+				e, err := coord.NewElector(ls, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { defer close(done); _ = e.Run(ctx) }()
+				t.Cleanup(func() { cancel(); <-done })
+				return e
+			}
+			leader := start("own-pool", ownLeases)
+			var first coord.Leader
+			select {
+			case first = <-elected:
+			case <-time.After(conformance.LeaderHandoverBound):
+				t.Fatal("own-pool not elected")
+			}
+			start("follower", followerLeases)
+			killed := time.Now()
+			if err := db.Exec(c.killSQL, connID).Error; err != nil {
+				t.Fatalf("kill connection %d: %v", connID, err)
+			}
+			ownDB.Close()
+			select {
+			case next := <-elected:
+				t.Logf("%s: connection of %s (term %d) killed; %s won term %d after %v",
+					c.backend, first.ID(), first.Term(), next.ID(), next.Term(), time.Since(killed).Round(time.Millisecond))
+				if next.ID() != "follower" || next.Term() <= first.Term() {
+					t.Errorf("after the kill %s won term %d; want follower in a term above %d", next.ID(), next.Term(), first.Term())
+				}
+				if _, leading := leader.Leader(); leading || first.Active() {
+					t.Error("the leader whose connection was killed still leads locally")
+				}
+			case <-time.After(conformance.LeaderHandoverBound):
+				t.Fatalf("no new leader within %v of killing the leader's connection", conformance.LeaderHandoverBound)
+			}
+		})
+	}
+}
