@@ -6,6 +6,7 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/esstore"
 	"github.com/claimstore/claimstore/conformance"
+	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
 )
 
@@ -19,7 +20,8 @@ func TestConformance(t *testing.T) {
 			},
 			// Every fake search scans all documents under one lock; fewer
 			// rows keep the race-detector run short.
-			Rows: 1000,
+			Rows:   1000,
+			Leases: func(t *testing.T) coord.LeaseStore { return newLeases(t, newFake(t).URL()) },
 		})
 	})
 	t.Run("elasticsearch", func(t *testing.T) {
@@ -28,6 +30,7 @@ func TestConformance(t *testing.T) {
 			NewStore: func(t *testing.T) dao.Store[conformance.Job] {
 				return newStore[conformance.Job](t, url, esstore.WithRefresh(esstore.RefreshTrue))
 			},
+			Leases: func(t *testing.T) coord.LeaseStore { return newLeases(t, url) },
 		})
 	})
 }
