@@ -36,6 +36,8 @@ type leaseStatements struct {
 	readBack bool
 	release  string
 	get      string
+	// list reads every lease: name, then get's five columns.
+	list string
 }
 
 // Helpers that spell a dialect's clock and time conversions.
@@ -76,6 +78,7 @@ var pgLeases = leaseStatements{
 		"RETURNING l.leader_id, l.term, " + pgUS("l.elected_at") + ", " + pgUS("l.expires_at") + ", " + pgUS(pgNow),
 	release: "UPDATE {table} SET expires_at = " + pgNow + " WHERE name = {name} AND leader_id = {holder} AND term = {term} AND expires_at > " + pgNow,
 	get:     "SELECT leader_id, term, " + pgUS("elected_at") + ", " + pgUS("expires_at") + ", " + pgUS(pgNow) + " FROM {table} WHERE name = {name}",
+	list:    "SELECT name, leader_id, term, " + pgUS("elected_at") + ", " + pgUS("expires_at") + ", " + pgUS(pgNow) + " FROM {table} ORDER BY name",
 }
 
 var mysqlLeases = leaseStatements{
@@ -100,6 +103,7 @@ var mysqlLeases = leaseStatements{
 	readBack: true,
 	release:  "UPDATE {table} SET expires_at = " + myNow + " WHERE name = {name} AND leader_id = {holder} AND term = {term} AND expires_at > " + myNow,
 	get:      "SELECT leader_id, term, " + myUS("elected_at") + ", " + myUS("expires_at") + ", " + myUS(myNow) + " FROM {table} WHERE name = {name}",
+	list:     "SELECT name, leader_id, term, " + myUS("elected_at") + ", " + myUS("expires_at") + ", " + myUS(myNow) + " FROM {table} ORDER BY name",
 }
 
 var sqliteLeases = leaseStatements{
@@ -117,6 +121,7 @@ var sqliteLeases = leaseStatements{
 		"RETURNING leader_id, term, elected_at, expires_at, " + sqliteNow,
 	release: "UPDATE {table} SET expires_at = " + sqliteNow + " WHERE name = {name} AND leader_id = {holder} AND term = {term} AND expires_at > " + sqliteNow,
 	get:     "SELECT leader_id, term, elected_at, expires_at, " + sqliteNow + " FROM {table} WHERE name = {name}",
+	list:    "SELECT name, leader_id, term, elected_at, expires_at, " + sqliteNow + " FROM {table} ORDER BY name",
 }
 
 var mssqlLeases = leaseStatements{
@@ -137,6 +142,7 @@ var mssqlLeases = leaseStatements{
 		"OUTPUT inserted.leader_id, inserted.term, " + mssqlUS("inserted.elected_at") + ", " + mssqlUS("inserted.expires_at") + ", " + mssqlUS(mssqlNow) + ";",
 	release: "UPDATE {table} SET expires_at = " + mssqlNow + " WHERE name = {name} AND leader_id = {holder} AND term = {term} AND expires_at > " + mssqlNow,
 	get:     "SELECT leader_id, term, " + mssqlUS("elected_at") + ", " + mssqlUS("expires_at") + ", " + mssqlUS(mssqlNow) + " FROM {table} WHERE name = {name}",
+	list:    "SELECT name, leader_id, term, " + mssqlUS("elected_at") + ", " + mssqlUS("expires_at") + ", " + mssqlUS(mssqlNow) + " FROM {table} ORDER BY name",
 }
 
 // leaseTable maps each dialect to its lease statements.
@@ -291,4 +297,14 @@ func (r Renderer) LeaseGet(table, name string) (Statement, error) {
 		return Statement{}, fmt.Errorf("dialects: %w", err)
 	}
 	return r.renderLease(ls.get, leaseArgs{table: table, name: name})
+}
+
+// LeaseList renders the read of every lease of the table, ordered by
+// name: name, then the five columns of [Renderer.LeaseGet].
+func (r Renderer) LeaseList(table string) (Statement, error) {
+	ls, err := r.leases()
+	if err != nil {
+		return Statement{}, err
+	}
+	return r.renderLease(ls.list, leaseArgs{table: table})
 }

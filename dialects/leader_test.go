@@ -25,6 +25,7 @@ var leaseGoldenCases = []struct {
 	}},
 	{"release", func(r Renderer) (Statement, error) { return r.LeaseRelease(DefaultLeaseTable, "cron", "host-1", 7) }},
 	{"get", func(r Renderer) (Statement, error) { return r.LeaseGet(DefaultLeaseTable, "cron") }},
+	{"list", func(r Renderer) (Statement, error) { return r.LeaseList(DefaultLeaseTable) }},
 	{"refused/empty-table", func(r Renderer) (Statement, error) { return r.LeaseGet("", "cron") }},
 	{"refused/empty-name", func(r Renderer) (Statement, error) { return r.LeaseAcquire(DefaultLeaseTable, "", "h", time.Second) }},
 	{"refused/empty-holder", func(r Renderer) (Statement, error) { return r.LeaseRelease(DefaultLeaseTable, "cron", "", 1) }},

@@ -179,6 +179,36 @@ func (l *Leases) get(ctx context.Context, name string) (driver.Lease, error) {
 	return l.scan(l.db.QueryRowContext(ctx, st.SQL, st.Args...), name)
 }
 
+// ListLeases returns every lease of the table, ordered by name, with the
+// database's clock in each Lease.Now. Errors are mapped database errors.
+func (l *Leases) ListLeases(ctx context.Context) ([]driver.Lease, error) {
+	st, err := l.r.LeaseList(l.table)
+	if err != nil {
+		return nil, fmt.Errorf("claimstore: list leases: %w", err)
+	}
+	rows, err := l.db.QueryContext(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return nil, fmt.Errorf("claimstore: list leases: %w", mapCtxError(ctx, err))
+	}
+	defer rows.Close()
+	var out []driver.Lease
+	for rows.Next() {
+		var (
+			lease                 driver.Lease
+			elected, expires, now int64
+		)
+		if err := rows.Scan(&lease.Name, &lease.Holder, &lease.Term, &elected, &expires, &now); err != nil {
+			return nil, fmt.Errorf("claimstore: list leases: %w", mapError(err))
+		}
+		lease.ElectedAt, lease.ExpiresAt, lease.Now = time.UnixMicro(elected).UTC(), time.UnixMicro(expires).UTC(), time.UnixMicro(now).UTC()
+		out = append(out, lease)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claimstore: list leases: %w", mapCtxError(ctx, err))
+	}
+	return out, nil
+}
+
 // scan reads the five lease columns: leader_id, term and three times in
 // microseconds since the Unix epoch.
 func (l *Leases) scan(row *sql.Row, name string) (driver.Lease, error) {
