@@ -77,6 +77,16 @@
 //     zero. The error of a call whose context had ended must wrap
 //     context.Canceled or context.DeadlineExceeded; any other call may
 //     fail only with a retryable error.
+//   - Coordination, leader election (with Harness.Leases; skipped, and
+//     saying so, without it): the lease operations one by one (insert,
+//     renewal keeping the term, refusal while another holds the lease,
+//     release, takeover with term + 1, bad input is
+//     [dao.ErrInvalidArgument]); four electors of which the leader resigns
+//     five times, each time replaced within one poll in a greater term,
+//     with never two leaders at once nor two holders of a term; a leader
+//     whose store fails (a crash: no renewal, no release) replaced within
+//     TTL plus one renew interval, the handover time logged; and a deposed
+//     leader's fenced write changing nothing.
 //
 // [RunStress] repeats the no-double-claim check across operating-system
 // processes (three processes of eight workers over 100,000 rows by

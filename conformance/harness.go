@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
 )
 
@@ -42,6 +43,12 @@ type Harness struct {
 	// a column prefix, a naming strategy with a table prefix). Without it
 	// the section fails, unless Skip names [CheckModels].
 	Models *ModelStores
+	// Leases, optional, returns a lease store over a fresh, empty lease
+	// table (or index, or in-memory store), removed when t finishes, for
+	// the leader-election checks of the coordination section. It is called
+	// once per check; the electors of one check share the store it
+	// returns. When nil those checks are skipped, and say so.
+	Leases func(t *testing.T) coord.LeaseStore
 
 	// Rows and Workers size the concurrent no-double-claim test: Workers
 	// goroutines claim Rows rows until none is left. Zero means 5000 rows
@@ -123,6 +130,9 @@ func Run(t *testing.T, h Harness) {
 	t.Run("LostRace", func(t *testing.T) { testLostRace(t, h) })
 	t.Run("CancelSweep", func(t *testing.T) { testCancelSweep(t, h) })
 	t.Run("Models", func(t *testing.T) { testModels(t, h) })
+	t.Run("Coordination", func(t *testing.T) {
+		t.Run("Leader", func(t *testing.T) { testLeader(t, h) })
+	})
 }
 
 func testCapabilities(t *testing.T, h Harness) {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/esstore"
 	"github.com/claimstore/claimstore/conformance"
+	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
 )
 
@@ -26,6 +27,7 @@ func TestConformance(t *testing.T) {
 				UUIDTicket:     fakeModelStore[conformance.UUIDTicket],
 				V7Ticket:       fakeModelStore[conformance.V7Ticket],
 			},
+			Leases: func(t *testing.T) coord.LeaseStore { return newLeases(t, newFake(t).URL()) },
 		})
 	})
 	t.Run("elasticsearch", func(t *testing.T) {
@@ -40,6 +42,7 @@ func TestConformance(t *testing.T) {
 				UUIDTicket:     realModelStore[conformance.UUIDTicket](url),
 				V7Ticket:       realModelStore[conformance.V7Ticket](url),
 			},
+			Leases: func(t *testing.T) coord.LeaseStore { return newLeases(t, url) },
 		})
 	})
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/memstore"
 	"github.com/claimstore/claimstore/conformance"
+	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
 )
 
@@ -28,6 +29,7 @@ func TestConformance(t *testing.T) {
 			UUIDTicket:     modelStore[conformance.UUIDTicket],
 			V7Ticket:       modelStore[conformance.V7Ticket],
 		},
+		Leases: func(t *testing.T) coord.LeaseStore { return memstore.NewLeases() },
 	})
 }
 

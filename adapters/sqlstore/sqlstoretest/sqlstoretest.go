@@ -18,10 +18,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"strings"
 	"testing"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/conformance"
+	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
 	"gorm.io/gorm"
@@ -38,6 +40,9 @@ import (
 //     overridden.
 //   - HoldLock holds, from a connection the store's claims do not use, the
 //     lock a competing writer would hold, as [HoldLock] does.
+//   - Leases creates, for each leader check, a lease table with a fresh
+//     name (claimstore_leaders_<16 hex digits>) and returns a
+//     [sqlstore.Leases] over it; the table is dropped when the check ends.
 //
 // The user of db needs the right to create and drop tables. Rows,
 // Workers and Skip are left zero; set them on the result to resize the
@@ -53,6 +58,10 @@ func Harness(db *gorm.DB, opts ...sqlstore.Option) conformance.Harness {
 				t.Fatalf("sqlstoretest: HoldLock got a %T, not a store of this harness", ds)
 			}
 			return HoldLock(t, db, table.Name, id)
+		},
+		Leases: func(t *testing.T) coord.LeaseStore {
+			t.Helper()
+			return Leases(t, db)
 		},
 	}
 }
@@ -90,6 +99,27 @@ func modelStore[T any](db *gorm.DB, opts []sqlstore.Option) func(t *testing.T) d
 		}
 		return s
 	}
+}
+
+// Leases returns a [sqlstore.Leases] over a new lease table of db with a
+// fresh name (claimstore_leaders_<16 hex digits>), dropped when t ends.
+// A failure fails t.
+func Leases(t testing.TB, db *gorm.DB) *sqlstore.Leases {
+	t.Helper()
+	table := strings.Replace(tableName(t), "claimstore_conf_", "claimstore_leaders_", 1)
+	l, err := sqlstore.NewLeases(db, table)
+	if err != nil {
+		t.Fatalf("sqlstoretest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := db.Migrator().DropTable(table); err != nil {
+			t.Errorf("sqlstoretest: drop table %s: %v", table, err)
+		}
+	})
+	if err := l.Migrate(context.Background()); err != nil {
+		t.Fatalf("sqlstoretest: %v", err)
+	}
+	return l
 }
 
 // tableName returns a fresh table name.

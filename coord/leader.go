@@ -1,0 +1,124 @@
+// Leader election.
+//
+// An [Elector] campaigns for the leadership of one election name over a
+// [LeaseStore]: a lease table (claimstore_leaders by default) with one row
+// per name holding the leader's id, its term, when the term began and
+// when the lease expires. The row is acquired, renewed and taken over in
+// one statement whose expiry test runs on the database's clock, so the
+// candidates' clocks never decide who leads. The leader renews every
+// RenewInterval (TTL/3 by default); a follower tries every PollInterval.
+// The term grows by one at every change of leader (a takeover of an
+// expired or released lease) and stays while the same leader renews, so
+// it is a fencing token: [FencedUpdate] and [Leader.Fence] make a write
+// change nothing once a newer term has written the row.
+//
+// A leader gives up its leadership locally before its lease can have
+// expired by the database's clock: at the start of the last successful
+// renewal plus TTL minus SafetyMargin, measured on the local monotonic
+// clock. The lease was written at or after that start, so it expires at
+// or after start + TTL on the database's clock; the margin covers the rate
+// difference between the two clocks. On shutdown the leader resigns: the
+// row is released and a follower takes over at its next poll.
+//
+// docs/leader-election.md describes the table, the statement of each
+// backend, the clock rules, how to choose a TTL and how to fence writes.
+
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dao/driver"
+)
+
+// LeaseStore keeps the leader leases an [Elector] campaigns over; the
+// adapters provide it (sqlstore.NewLeases, memstore.NewLeases,
+// esstore.NewLeases). See [driver.LeaseStore] for its contract.
+type LeaseStore = driver.LeaseStore
+
+// Lease is one lease row as a [LeaseStore] reports it.
+type Lease = driver.Lease
+
+// ErrNotLeader reports that a fenced write was refused before anything
+// was sent because the caller's leadership has ended locally (its
+// context is done or its lease may have expired).
+var ErrNotLeader = errors.New("coord: not the leader")
+
+// Leader is one term of leadership won by an [Elector]. It is a value:
+// it keeps describing that term after the leadership has ended, and
+// [Leader.Active] says whether it still holds.
+type Leader struct {
+	name, id string
+	term     int64
+	ctx      context.Context // done when the leadership ends locally
+}
+
+// Name returns the election name.
+func (l Leader) Name() string { return l.name }
+
+// ID returns the id of the candidate that won the term.
+func (l Leader) ID() string { return l.id }
+
+// Term returns the term of this leadership: a number that grows by at
+// least one at every change of leader of the election, usable as a
+// fencing token.
+func (l Leader) Term() int64 { return l.term }
+
+// Context returns a context that is canceled when this leadership ends
+// locally (lost, expired by the local safety margin, resigned or the
+// elector stopped). A zero Leader's context is already canceled.
+func (l Leader) Context() context.Context {
+	if l.ctx == nil {
+		return canceledCtx
+	}
+	return l.ctx
+}
+
+// Active reports whether the leadership still holds locally: its
+// context is not done.
+func (l Leader) Active() bool { return l.ctx != nil && l.ctx.Err() == nil }
+
+var canceledCtx = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// Fence returns criteria that match a row only when its column (an
+// integer column of the model that records the term of the last fenced
+// write, NULL before the first) holds no newer term than l's:
+// column IS NULL OR column <= term. Combined with writing the term into
+// that column (as [FencedUpdate] does), a deposed leader's late write
+// matches no row that a newer leader has written, and changes nothing.
+func (l Leader) Fence(column string) dao.Criteria {
+	return dao.Or(dao.IsNull(column), dao.Le(column, l.term))
+}
+
+// FencedUpdate runs s.Update with where narrowed by l.Fence(column) and
+// set extended by column = l.Term(), so that the written rows record the
+// term and no row a newer term has written is changed. It returns the
+// number of rows changed. Before sending anything it checks that l is
+// still active and returns an error wrapping [ErrNotLeader] when it is
+// not. set must not write column itself ([dao.ErrInvalidArgument]); the
+// store's errors are returned wrapped.
+func FencedUpdate[T any](ctx context.Context, s dao.Store[T], l Leader, column string, where dao.Criteria, set dao.Set) (int64, error) {
+	if _, ok := set[column]; ok {
+		return 0, fmt.Errorf("coord: fenced update: %w: set writes the fence column %q", dao.ErrInvalidArgument, column)
+	}
+	if !l.Active() {
+		return 0, fmt.Errorf("coord: fenced update of term %d: %w", l.term, ErrNotLeader)
+	}
+	fenced := make(dao.Set, len(set)+1)
+	for k, v := range set {
+		fenced[k] = v
+	}
+	fenced[column] = l.term
+	n, err := s.Update(ctx, dao.And(where, l.Fence(column)), fenced)
+	if err != nil {
+		return n, fmt.Errorf("coord: fenced update of term %d: %w", l.term, err)
+	}
+	return n, nil
+}
