@@ -181,7 +181,7 @@ func newDriver[T any](client *elasticsearch.Client, opts ...Option) (*esDriver[T
 	}
 	s.pk = s.byName[m.PrimaryKey()]
 	switch s.pk.kind {
-	case kindInt, kindUint, kindString:
+	case kindInt, kindUint, kindString, kindUUID:
 	default:
 		return nil, fmt.Errorf("%w: primary key %q must be an integer or a string", dao.ErrInvalidArgument, s.pk.name)
 	}

@@ -79,43 +79,6 @@ func (m *Model[T]) Field(name string) (*schema.Field, error) {
 	return f, nil
 }
 
-// Kind is the comparison class of a column, from its GORM data type.
-// Criteria, ordering and Increment work on every kind but KindOther.
-type Kind int
-
-// The column kinds.
-const (
-	KindOther Kind = iota // JSON, custom and other types: written, never compared
-	KindInt
-	KindUint
-	KindFloat
-	KindString
-	KindBool
-	KindTime
-	KindBytes
-)
-
-// KindOf returns the kind of column f.
-func KindOf(f *schema.Field) Kind {
-	switch f.DataType {
-	case schema.Int:
-		return KindInt
-	case schema.Uint:
-		return KindUint
-	case schema.Float:
-		return KindFloat
-	case schema.String:
-		return KindString
-	case schema.Bool:
-		return KindBool
-	case schema.Time:
-		return KindTime
-	case schema.Bytes:
-		return KindBytes
-	}
-	return KindOther
-}
-
 var timeType = reflect.TypeOf(time.Time{})
 
 // plain reduces v to one of the plain driver types, following pointers and
@@ -200,7 +163,7 @@ func coerce(k Kind, p any) (any, bool) {
 		if f, ok := toFloat(p); ok {
 			return f, true
 		}
-	case KindString:
+	case KindString, KindUUID:
 		if s, ok := p.(string); ok {
 			return s, true
 		}
@@ -227,9 +190,10 @@ func coerce(k Kind, p any) (any, bool) {
 // the column, or that [Model.CheckRow] would refuse, is an error wrapping
 // [ErrInvalidArgument].
 func (m *Model[T]) Normalize(f *schema.Field, v any, allowNil bool) (any, error) {
-	k := KindOf(f)
+	ki := kindOf(f)
+	k := ki.kind
 	if k == KindOther {
-		return nil, fmt.Errorf("%w: field %q of type %s cannot be compared", ErrInvalidArgument, f.DBName, f.FieldType)
+		return nil, fmt.Errorf("%w: field %q of type %s cannot be compared or set to a plain value: it %s", ErrInvalidArgument, f.DBName, f.FieldType, ki.why)
 	}
 	p, err := plain(v)
 	if err != nil {
@@ -244,6 +208,9 @@ func (m *Model[T]) Normalize(f *schema.Field, v any, allowNil bool) (any, error)
 	c, ok := coerce(k, p)
 	if !ok {
 		return nil, fmt.Errorf("%w: field %q of type %s: value of type %T does not fit", ErrInvalidArgument, f.DBName, f.FieldType, v)
+	}
+	if c, err = canonical(ki, c); err != nil {
+		return nil, fmt.Errorf("%w: field %q: %w", ErrInvalidArgument, f.DBName, err)
 	}
 	if err := storable(f, c); err != nil {
 		return nil, fmt.Errorf("%w: field %q: %w", ErrInvalidArgument, f.DBName, err)
@@ -354,8 +321,8 @@ func (m *Model[T]) CheckRow(row *T) error {
 	rv := reflect.ValueOf(row).Elem()
 	for _, name := range m.columns {
 		f := m.byName[name]
-		k := KindOf(f)
-		if k == KindOther {
+		ki := kindOf(f)
+		if ki.kind == KindOther {
 			continue
 		}
 		v, _ := f.ValueOf(context.Background(), rv)
@@ -363,9 +330,14 @@ func (m *Model[T]) CheckRow(row *T) error {
 		if err != nil || p == nil {
 			continue
 		}
-		c, ok := coerce(k, p)
+		c, ok := coerce(ki.kind, p)
 		if !ok {
 			continue
+		}
+		if ki.kind == KindUUID {
+			if _, err := canonical(ki, c); err != nil {
+				return fmt.Errorf("%w: field %q: %w", ErrInvalidArgument, name, err)
+			}
 		}
 		if err := storable(f, c); err != nil {
 			return fmt.Errorf("%w: field %q: %w", ErrInvalidArgument, name, err)
@@ -392,15 +364,23 @@ func (m *Model[T]) ID(row *T) any {
 }
 
 // Value returns the value of column name in row, in plain form (nil for
-// NULL); values of columns the package cannot compare are returned as they
-// are. The boolean is false when the model has no such column.
+// NULL); a serializer field's value is its serialized form, and values of
+// other columns the package cannot compare are returned as they are. The
+// boolean is false when the model has no such column.
 func (m *Model[T]) Value(row *T, name string) (any, bool) {
 	f, ok := m.byName[name]
 	if !ok {
 		return nil, false
 	}
 	v, _ := f.ValueOf(context.Background(), reflect.ValueOf(row).Elem())
-	if KindOf(f) == KindOther {
+	ki := kindOf(f)
+	if ki.kind == KindOther {
+		if f.Serializer != nil {
+			// GORM's serializer wrapper: its Value is the serialized form.
+			if p, err := plain(v); err == nil {
+				return p, true
+			}
+		}
 		return v, true
 	}
 	p, err := plain(v)
@@ -408,7 +388,12 @@ func (m *Model[T]) Value(row *T, name string) (any, bool) {
 		return v, true
 	}
 	if p != nil {
-		if c, ok := coerce(KindOf(f), p); ok {
+		if c, ok := coerce(ki.kind, p); ok {
+			if ki.kind == KindUUID {
+				if u, err := canonical(ki, c); err == nil {
+					c = u
+				}
+			}
 			return c, true
 		}
 	}
