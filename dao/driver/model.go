@@ -27,18 +27,37 @@ type Model[T any] struct {
 	pk      *schema.Field
 }
 
-var schemaCache sync.Map
+// schemaCaches holds one GORM schema cache per naming strategy: GORM's
+// cache is keyed by the model type alone, so one cache shared by two
+// strategies would give the second the first one's table and column
+// names.
+var schemaCaches sync.Map // schema.Namer → *sync.Map
+
+// schemaCache returns the schema cache of namer, or a fresh one when
+// namer cannot be a map key (a naming strategy holding a func, a map or
+// a slice): such a model is parsed again by every NewModel.
+func schemaCache(namer schema.Namer) *sync.Map {
+	if !reflect.ValueOf(namer).Comparable() {
+		return &sync.Map{}
+	}
+	c, _ := schemaCaches.LoadOrStore(namer, &sync.Map{})
+	return c.(*sync.Map)
+}
 
 // NewModel parses T (a struct type, usually with gorm tags) with namer, or
-// GORM's default naming strategy when namer is nil. It returns an error
-// wrapping [ErrInvalidArgument] when T is not a struct GORM can parse or has
-// not exactly one primary-key column.
+// GORM's default naming strategy when namer is nil, as GORM does: table
+// names from TableName() or the namer (TablePrefix, SingularTable,
+// NameReplacer), column names from column: tags or the namer, embedded
+// structs with their embeddedPrefix. Models of one type parsed with
+// different namers have each their own names. It returns an error
+// wrapping [ErrInvalidArgument] when T is not a struct GORM can parse or
+// has not exactly one primary-key column.
 func NewModel[T any](namer schema.Namer) (*Model[T], error) {
 	if namer == nil {
 		namer = schema.NamingStrategy{}
 	}
 	var zero T
-	s, err := schema.Parse(&zero, &schemaCache, namer)
+	s, err := schema.Parse(&zero, schemaCache(namer), namer)
 	if err != nil {
 		return nil, fmt.Errorf("%w: parse model %T: %w", ErrInvalidArgument, zero, err)
 	}
