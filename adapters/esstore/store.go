@@ -229,6 +229,7 @@ func (s *esDriver[T]) As(target any) bool {
 func (s *esDriver[T]) Info() driver.Info {
 	return driver.Info{
 		Backend:  "elasticsearch",
+		Table:    s.index,
 		LostRace: dao.LostRaceConflict,
 		// keyword fields match terms exactly and sort by their UTF-8
 		// bytes (Reference, Keyword type family).

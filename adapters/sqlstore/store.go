@@ -287,6 +287,7 @@ func (s *sqlDriver[T]) Model() *driver.Model[T] { return s.model }
 func (s *sqlDriver[T]) Info() driver.Info {
 	info := driver.Info{
 		Backend:       string(s.dialect),
+		Table:         s.table.Name,
 		LostRace:      dao.LostRaceSkip,
 		Collation:     s.collation,
 		ClaimTimeout:  s.claimTimeout,
