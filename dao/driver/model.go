@@ -419,9 +419,27 @@ func (m *Model[T]) Value(row *T, name string) (any, bool) {
 	return p, true
 }
 
+// Serialize returns v, a value of the Go type of field f, in the form a
+// Set carries it to a driver: for a field with a GORM serializer
+// (serializer:json) its serialized form, as GORM writes it (the JSON
+// text); for other fields v unchanged. A value the serializer refuses is
+// an error wrapping [ErrInvalidArgument].
+func (m *Model[T]) Serialize(f *schema.Field, v any) (any, error) {
+	if f.Serializer == nil {
+		return v, nil
+	}
+	var zero T
+	out, err := f.Serializer.Value(context.Background(), f, reflect.ValueOf(&zero).Elem(), v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: field %q: serialize: %w", ErrInvalidArgument, f.DBName, err)
+	}
+	return out, nil
+}
+
 // Apply writes set (checked) into row, as the database
 // applies it: plain values are assigned, Increment adds to the current
-// value. It is how the portable default returns a row in its post-claim
+// value, a serializer field's serialized form is read back through its
+// serializer. It is how the portable default returns a row in its post-claim
 // state without reading it again.
 func (m *Model[T]) Apply(row *T, set Set) error {
 	rv := reflect.ValueOf(row).Elem()
@@ -443,6 +461,12 @@ func (m *Model[T]) Apply(row *T, set Set) error {
 			case nil:
 				continue // NULL + n is NULL in SQL
 			}
+		}
+		if f.Serializer != nil {
+			if err := f.Serializer.Scan(ctx, f, rv, v); err != nil {
+				return fmt.Errorf("claimstore: deserialize field %q: %w", name, err)
+			}
+			continue
 		}
 		if f.FieldType.Kind() == reflect.Pointer {
 			// GORM's setters write a value through a non-nil pointer; start
