@@ -185,11 +185,14 @@ func checkTicketShapes(t *testing.T, open func(t *testing.T) dao.Store[Ticket]) 
 		t.Errorf("Claim setting labels = %+v, %v; want one row with labels [z], status running", claimed, err)
 	}
 	for name, call := range map[string]func() error{
-		"Eq(labels)":  func() error { _, err := s.Count(ctx, dao.Eq("labels", `["l","1"]`)); return err },
-		"In(labels)":  func() error { _, err := s.Find(ctx, dao.Query{Where: dao.In("labels", []string{"l"})}); return err },
-		"order by":    func() error { _, err := s.Find(ctx, dao.Query{OrderBy: []dao.Order{dao.Asc("labels")}}); return err },
-		"Set string":  func() error { _, err := s.Update(ctx, dao.Criteria{}, dao.Set{"labels": `["a"]`}); return err },
-		"claim where": func() error { _, err := s.Claim(ctx, dao.ClaimRequest{Where: dao.NotNull("id"), Set: dao.Set{"owner": "x"}, OrderBy: []dao.Order{dao.Desc("labels")}, Limit: 1}); return err },
+		"Eq(labels)": func() error { _, err := s.Count(ctx, dao.Eq("labels", `["l","1"]`)); return err },
+		"In(labels)": func() error { _, err := s.Find(ctx, dao.Query{Where: dao.In("labels", []string{"l"})}); return err },
+		"order by":   func() error { _, err := s.Find(ctx, dao.Query{OrderBy: []dao.Order{dao.Asc("labels")}}); return err },
+		"Set string": func() error { _, err := s.Update(ctx, dao.Criteria{}, dao.Set{"labels": `["a"]`}); return err },
+		"claim where": func() error {
+			_, err := s.Claim(ctx, dao.ClaimRequest{Where: dao.NotNull("id"), Set: dao.Set{"owner": "x"}, OrderBy: []dao.Order{dao.Desc("labels")}, Limit: 1})
+			return err
+		},
 	} {
 		if err := call(); !errors.Is(err, dao.ErrInvalidArgument) {
 			t.Errorf("%s on the serializer:json field: %v; want ErrInvalidArgument", name, err)
