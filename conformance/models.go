@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -106,6 +107,11 @@ type ModelStores struct {
 	// schema.NamingStrategy{TablePrefix: …}) instead of an explicit
 	// table name, where the backend has table names.
 	PrefixedTicket func(t *testing.T) dao.Store[Ticket]
+	// TablePrefix is the prefix of PrefixedTicket's naming strategy, or
+	// "" when it varies per store. When set, and a store tells its table
+	// name (a TableName() string method, as dao.Table has), the suite
+	// checks that the name starts with it.
+	TablePrefix string
 	// UUIDTicket opens a store of [UUIDTicket].
 	UUIDTicket func(t *testing.T) dao.Store[UUIDTicket]
 	// V7Ticket opens a store of [V7Ticket].
@@ -125,8 +131,32 @@ func testModels(t *testing.T, h Harness) {
 	if ms.Ticket == nil || ms.PrefixedTicket == nil || ms.UUIDTicket == nil || ms.V7Ticket == nil {
 		t.Fatalf("Harness.Models = %+v: every store function is required", ms)
 	}
+	t.Run("Naming", func(t *testing.T) { testModelNaming(t, ms) })
 	t.Run("Kinds", func(t *testing.T) { testModelKinds(t, ms) })
 	t.Run("Claim", func(t *testing.T) { testModelClaims(t, ms, h.workers()) })
+}
+
+// testModelNaming checks that a store of PrefixedTicket carries its
+// naming strategy's prefix in its table name, where the store tells it,
+// and that rows written there are read back.
+func testModelNaming(t *testing.T, ms ModelStores) {
+	s := ms.PrefixedTicket(t)
+	named, ok := s.(interface{ TableName() string })
+	switch {
+	case !ok:
+		t.Logf("the store (%T) does not tell its table name; the prefix is not checked", s)
+	case ms.TablePrefix == "":
+		if !strings.HasSuffix(named.TableName(), "tickets") {
+			t.Errorf("PrefixedTicket's table is %q; want the model's table name, tickets, after a prefix", named.TableName())
+		}
+	case !strings.HasPrefix(named.TableName(), ms.TablePrefix) || !strings.HasSuffix(named.TableName(), "tickets"):
+		t.Errorf("PrefixedTicket's table is %q; want %q followed by tickets", named.TableName(), ms.TablePrefix)
+	}
+	rows := seedModel(t, s, ticketCase(ms.PrefixedTicket), 3)
+	got, err := s.Get(context.Background(), rows[1].ID)
+	if err != nil || got.ID != rows[1].ID || got.Audit.By != "maker-1" || got.Status != TicketQueued {
+		t.Errorf("Get(%d) = %+v, %v; want the row created", rows[1].ID, got, err)
+	}
 }
 
 // ticketFields is the columns every ticket model shares, as the generic

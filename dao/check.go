@@ -85,8 +85,12 @@ func (k checker[T]) order(order []Order) ([]Order, error) {
 	pk := k.m.PrimaryKey()
 	hasPK := false
 	for _, o := range order {
-		if _, err := k.m.Field(o.Field); err != nil {
+		f, err := k.m.Field(o.Field)
+		if err != nil {
 			return nil, err
+		}
+		if driver.KindOf(f) == driver.KindOther {
+			return nil, fmt.Errorf("%w: field %q of type %s cannot be ordered by: it is not comparable", ErrInvalidArgument, o.Field, f.FieldType)
 		}
 		hasPK = hasPK || o.Field == pk
 		out = append(out, o)
@@ -101,7 +105,8 @@ func (k checker[T]) order(order []Order) ([]Order, error) {
 // values, nil only for nullable columns, Increment only on numeric
 // columns) and returns a copy with plain values. A column of a type the
 // package cannot compare (JSON, a custom type) takes a value of the
-// field's own Go type, passed through unchanged.
+// field's own Go type, passed through unchanged, or for a serializer
+// field in its serialized form (see driver.Model.Serialize).
 func (k checker[T]) set(set Set) (Set, error) {
 	if len(set) == 0 {
 		return nil, fmt.Errorf("%w: empty Set", ErrInvalidArgument)
@@ -127,7 +132,9 @@ func (k checker[T]) set(set Set) (Set, error) {
 			if v == nil || reflect.TypeOf(v) != f.FieldType {
 				return nil, fmt.Errorf("%w: field %q takes a value of type %s, got %T", ErrInvalidArgument, name, f.FieldType, v)
 			}
-			out[name] = v
+			if out[name], err = k.m.Serialize(f, v); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		p, err := k.m.Normalize(f, v, true)

@@ -105,6 +105,18 @@ func (t *Table[T]) CheckCriteria(c Criteria) (Criteria, error) { return t.check.
 // order); it does no I/O. Errors wrap [ErrInvalidArgument].
 func (t *Table[T]) CheckClaim(req ClaimRequest) (ClaimRequest, error) { return t.check.claim(req) }
 
+// TableName returns the name of the table (or Elasticsearch index) the
+// store reads and writes: the model's table name under its naming
+// strategy (TableName(), TablePrefix, SingularTable), or the explicit name
+// the store was opened with. The memory store reports the model's table
+// name. It does no I/O.
+func (t *Table[T]) TableName() string {
+	if name := t.drv.Info().Table; name != "" {
+		return name
+	}
+	return t.drv.Model().Table()
+}
+
 // Capabilities reports the backend, the claim strategy, its round trips
 // and lost-race behaviour, the collation and the claim's time bounds; it
 // does no I/O.

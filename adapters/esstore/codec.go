@@ -30,10 +30,14 @@ const (
 	kindBool   = kind(driver.KindBool)   // boolean
 	kindTime   = kind(driver.KindTime)   // date (millisecond resolution in the index)
 	kindBytes  = kind(driver.KindBytes)  // binary: kept in _source, not searchable
+	kindUUID   = kind(driver.KindUUID)   // keyword holding the canonical text
 	// kindSerialized is a GORM serializer's output, kept in _source, not
 	// searchable.
 	kindSerialized kind = -1
 )
+
+// textual reports whether values of kind k are strings (keyword fields).
+func (k kind) textual() bool { return k == kindString || k == kindUUID }
 
 func fieldKind(f *schema.Field) kind {
 	if f.Serializer != nil {
@@ -152,7 +156,7 @@ func decodeValue(c column, raw json.RawMessage) (any, error) {
 		var f float64
 		err := json.Unmarshal(raw, &f)
 		return f, err
-	case kindString:
+	case kindString, kindUUID:
 		var str string
 		err := json.Unmarshal(raw, &str)
 		return str, err

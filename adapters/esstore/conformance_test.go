@@ -8,6 +8,7 @@ import (
 	"github.com/claimstore/claimstore/conformance"
 	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
+	"gorm.io/gorm/schema"
 )
 
 // TestConformance runs the whole suite against the in-process fake server,
@@ -23,7 +24,7 @@ func TestConformance(t *testing.T) {
 			Rows: 1000,
 			Models: &conformance.ModelStores{
 				Ticket:         fakeModelStore[conformance.Ticket],
-				PrefixedTicket: fakeModelStore[conformance.Ticket],
+				PrefixedTicket: func(t *testing.T) dao.Store[conformance.Ticket] { return prefixedStore(t, newFake(t).URL()) },
 				UUIDTicket:     fakeModelStore[conformance.UUIDTicket],
 				V7Ticket:       fakeModelStore[conformance.V7Ticket],
 			},
@@ -37,10 +38,12 @@ func TestConformance(t *testing.T) {
 				return newStore[conformance.Job](t, url, esstore.WithRefresh(esstore.RefreshTrue))
 			},
 			Models: &conformance.ModelStores{
-				Ticket:         realModelStore[conformance.Ticket](url),
-				PrefixedTicket: realModelStore[conformance.Ticket](url),
-				UUIDTicket:     realModelStore[conformance.UUIDTicket](url),
-				V7Ticket:       realModelStore[conformance.V7Ticket](url),
+				Ticket: realModelStore[conformance.Ticket](url),
+				PrefixedTicket: func(t *testing.T) dao.Store[conformance.Ticket] {
+					return prefixedStore(t, url, esstore.WithRefresh(esstore.RefreshTrue))
+				},
+				UUIDTicket: realModelStore[conformance.UUIDTicket](url),
+				V7Ticket:   realModelStore[conformance.V7Ticket](url),
 			},
 			Leases: func(t *testing.T) coord.LeaseStore { return newLeases(t, url) },
 		})
@@ -51,6 +54,17 @@ func TestConformance(t *testing.T) {
 // server.
 func fakeModelStore[T any](t *testing.T) dao.Store[T] {
 	return newStore[T](t, newFake(t).URL())
+}
+
+// prefixedStore returns a store of conformance.Ticket over a fresh index
+// named by a naming strategy with a fresh table prefix (no WithIndex).
+func prefixedStore(t *testing.T, url string, opts ...esstore.Option) dao.Store[conformance.Ticket] {
+	prefix := indexName() + "-"
+	s := newStore[conformance.Ticket](t, url, append(opts, esstore.WithIndex(""), esstore.WithNamer(schema.NamingStrategy{TablePrefix: prefix}))...)
+	if got := indexOf(s); got != prefix+"tickets" {
+		t.Fatalf("index %q, want %q", got, prefix+"tickets")
+	}
+	return s
 }
 
 // realModelStore returns a function that opens a store of T over a fresh

@@ -109,7 +109,7 @@ func (s *esDriver[T]) Insert(ctx context.Context, items []*T) error {
 		}
 		seen[did] = true
 	}
-	if s.pk.kind != kindString {
+	if !s.pk.kind.textual() {
 		first, err := s.allocate(ctx, int64(len(zeros)), maxExplicit)
 		if err != nil {
 			return err

@@ -35,7 +35,7 @@ func mappingOf(k kind) obj {
 		return obj{"type": "long"}
 	case kindFloat:
 		return obj{"type": "double"}
-	case kindString:
+	case kindString, kindUUID:
 		return obj{"type": "keyword"}
 	case kindBool:
 		return obj{"type": "boolean"}

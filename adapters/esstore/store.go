@@ -181,7 +181,7 @@ func newDriver[T any](client *elasticsearch.Client, opts ...Option) (*esDriver[T
 	}
 	s.pk = s.byName[m.PrimaryKey()]
 	switch s.pk.kind {
-	case kindInt, kindUint, kindString:
+	case kindInt, kindUint, kindString, kindUUID:
 	default:
 		return nil, fmt.Errorf("%w: primary key %q must be an integer or a string", dao.ErrInvalidArgument, s.pk.name)
 	}
@@ -229,6 +229,7 @@ func (s *esDriver[T]) As(target any) bool {
 func (s *esDriver[T]) Info() driver.Info {
 	return driver.Info{
 		Backend:  "elasticsearch",
+		Table:    s.index,
 		LostRace: dao.LostRaceConflict,
 		// keyword fields match terms exactly and sort by their UTF-8
 		// bytes (Reference, Keyword type family).

@@ -7,6 +7,7 @@ import (
 	"github.com/claimstore/claimstore/conformance"
 	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
+	"gorm.io/gorm/schema"
 )
 
 func TestConformance(t *testing.T) {
@@ -25,12 +26,23 @@ func TestConformance(t *testing.T) {
 		Rows: 1000,
 		Models: &conformance.ModelStores{
 			Ticket:         modelStore[conformance.Ticket],
-			PrefixedTicket: modelStore[conformance.Ticket],
+			PrefixedTicket: prefixedStore,
+			TablePrefix:    "claimstore_p_",
 			UUIDTicket:     modelStore[conformance.UUIDTicket],
 			V7Ticket:       modelStore[conformance.V7Ticket],
 		},
 		Leases: func(t *testing.T) coord.LeaseStore { return memstore.NewLeases() },
 	})
+}
+
+// prefixedStore returns a new, empty memory store of conformance.Ticket
+// whose model is parsed with the table prefix claimstore_p_.
+func prefixedStore(t *testing.T) dao.Store[conformance.Ticket] {
+	s, err := memstore.New[conformance.Ticket](memstore.WithNamer(schema.NamingStrategy{TablePrefix: "claimstore_p_"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // modelStore returns a new, empty memory store of T.

@@ -10,22 +10,46 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dao/driver"
+	"gorm.io/gorm/schema"
 )
 
+// Option configures [New].
+type Option func(*options)
+
+type options struct {
+	namer    schema.Namer
+	strategy dao.Strategy
+}
+
+// WithNamer parses the model with namer instead of GORM's default naming
+// strategy, so that column names (and the table name the store reports)
+// match those of a SQL store whose *gorm.DB has the same NamingStrategy
+// (TablePrefix, SingularTable, NameReplacer, NoLowerCase). A nil namer
+// keeps the default.
+func WithNamer(namer schema.Namer) Option { return func(o *options) { o.namer = namer } }
+
+// WithStrategy sets the claim strategy (see [dao.WithStrategy]): by
+// default one pass under the store's mutex; [dao.StrategyPortable] reads
+// and writes under separate locks as the other backends do.
+func WithStrategy(s dao.Strategy) Option { return func(o *options) { o.strategy = s } }
+
 // New returns an empty in-memory store of T, whose schema is parsed with
-// GORM's default naming strategy: the portable [dao.Table] over the memory
-// driver, with opts passed to [dao.New]. Its claim is one pass under the
-// store's mutex ([dao.StrategyFastPath], [dao.LostRaceImpossible]) unless
-// opts choose [dao.StrategyPortable], which reads and writes under
-// separate locks as the other backends do. It fails with
-// [dao.ErrInvalidArgument] when T is not a model GORM can parse with
-// exactly one primary key.
-func New[T any](opts ...dao.Option) (*dao.Table[T], error) {
-	d, err := newDriver[T]()
+// GORM's default naming strategy unless [WithNamer] gives another: the
+// portable [dao.Table] over the memory driver. Its claim is one pass
+// under the store's mutex ([dao.StrategyFastPath],
+// [dao.LostRaceImpossible]) unless [WithStrategy] chooses
+// [dao.StrategyPortable]. It fails with [dao.ErrInvalidArgument] when T is
+// not a model GORM can parse with exactly one primary key.
+func New[T any](opts ...Option) (*dao.Table[T], error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	d, err := newDriver[T](o.namer)
 	if err != nil {
 		return nil, err
 	}
-	return dao.New[T](d, opts...)
+	return dao.New[T](d, dao.WithStrategy(o.strategy))
 }
 
 // memDriver is the in-memory [driver.Driver] of T.
@@ -38,8 +62,8 @@ type memDriver[T any] struct {
 	nextID int64
 }
 
-func newDriver[T any]() (*memDriver[T], error) {
-	m, err := driver.NewModel[T](nil)
+func newDriver[T any](namer schema.Namer) (*memDriver[T], error) {
+	m, err := driver.NewModel[T](namer)
 	if err != nil {
 		return nil, fmt.Errorf("claimstore: memstore: %w", err)
 	}
@@ -55,6 +79,7 @@ func (s *memDriver[T]) Model() *driver.Model[T] { return s.model }
 func (s *memDriver[T]) Info() driver.Info {
 	return driver.Info{
 		Backend:   "memory",
+		Table:     s.model.Table(),
 		LostRace:  driver.LostRaceSkip,
 		Collation: driver.Collation{Name: "binary"},
 	}

@@ -320,6 +320,7 @@ func (s *sqlDriver[T]) Model() *driver.Model[T] { return s.model }
 func (s *sqlDriver[T]) Info() driver.Info {
 	info := driver.Info{
 		Backend:       string(s.dialect),
+		Table:         s.table.Name,
 		LostRace:      dao.LostRaceSkip,
 		Collation:     s.collation,
 		ClaimTimeout:  s.claimTimeout,
@@ -450,7 +451,7 @@ func (s *sqlDriver[T]) Insert(ctx context.Context, items []*T) error {
 // timesToUTC sets every time field of items to the same instant in UTC.
 func (s *sqlDriver[T]) timesToUTC(items []*T) error {
 	for _, f := range s.model.Schema().Fields {
-		if f.DBName == "" || f.DataType != schema.Time {
+		if f.DBName == "" || driver.KindOf(f) != driver.KindTime {
 			continue
 		}
 		for _, it := range items {

@@ -20,6 +20,7 @@ import (
 	"github.com/claimstore/claimstore/internal/testdb"
 	"github.com/elastic/go-elasticsearch/v8"
 	"gorm.io/gorm"
+	"gorm.io/gorm/schema"
 )
 
 // Environment variables of the tool.
@@ -82,10 +83,17 @@ func openBackend(t *testing.T, name string) *backend {
 		b.harness = conformance.Harness{
 			NewStore: memStore[conformance.Job],
 			Models: &conformance.ModelStores{
-				Ticket:         memStore[conformance.Ticket],
-				PrefixedTicket: memStore[conformance.Ticket],
-				UUIDTicket:     memStore[conformance.UUIDTicket],
-				V7Ticket:       memStore[conformance.V7Ticket],
+				Ticket: memStore[conformance.Ticket],
+				PrefixedTicket: func(t *testing.T) dao.Store[conformance.Ticket] {
+					s, err := memstore.New[conformance.Ticket](memstore.WithNamer(schema.NamingStrategy{TablePrefix: "claimstore_p_"}))
+					if err != nil {
+						t.Fatal(err)
+					}
+					return s
+				},
+				TablePrefix: "claimstore_p_",
+				UUIDTicket:  memStore[conformance.UUIDTicket],
+				V7Ticket:    memStore[conformance.V7Ticket],
 			},
 		}
 		return b
@@ -117,8 +125,11 @@ func openBackend(t *testing.T, name string) *backend {
 		b.harness = conformance.Harness{
 			NewStore: func(t *testing.T) dao.Store[conformance.Job] { return esStore[conformance.Job](t, client) },
 			Models: &conformance.ModelStores{
-				Ticket:         func(t *testing.T) dao.Store[conformance.Ticket] { return esStore[conformance.Ticket](t, client) },
-				PrefixedTicket: func(t *testing.T) dao.Store[conformance.Ticket] { return esStore[conformance.Ticket](t, client) },
+				Ticket: func(t *testing.T) dao.Store[conformance.Ticket] { return esStore[conformance.Ticket](t, client) },
+				PrefixedTicket: func(t *testing.T) dao.Store[conformance.Ticket] {
+					prefix := fmt.Sprintf("claimstore-conf-%d-", time.Now().UnixNano())
+					return esStore[conformance.Ticket](t, client, esstore.WithIndex(""), esstore.WithNamer(schema.NamingStrategy{TablePrefix: prefix}))
+				},
 				UUIDTicket: func(t *testing.T) dao.Store[conformance.UUIDTicket] {
 					return esStore[conformance.UUIDTicket](t, client)
 				},
@@ -208,10 +219,13 @@ func memStore[T any](t *testing.T) dao.Store[T] {
 }
 
 // esStore returns a store of T over a fresh index, dropped when t ends.
-func esStore[T any](t *testing.T, client *elasticsearch.Client) *dao.Table[T] {
+// Options in opts apply after the fresh index name (WithIndex("") and a
+// WithNamer name the index after the model instead).
+func esStore[T any](t *testing.T, client *elasticsearch.Client, opts ...esstore.Option) *dao.Table[T] {
 	t.Helper()
 	index := fmt.Sprintf("claimstore-conf-%d", time.Now().UnixNano())
-	s, err := esstore.New[T](client, esstore.WithIndex(index), esstore.WithRefresh(esstore.RefreshTrue))
+	opts = append([]esstore.Option{esstore.WithIndex(index), esstore.WithRefresh(esstore.RefreshTrue)}, opts...)
+	s, err := esstore.New[T](client, opts...)
 	if err != nil {
 		t.Fatalf("esstore.New: %v", err)
 	}

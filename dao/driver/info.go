@@ -131,6 +131,10 @@ type Info struct {
 	// Backend is the backend's name, such as "postgres", "mysql",
 	// "mariadb", "sqlite", "sqlserver", "elasticsearch" or "memory".
 	Backend string
+	// Table is the name of the table (or index) the driver reads and
+	// writes, as the model's naming strategy or an explicit name gives
+	// it; for a backend without tables (memory) the model's table name.
+	Table string
 	// LostRace is what a claimer observes when another claimer takes a row
 	// between the candidate read and the guarded update ([Driver.ClaimRow]).
 	LostRace LostRace

@@ -27,18 +27,37 @@ type Model[T any] struct {
 	pk      *schema.Field
 }
 
-var schemaCache sync.Map
+// schemaCaches holds one GORM schema cache per naming strategy: GORM's
+// cache is keyed by the model type alone, so one cache shared by two
+// strategies would give the second the first one's table and column
+// names.
+var schemaCaches sync.Map // schema.Namer → *sync.Map
+
+// schemaCache returns the schema cache of namer, or a fresh one when
+// namer cannot be a map key (a naming strategy holding a func, a map or
+// a slice): such a model is parsed again by every NewModel.
+func schemaCache(namer schema.Namer) *sync.Map {
+	if !reflect.ValueOf(namer).Comparable() {
+		return &sync.Map{}
+	}
+	c, _ := schemaCaches.LoadOrStore(namer, &sync.Map{})
+	return c.(*sync.Map)
+}
 
 // NewModel parses T (a struct type, usually with gorm tags) with namer, or
-// GORM's default naming strategy when namer is nil. It returns an error
-// wrapping [ErrInvalidArgument] when T is not a struct GORM can parse or has
-// not exactly one primary-key column.
+// GORM's default naming strategy when namer is nil, as GORM does: table
+// names from TableName() or the namer (TablePrefix, SingularTable,
+// NameReplacer), column names from column: tags or the namer, embedded
+// structs with their embeddedPrefix. Models of one type parsed with
+// different namers have each their own names. It returns an error
+// wrapping [ErrInvalidArgument] when T is not a struct GORM can parse or
+// has not exactly one primary-key column.
 func NewModel[T any](namer schema.Namer) (*Model[T], error) {
 	if namer == nil {
 		namer = schema.NamingStrategy{}
 	}
 	var zero T
-	s, err := schema.Parse(&zero, &schemaCache, namer)
+	s, err := schema.Parse(&zero, schemaCache(namer), namer)
 	if err != nil {
 		return nil, fmt.Errorf("%w: parse model %T: %w", ErrInvalidArgument, zero, err)
 	}
@@ -77,43 +96,6 @@ func (m *Model[T]) Field(name string) (*schema.Field, error) {
 		return nil, fmt.Errorf("%w: unknown field %q for %s", ErrInvalidArgument, name, m.schema.Name)
 	}
 	return f, nil
-}
-
-// Kind is the comparison class of a column, from its GORM data type.
-// Criteria, ordering and Increment work on every kind but KindOther.
-type Kind int
-
-// The column kinds.
-const (
-	KindOther Kind = iota // JSON, custom and other types: written, never compared
-	KindInt
-	KindUint
-	KindFloat
-	KindString
-	KindBool
-	KindTime
-	KindBytes
-)
-
-// KindOf returns the kind of column f.
-func KindOf(f *schema.Field) Kind {
-	switch f.DataType {
-	case schema.Int:
-		return KindInt
-	case schema.Uint:
-		return KindUint
-	case schema.Float:
-		return KindFloat
-	case schema.String:
-		return KindString
-	case schema.Bool:
-		return KindBool
-	case schema.Time:
-		return KindTime
-	case schema.Bytes:
-		return KindBytes
-	}
-	return KindOther
 }
 
 var timeType = reflect.TypeOf(time.Time{})
@@ -200,7 +182,7 @@ func coerce(k Kind, p any) (any, bool) {
 		if f, ok := toFloat(p); ok {
 			return f, true
 		}
-	case KindString:
+	case KindString, KindUUID:
 		if s, ok := p.(string); ok {
 			return s, true
 		}
@@ -227,9 +209,10 @@ func coerce(k Kind, p any) (any, bool) {
 // the column, or that [Model.CheckRow] would refuse, is an error wrapping
 // [ErrInvalidArgument].
 func (m *Model[T]) Normalize(f *schema.Field, v any, allowNil bool) (any, error) {
-	k := KindOf(f)
+	ki := kindOf(f)
+	k := ki.kind
 	if k == KindOther {
-		return nil, fmt.Errorf("%w: field %q of type %s cannot be compared", ErrInvalidArgument, f.DBName, f.FieldType)
+		return nil, fmt.Errorf("%w: field %q of type %s cannot be compared or set to a plain value: it %s", ErrInvalidArgument, f.DBName, f.FieldType, ki.why)
 	}
 	p, err := plain(v)
 	if err != nil {
@@ -244,6 +227,9 @@ func (m *Model[T]) Normalize(f *schema.Field, v any, allowNil bool) (any, error)
 	c, ok := coerce(k, p)
 	if !ok {
 		return nil, fmt.Errorf("%w: field %q of type %s: value of type %T does not fit", ErrInvalidArgument, f.DBName, f.FieldType, v)
+	}
+	if c, err = canonical(ki, c); err != nil {
+		return nil, fmt.Errorf("%w: field %q: %w", ErrInvalidArgument, f.DBName, err)
 	}
 	if err := storable(f, c); err != nil {
 		return nil, fmt.Errorf("%w: field %q: %w", ErrInvalidArgument, f.DBName, err)
@@ -354,8 +340,8 @@ func (m *Model[T]) CheckRow(row *T) error {
 	rv := reflect.ValueOf(row).Elem()
 	for _, name := range m.columns {
 		f := m.byName[name]
-		k := KindOf(f)
-		if k == KindOther {
+		ki := kindOf(f)
+		if ki.kind == KindOther {
 			continue
 		}
 		v, _ := f.ValueOf(context.Background(), rv)
@@ -363,9 +349,14 @@ func (m *Model[T]) CheckRow(row *T) error {
 		if err != nil || p == nil {
 			continue
 		}
-		c, ok := coerce(k, p)
+		c, ok := coerce(ki.kind, p)
 		if !ok {
 			continue
+		}
+		if ki.kind == KindUUID {
+			if _, err := canonical(ki, c); err != nil {
+				return fmt.Errorf("%w: field %q: %w", ErrInvalidArgument, name, err)
+			}
 		}
 		if err := storable(f, c); err != nil {
 			return fmt.Errorf("%w: field %q: %w", ErrInvalidArgument, name, err)
@@ -392,15 +383,23 @@ func (m *Model[T]) ID(row *T) any {
 }
 
 // Value returns the value of column name in row, in plain form (nil for
-// NULL); values of columns the package cannot compare are returned as they
-// are. The boolean is false when the model has no such column.
+// NULL); a serializer field's value is its serialized form, and values of
+// other columns the package cannot compare are returned as they are. The
+// boolean is false when the model has no such column.
 func (m *Model[T]) Value(row *T, name string) (any, bool) {
 	f, ok := m.byName[name]
 	if !ok {
 		return nil, false
 	}
 	v, _ := f.ValueOf(context.Background(), reflect.ValueOf(row).Elem())
-	if KindOf(f) == KindOther {
+	ki := kindOf(f)
+	if ki.kind == KindOther {
+		if f.Serializer != nil {
+			// GORM's serializer wrapper: its Value is the serialized form.
+			if p, err := plain(v); err == nil {
+				return p, true
+			}
+		}
 		return v, true
 	}
 	p, err := plain(v)
@@ -408,16 +407,39 @@ func (m *Model[T]) Value(row *T, name string) (any, bool) {
 		return v, true
 	}
 	if p != nil {
-		if c, ok := coerce(KindOf(f), p); ok {
+		if c, ok := coerce(ki.kind, p); ok {
+			if ki.kind == KindUUID {
+				if u, err := canonical(ki, c); err == nil {
+					c = u
+				}
+			}
 			return c, true
 		}
 	}
 	return p, true
 }
 
+// Serialize returns v, a value of the Go type of field f, in the form a
+// Set carries it to a driver: for a field with a GORM serializer
+// (serializer:json) its serialized form, as GORM writes it (the JSON
+// text); for other fields v unchanged. A value the serializer refuses is
+// an error wrapping [ErrInvalidArgument].
+func (m *Model[T]) Serialize(f *schema.Field, v any) (any, error) {
+	if f.Serializer == nil {
+		return v, nil
+	}
+	var zero T
+	out, err := f.Serializer.Value(context.Background(), f, reflect.ValueOf(&zero).Elem(), v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: field %q: serialize: %w", ErrInvalidArgument, f.DBName, err)
+	}
+	return out, nil
+}
+
 // Apply writes set (checked) into row, as the database
 // applies it: plain values are assigned, Increment adds to the current
-// value. It is how the portable default returns a row in its post-claim
+// value, a serializer field's serialized form is read back through its
+// serializer. It is how the portable default returns a row in its post-claim
 // state without reading it again.
 func (m *Model[T]) Apply(row *T, set Set) error {
 	rv := reflect.ValueOf(row).Elem()
@@ -439,6 +461,12 @@ func (m *Model[T]) Apply(row *T, set Set) error {
 			case nil:
 				continue // NULL + n is NULL in SQL
 			}
+		}
+		if f.Serializer != nil {
+			if err := f.Serializer.Scan(ctx, f, rv, v); err != nil {
+				return fmt.Errorf("claimstore: deserialize field %q: %w", name, err)
+			}
+			continue
 		}
 		if f.FieldType.Kind() == reflect.Pointer {
 			// GORM's setters write a value through a non-nil pointer; start

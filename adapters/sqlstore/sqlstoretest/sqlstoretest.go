@@ -28,6 +28,7 @@ import (
 	"github.com/claimstore/claimstore/dialects"
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
+	"gorm.io/gorm/schema"
 )
 
 // Harness returns a complete [conformance.Harness] over db (PostgreSQL,
@@ -69,11 +70,14 @@ func Harness(db *gorm.DB, opts ...sqlstore.Option) conformance.Harness {
 // Models returns the stores of the conformance models section over db:
 // each function creates a table with a fresh name for its model with
 // dao.Table.Migrate, returns a store over it built with opts, and drops
-// the table when the test ends.
+// the table when the test ends. PrefixedTicket's table is named by a
+// copy of db whose naming strategy has a fresh table prefix
+// (claimstore_conf_<16 hex digits>_tickets), with
+// no WithTable.
 func Models(db *gorm.DB, opts ...sqlstore.Option) *conformance.ModelStores {
 	return &conformance.ModelStores{
 		Ticket:         modelStore[conformance.Ticket](db, opts),
-		PrefixedTicket: modelStore[conformance.Ticket](db, opts),
+		PrefixedTicket: prefixedStore(db, opts),
 		UUIDTicket:     modelStore[conformance.UUIDTicket](db, opts),
 		V7Ticket:       modelStore[conformance.V7Ticket](db, opts),
 	}
@@ -120,6 +124,59 @@ func Leases(t testing.TB, db *gorm.DB) *sqlstore.Leases {
 		t.Fatalf("sqlstoretest: %v", err)
 	}
 	return l
+}
+
+// prefixedStore returns a function that opens a store of
+// conformance.Ticket over a copy of db whose naming strategy has a fresh
+// table prefix, so the store's table name comes from the naming strategy;
+// the table is dropped when the test ends.
+func prefixedStore(db *gorm.DB, opts []sqlstore.Option) func(t *testing.T) dao.Store[conformance.Ticket] {
+	return func(t *testing.T) dao.Store[conformance.Ticket] {
+		t.Helper()
+		prefix := tableName(t) + "_"
+		pdb := withTablePrefix(db, prefix)
+		// A WithTable among opts would name the table; WithTable("")
+		// gives the naming back to the naming strategy.
+		s, err := sqlstore.New[conformance.Ticket](pdb, append(opts[:len(opts):len(opts)], sqlstore.WithTable(""))...)
+		if err != nil {
+			t.Fatalf("sqlstoretest: %v", err)
+		}
+		var table dialects.Table
+		if !s.As(&table) || table.Name != prefix+"tickets" {
+			t.Fatalf("sqlstoretest: the store's table is %q, want %q", table.Name, prefix+"tickets")
+		}
+		t.Cleanup(func() {
+			if err := db.Migrator().DropTable(table.Name); err != nil {
+				t.Errorf("sqlstoretest: drop table %s: %v", table.Name, err)
+			}
+		})
+		if err := s.Migrate(context.Background()); err != nil {
+			t.Fatalf("sqlstoretest: %v", err)
+		}
+		return s
+	}
+}
+
+// withTablePrefix returns a session of db whose naming strategy puts
+// prefix before every table name (before the prefix db's strategy
+// already has), on db's connection pool and with the rest of db's
+// configuration. db is left unchanged. db's naming strategy must be a
+// schema.NamingStrategy (GORM's default); another Namer is kept as it is.
+//
+// The session shares GORM's schema cache with db, which is keyed by model
+// type: a model parsed through one of them has the table and column
+// names of whichever parsed it first. claimstore's stores name tables
+// explicitly and parse models per naming strategy, and a table prefix
+// leaves column names unchanged, so the stores of both are unaffected;
+// a caller that runs GORM's own finders on both should open a second
+// *gorm.DB instead.
+func withTablePrefix(db *gorm.DB, prefix string) *gorm.DB {
+	pdb := db.Session(&gorm.Session{NewDB: true})
+	if ns, ok := db.NamingStrategy.(schema.NamingStrategy); ok {
+		ns.TablePrefix = prefix + ns.TablePrefix
+		pdb.Config.NamingStrategy = ns
+	}
+	return pdb
 }
 
 // tableName returns a fresh table name.
