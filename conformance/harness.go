@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
 )
 
@@ -36,6 +37,19 @@ type Harness struct {
 	// run.
 	Skip []string
 
+	// Locker, optional, returns the try-lock the coordination section
+	// tests (coord.WithLock), over the same database as s, a store
+	// NewStore returned in the same test. nil means s itself, which then
+	// must be a coord.Locker (every *dao.Table is, through its TryLock).
+	Locker func(t *testing.T, s dao.Store[Job]) coord.Locker
+
+	// KillLockHolder, optional, ends from another connection the database
+	// session that runs tx, the transaction a try-lock passed to its unit
+	// of work (PostgreSQL: pg_terminate_backend; MySQL and MariaDB: KILL),
+	// and returns once the server has accepted the request. Required for
+	// [CheckLockHolderKilled] unless Skip names it.
+	KillLockHolder func(t *testing.T, tx any)
+
 	// Rows and Workers size the concurrent no-double-claim test: Workers
 	// goroutines claim Rows rows until none is left. Zero means 5000 rows
 	// (500 with -short) and 16 workers.
@@ -48,7 +62,18 @@ type Harness struct {
 const CheckHeldLock = "LostRace/HeldLock"
 
 // Skippable returns the names [Harness.Skip] accepts.
-func Skippable() []string { return []string{CheckHeldLock} }
+func Skippable() []string { return append([]string{CheckHeldLock}, coordinationSkippable...) }
+
+// coordinationChecks are the checks of the coordination section, one
+// subtest each, registered by the files that define them.
+var coordinationChecks []struct {
+	name string
+	run  func(t *testing.T, h Harness)
+}
+
+// coordinationSkippable are the names of coordination checks
+// [Harness.Skip] accepts.
+var coordinationSkippable []string
 
 // checkSkip fails t when h.Skip names a check that cannot be skipped.
 func (h Harness) checkSkip(t *testing.T) {
@@ -92,8 +117,9 @@ func (h Harness) workers() int {
 // t: CRUD, criteria semantics, ordering and limits, updates, bounded
 // deletes, bad input, claim semantics, the no-double-claim check under
 // concurrency, and the documented lost-race behaviour the store's
-// [dao.Capabilities] declares, forced deterministically. Every check goes
-// through the public [dao.Store] API. A failure names the operation, the
+// [dao.Capabilities] declares, forced deterministically, and the
+// coordination section (package coord's primitives on the same database).
+// Every check goes through the public [dao.Store] and coord APIs. A failure names the operation, the
 // input and the rows involved. A check that needs a harness field h lacks
 // fails, unless h.Skip names it; a name in h.Skip that no check has fails
 // the run at once.
@@ -115,6 +141,11 @@ func Run(t *testing.T, h Harness) {
 	t.Run("NoDoubleClaim", func(t *testing.T) { testNoDoubleClaim(t, h) })
 	t.Run("LostRace", func(t *testing.T) { testLostRace(t, h) })
 	t.Run("CancelSweep", func(t *testing.T) { testCancelSweep(t, h) })
+	t.Run("Coordination", func(t *testing.T) {
+		for _, c := range coordinationChecks {
+			t.Run(c.name, func(t *testing.T) { c.run(t, h) })
+		}
+	})
 }
 
 func testCapabilities(t *testing.T, h Harness) {

@@ -52,7 +52,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, fn func(ctx context.Co
 		l.mu.Unlock()
 	}()
 	if err := fn(ctx, nil); err != nil {
-		return true, fmt.Errorf("memory try-lock %q: %w", key, err)
+		return true, fmt.Errorf("unit of work: %w", err)
 	}
 	return true, nil
 }

@@ -130,7 +130,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, fn func(ctx context.Co
 	}
 	conn, err := l.sqlDB.Conn(ctx)
 	if err != nil {
-		return false, fmt.Errorf("try-lock %q: %w", key, mapCtxError(ctx, err))
+		return false, fmt.Errorf("attempt: %w", mapCtxError(ctx, err))
 	}
 	healthy := true
 	defer func() {
@@ -214,11 +214,11 @@ func (l *Locker) TryLock(ctx context.Context, key string, fn func(ctx context.Co
 	g := l.db.Session(&gorm.Session{NewDB: true, Context: ctx})
 	g.Statement.ConnPool = tx
 	if err := fn(ctx, g); err != nil {
-		return true, fmt.Errorf("try-lock %q: %w", key, err)
+		return true, fmt.Errorf("unit of work: %w", err)
 	}
 	done = true
 	if err := tx.Commit(); err != nil {
-		return true, fmt.Errorf("try-lock %q: commit: %w", key, mapCtxError(ctx, err))
+		return true, fmt.Errorf("commit: %w", mapCtxError(ctx, err))
 	}
 	if created {
 		lockTables.Store(l.sqlDB, struct{}{})
@@ -231,7 +231,7 @@ func lockErr(ctx context.Context, key string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("try-lock %q: %w", key, mapCtxError(ctx, err))
+	return fmt.Errorf("attempt: %w", mapCtxError(ctx, err))
 }
 
 // scanLock reads the one integer of a try-lock statement: 1 taken, 0
