@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/adapters/sqlstore/sqlstoretest"
 	"github.com/claimstore/claimstore/conformance"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/testdb"
@@ -78,6 +79,7 @@ func TestConformanceCollations(t *testing.T) {
 					return s
 				},
 				Rows: 200, Workers: 4,
+				KillLockHolder: func(t *testing.T, tx any) { sqlstoretest.KillSession(t, db, tx) },
 			})
 		})
 	}
