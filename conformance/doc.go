@@ -77,6 +77,18 @@
 //     zero. The error of a call whose context had ended must wrap
 //     context.Canceled or context.DeadlineExceeded; any other call may
 //     fail only with a retryable error.
+//   - Coordination, TryLock (package coord's WithLock on [Harness.Locker],
+//     by default the store itself): invalid keys are
+//     [dao.ErrInvalidArgument]; 16 goroutines recording enter and exit
+//     never overlap; an attempt on a held lock returns ran == false
+//     without waiting (its latency is logged, not asserted); a failed unit
+//     of work rolls back its writes (on stores with transactions); a
+//     panic releases the lock; a holder whose session
+//     [Harness.KillLockHolder] ends frees the lock once the server notices
+//     ([CheckLockHolderKilled]).
+//
+// [RunLockProcesses] checks the try-lock's mutual exclusion across three
+// processes of the test binary; it runs by default.
 //
 // [RunStress] repeats the no-double-claim check across operating-system
 // processes (three processes of eight workers over 100,000 rows by
