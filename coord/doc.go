@@ -15,7 +15,7 @@
 //	SQL Server      sp_getapplock @LockOwner = 'Transaction', @LockTimeout = 0
 //	SQLite          the database write lock of an immediate transaction, tried with a busy timeout of 0
 //	memory          a mutex per key, TryLock
-//	Elasticsearch   not implemented: WithLock returns errors.ErrUnsupported
+//	Elasticsearch   a lease document guarded by seq_no and primary_term, renewed while fn runs
 //
 // See docs/coordination.md for the names each backend sees, what happens
 // on a crash and the pooled-connection rule of MySQL.

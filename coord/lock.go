@@ -76,8 +76,10 @@ func WithMeterProvider(mp metric.MeterProvider) Option { return func(o *options)
 //   - Acquired: fn runs with ctx and tx, the lock's transaction. tx is a
 //     *gorm.DB inside that transaction on the SQL backends: write with it
 //     directly, or bind a store to it with dao.Table.WithTx(tx), and do
-//     not commit or roll it back yourself. On memory tx is nil (there are
-//     no transactions: fn's writes stay when it fails). When fn returns
+//     not commit or roll it back yourself. On memory and Elasticsearch tx
+//     is nil (there are no transactions: fn's writes stay when it fails;
+//     Elasticsearch's lock is a lease renewed while fn runs, whose loss
+//     cancels fn's ctx and yields dao.ErrConflict). When fn returns
 //     nil the transaction commits; when it returns an error or panics it
 //     rolls back, and the panic is re-raised. The lock is released with
 //     the transaction's end, and by the server when the holder's
