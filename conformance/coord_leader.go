@@ -39,6 +39,10 @@ func LeaderConfig(name, id string) coord.ElectorConfig {
 	}
 }
 
+// CheckLeader names the leader-election part of the coordination
+// section, which needs [Harness.Leases].
+const CheckLeader = "Coordination/Leader"
+
 // LeaderHandoverBound is the longest the leader checks allow between a
 // leader's crash (its renewals stop) and a successor's election: TTL plus
 // one renew interval and one poll, plus a generous allowance for a
@@ -48,7 +52,7 @@ const LeaderHandoverBound = leaderTTL + leaderRenew + leaderPoll + leaderSlack
 // testLeader runs the leader-election checks of the coordination section.
 func testLeader(t *testing.T, h Harness) {
 	if h.Leases == nil {
-		t.Skip("Harness.Leases is nil: leader election is not tested on this backend")
+		h.lacks(t, CheckLeader, "Leases", "leader election")
 	}
 	t.Run("LeaseStore", func(t *testing.T) { testLeaseStore(t, h) })
 	t.Run("OneLeaderPerTerm", func(t *testing.T) { testOneLeaderPerTerm(t, h) })

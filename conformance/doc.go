@@ -77,8 +77,8 @@
 //     zero. The error of a call whose context had ended must wrap
 //     context.Canceled or context.DeadlineExceeded; any other call may
 //     fail only with a retryable error.
-//   - Coordination, leader election (with Harness.Leases; skipped, and
-//     saying so, without it): the lease operations one by one (insert,
+//   - Coordination, leader election (with Harness.Leases; without it the
+//     check fails unless Harness.Skip names CheckLeader): the lease operations one by one (insert,
 //     renewal keeping the term, refusal while another holds the lease,
 //     release, takeover with term + 1, bad input is
 //     [dao.ErrInvalidArgument]); four electors of which the leader resigns
@@ -87,6 +87,18 @@
 //     whose store fails (a crash: no renewal, no release) replaced within
 //     TTL plus one renew interval, the handover time logged; and a deposed
 //     leader's fenced write changing nothing.
+//   - Coordination, TryLock (package coord's WithLock on [Harness.Locker],
+//     by default the store itself): invalid keys are
+//     [dao.ErrInvalidArgument]; 16 goroutines recording enter and exit
+//     never overlap; an attempt on a held lock returns ran == false
+//     without waiting (its latency is logged, not asserted); a failed unit
+//     of work rolls back its writes (on stores with transactions); a
+//     panic releases the lock; a holder whose session
+//     [Harness.KillLockHolder] ends frees the lock once the server notices
+//     ([CheckLockHolderKilled]).
+//
+// [RunLockProcesses] checks the try-lock's mutual exclusion across three
+// processes of the test binary; it runs by default.
 //
 // [RunStress] repeats the no-double-claim check across operating-system
 // processes (three processes of eight workers over 100,000 rows by

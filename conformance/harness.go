@@ -47,8 +47,21 @@ type Harness struct {
 	// table (or index, or in-memory store), removed when t finishes, for
 	// the leader-election checks of the coordination section. It is called
 	// once per check; the electors of one check share the store it
-	// returns. When nil those checks are skipped, and say so.
+	// returns. Without it those checks fail, unless Skip names [CheckLeader].
 	Leases func(t *testing.T) coord.LeaseStore
+
+	// Locker, optional, returns the try-lock the coordination section
+	// tests (coord.WithLock), over the same database as s, a store
+	// NewStore returned in the same test. nil means s itself, which then
+	// must be a coord.Locker (every *dao.Table is, through its TryLock).
+	Locker func(t *testing.T, s dao.Store[Job]) coord.Locker
+
+	// KillLockHolder, optional, ends from another connection the database
+	// session that runs tx, the transaction a try-lock passed to its unit
+	// of work (PostgreSQL: pg_terminate_backend; MySQL and MariaDB: KILL),
+	// and returns once the server has accepted the request. Required for
+	// [CheckLockHolderKilled] unless Skip names it.
+	KillLockHolder func(t *testing.T, tx any)
 
 	// Rows and Workers size the concurrent no-double-claim test: Workers
 	// goroutines claim Rows rows until none is left. Zero means 5000 rows
@@ -62,7 +75,9 @@ type Harness struct {
 const CheckHeldLock = "LostRace/HeldLock"
 
 // Skippable returns the names [Harness.Skip] accepts.
-func Skippable() []string { return []string{CheckHeldLock, CheckModels} }
+func Skippable() []string {
+	return []string{CheckHeldLock, CheckModels, CheckTryLock, CheckLockHolderKilled, CheckLeader}
+}
 
 // checkSkip fails t when h.Skip names a check that cannot be skipped.
 func (h Harness) checkSkip(t *testing.T) {
@@ -106,8 +121,9 @@ func (h Harness) workers() int {
 // t: CRUD, criteria semantics, ordering and limits, updates, bounded
 // deletes, bad input, claim semantics, the no-double-claim check under
 // concurrency, and the documented lost-race behaviour the store's
-// [dao.Capabilities] declares, forced deterministically. Every check goes
-// through the public [dao.Store] API. A failure names the operation, the
+// [dao.Capabilities] declares, forced deterministically, and the
+// coordination section (package coord's primitives on the same database).
+// Every check goes through the public [dao.Store] and coord APIs. A failure names the operation, the
 // input and the rows involved. A check that needs a harness field h lacks
 // fails, unless h.Skip names it; a name in h.Skip that no check has fails
 // the run at once.
@@ -131,6 +147,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("CancelSweep", func(t *testing.T) { testCancelSweep(t, h) })
 	t.Run("Models", func(t *testing.T) { testModels(t, h) })
 	t.Run("Coordination", func(t *testing.T) {
+		t.Run("TryLock", func(t *testing.T) { testTryLock(t, h) })
 		t.Run("Leader", func(t *testing.T) { testLeader(t, h) })
 	})
 }

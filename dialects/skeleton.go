@@ -23,6 +23,10 @@ import (
 //	{orderAliases}   ", <col> AS <alias>" per non-key order column
 //	{orderCopies:q}  ", q.<alias>" per non-key order column
 //	{orderByCopies:q} the ORDER BY terms over q's copies of the order columns
+//	{arg:i}          the i-th value of a statement's own operands, bound
+//	{ident:i}        the i-th identifier of them, quoted
+//	{literal:i}      the i-th checked literal of them, quoted as a string
+//	{type}           the checked column type of them
 //
 // Identifiers and values never become skeleton text: holes write quoted
 // identifiers from the schema and placeholders for values.
@@ -55,6 +59,10 @@ var holes = map[string]holeFunc{
 	"orderAliases":  func(b *builder, _ string) error { b.orderAliases(); return nil },
 	"orderCopies":   func(b *builder, q string) error { b.orderCopies(q); return nil },
 	"orderByCopies": func(b *builder, q string) error { b.orderByCopies(q); return nil },
+	"arg":           func(b *builder, i string) error { return b.own(i, 'a') },
+	"ident":         func(b *builder, i string) error { return b.own(i, 'i') },
+	"literal":       func(b *builder, i string) error { return b.own(i, 'l') },
+	"type":          func(b *builder, _ string) error { return b.columnType() },
 }
 
 // mustParse splits src into segments. A malformed skeleton or an unknown
@@ -99,6 +107,12 @@ type request struct {
 	limit int
 	id    any
 	ids   []any
+	// A statement's own operands, by position: bound values, identifiers
+	// and checked literals (see lock.go).
+	args     []any
+	idents   []string
+	literals []string
+	colType  string
 }
 
 // builder accumulates statement text and bound arguments.

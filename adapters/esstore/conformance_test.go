@@ -29,6 +29,9 @@ func TestConformance(t *testing.T) {
 				V7Ticket:       fakeModelStore[conformance.V7Ticket],
 			},
 			Leases: func(t *testing.T) coord.LeaseStore { return newLeases(t, newFake(t).URL()) },
+			// A lease has no connection to kill: a dead holder's lease
+			// expires after esstore.DefaultLockTTL (see TestTryLockExpired).
+			Skip: []string{conformance.CheckLockHolderKilled},
 		})
 	})
 	t.Run("elasticsearch", func(t *testing.T) {
@@ -46,6 +49,7 @@ func TestConformance(t *testing.T) {
 				V7Ticket:   realModelStore[conformance.V7Ticket](url),
 			},
 			Leases: func(t *testing.T) coord.LeaseStore { return newLeases(t, url) },
+			Skip:   []string{conformance.CheckLockHolderKilled},
 		})
 	})
 }

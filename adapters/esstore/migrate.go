@@ -9,7 +9,7 @@ import (
 )
 
 // Migrate creates the index with an explicit mapping derived from the
-// model, and the sequence index. Strings map to keyword, integers to long,
+// model, the sequence index and the lock index of TryLock. Strings map to keyword, integers to long,
 // floats to double, booleans to boolean, times to date, []byte to binary,
 // and any other column (JSON, custom types) to a disabled object kept only
 // in _source; the mapping is strict, so a document with an unknown field
@@ -23,10 +23,13 @@ func (s *esDriver[T]) Migrate(ctx context.Context) error {
 	if err := s.createIndex(ctx, s.index, obj{"mappings": obj{"dynamic": "strict", "properties": props}}); err != nil {
 		return err
 	}
-	return s.createIndex(ctx, s.seqIndex, obj{"mappings": obj{
+	if err := s.createIndex(ctx, s.seqIndex, obj{"mappings": obj{
 		"dynamic":    "strict",
 		"properties": obj{"next": obj{"type": "long", "index": false}},
-	}})
+	}}); err != nil {
+		return err
+	}
+	return s.createIndex(ctx, s.lockIndex(), lockMapping)
 }
 
 func mappingOf(k kind) obj {
@@ -62,7 +65,7 @@ func (s *esDriver[T]) createIndex(ctx context.Context, name string, body obj) er
 	return nil
 }
 
-// Drop deletes the index and the sequence index of store, an Elasticsearch
+// Drop deletes the index, the sequence index and the lock index of store, an Elasticsearch
 // store built by [New], with all their documents. Indexes that do not
 // exist are ignored. A store of another backend is
 // dao.ErrInvalidArgument.
@@ -79,7 +82,7 @@ func Drop[T any](ctx context.Context, store *dao.Table[T]) error {
 
 // drop deletes the driver's indexes.
 func (s *esDriver[T]) drop(ctx context.Context) error {
-	for _, name := range []string{s.index, s.seqIndex} {
+	for _, name := range []string{s.index, s.seqIndex, s.lockIndex()} {
 		_, _, esErr, err := s.do(ctx, "drop "+name, esapi.IndicesDeleteRequest{Index: []string{name}})
 		if err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/elastic/go-elasticsearch/v8"
 	"github.com/elastic/go-elasticsearch/v8/esapi"
@@ -43,6 +44,7 @@ const DefaultPageSize = 10000
 type Option func(*options) error
 
 type options struct {
+	lockTTL  time.Duration
 	index    string
 	refresh  Refresh
 	pageSize int
@@ -103,6 +105,7 @@ type esDriver[T any] struct {
 	seqIndex string
 	refresh  Refresh
 	pageSize int
+	lockTTL  time.Duration
 	cols     []column
 	byName   map[string]column
 	pk       column
@@ -148,7 +151,7 @@ func newDriver[T any](client *elasticsearch.Client, opts ...Option) (*esDriver[T
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil client", dao.ErrInvalidArgument)
 	}
-	o := options{refresh: RefreshWaitFor, pageSize: DefaultPageSize}
+	o := options{refresh: RefreshWaitFor, pageSize: DefaultPageSize, lockTTL: DefaultLockTTL}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err
@@ -171,6 +174,7 @@ func newDriver[T any](client *elasticsearch.Client, opts ...Option) (*esDriver[T
 		seqIndex: o.index + "-claimstore-seq",
 		refresh:  o.refresh,
 		pageSize: o.pageSize,
+		lockTTL:  o.lockTTL,
 		byName:   map[string]column{},
 	}
 	for _, name := range m.Columns() {

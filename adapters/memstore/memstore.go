@@ -60,6 +60,8 @@ type memDriver[T any] struct {
 	mu     sync.Mutex
 	rows   map[any]*T // by plain primary-key value
 	nextID int64
+
+	locks Locker // the store's try-locks, apart from mu
 }
 
 func newDriver[T any](namer schema.Namer) (*memDriver[T], error) {

@@ -11,6 +11,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/adapters/sqlstore/sqlstoretest"
 	"github.com/claimstore/claimstore/conformance"
+	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/testdb"
 	"gorm.io/gorm"
@@ -187,5 +188,42 @@ func TestConformanceStress(t *testing.T) {
 	t.Run("mysql", func(t *testing.T) { conformance.RunStress(t, confStress(testdb.MySQL)) })
 	t.Run("mysql_fast_path", func(t *testing.T) {
 		conformance.RunStress(t, confStress(testdb.MySQL, sqlstore.WithStrategy(dao.StrategyFastPath)))
+	})
+}
+
+// TestConformanceLockProcesses runs the try-lock's mutual exclusion across
+// three processes on each database that several processes can open.
+func TestConformanceLockProcesses(t *testing.T) {
+	locker := func(t *testing.T, db *gorm.DB) coord.Locker {
+		l, err := sqlstore.NewLocker(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	t.Run("sqlite", func(t *testing.T) {
+		conformance.RunLockProcesses(t, conformance.LockProcessHarness{
+			Setup: func(t *testing.T) string { return filepath.Join(t.TempDir(), "locks.db") },
+			Open: func(t *testing.T, path string) coord.Locker {
+				db, err := sqlstore.Open(context.Background(), "sqlite", sqlstore.SQLiteDSN(path))
+				if err != nil {
+					t.Fatal(err)
+				}
+				testdb.CloseAtCleanup(t, db)
+				return locker(t, db)
+			},
+		})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		conformance.RunLockProcesses(t, conformance.LockProcessHarness{
+			Setup: func(t *testing.T) string { testdb.Postgres(t); return "" }, // skips or fails without a server
+			Open:  func(t *testing.T, _ string) coord.Locker { return locker(t, testdb.Postgres(t)) },
+		})
+	})
+	t.Run("mysql", func(t *testing.T) {
+		conformance.RunLockProcesses(t, conformance.LockProcessHarness{
+			Setup: func(t *testing.T) string { testdb.MySQL(t); return "" },
+			Open:  func(t *testing.T, _ string) coord.Locker { return locker(t, testdb.MySQL(t)) },
+		})
 	})
 }

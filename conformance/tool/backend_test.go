@@ -15,6 +15,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/adapters/sqlstore/sqlstoretest"
 	"github.com/claimstore/claimstore/conformance"
+	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/internal/testdb"
@@ -95,6 +96,9 @@ func openBackend(t *testing.T, name string) *backend {
 				UUIDTicket:  memStore[conformance.UUIDTicket],
 				V7Ticket:    memStore[conformance.V7Ticket],
 			},
+			Leases: func(t *testing.T) coord.LeaseStore { return memstore.NewLeases() },
+			// The holder runs in this process: no connection to kill.
+			Skip: []string{conformance.CheckLockHolderKilled},
 		}
 		return b
 	case "elasticsearch":
@@ -135,6 +139,9 @@ func openBackend(t *testing.T, name string) *backend {
 				},
 				V7Ticket: func(t *testing.T) dao.Store[conformance.V7Ticket] { return esStore[conformance.V7Ticket](t, client) },
 			},
+			Leases: func(t *testing.T) coord.LeaseStore { return esLeases(t, client) },
+			// A lease has no connection to kill; it expires instead.
+			Skip: []string{conformance.CheckLockHolderKilled},
 		}
 		return b
 	case "sqlite":
@@ -191,6 +198,15 @@ func openBackend(t *testing.T, name string) *backend {
 			return holdLock(t, db, s.(*dao.Table[conformance.Job]), id)
 		},
 		Models: sqlstoretest.Models(db, b.opts...),
+		Leases: func(t *testing.T) coord.LeaseStore { return sqlstoretest.Leases(t, db) },
+	}
+	switch name {
+	case "postgres", "mysql", "mariadb":
+		b.harness.KillLockHolder = func(t *testing.T, tx any) { sqlstoretest.KillSession(t, db, tx) }
+	default:
+		// SQLite's holder runs in this process; no SQL Server session
+		// killer is written yet.
+		b.harness.Skip = append(b.harness.Skip, conformance.CheckLockHolderKilled)
 	}
 	return b
 }
@@ -278,4 +294,30 @@ func TestStrategyOptions(t *testing.T) {
 			t.Errorf("%s=%q: SQLite store claims with %v, want %v", envStrategy, value, got, want)
 		}
 	}
+}
+
+// esLeases returns a lease store over a fresh index of client, deleted
+// when t ends.
+func esLeases(t *testing.T, client *elasticsearch.Client) *esstore.Leases {
+	t.Helper()
+	index := fmt.Sprintf("claimstore-leases-%d", time.Now().UnixNano())
+	l, err := esstore.NewLeases(client, index)
+	if err != nil {
+		t.Fatalf("esstore.NewLeases: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := l.Migrate(ctx); err != nil {
+		t.Fatalf("migrate index %s: %v", index, err)
+	}
+	t.Cleanup(func() {
+		res, err := client.Indices.Delete([]string{index})
+		if err == nil {
+			res.Body.Close()
+		}
+		if err != nil || res.IsError() {
+			t.Errorf("delete index %s: %v %v", index, err, res)
+		}
+	})
+	return l
 }

@@ -18,6 +18,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -44,12 +45,18 @@ import (
 //   - Leases creates, for each leader check, a lease table with a fresh
 //     name (claimstore_leaders_<16 hex digits>) and returns a
 //     [sqlstore.Leases] over it; the table is dropped when the check ends.
+//   - KillLockHolder ends the session of a try-lock's transaction, as
+//     [KillSession] does, on PostgreSQL, MySQL and MariaDB. On SQLite,
+//     whose holder runs in the test's own process, Skip names
+//     conformance.CheckLockHolderKilled instead.
 //
-// The user of db needs the right to create and drop tables. Rows,
-// Workers and Skip are left zero; set them on the result to resize the
-// concurrency test or to opt out of checks.
+// The coordination section's try-lock is the store's own (its TryLock).
+// The user of db needs the right to create and drop tables, and to end
+// sessions of its own user. Rows and Workers are left zero; set them on
+// the result to resize the concurrency test, or add to Skip to opt out of
+// checks.
 func Harness(db *gorm.DB, opts ...sqlstore.Option) conformance.Harness {
-	return conformance.Harness{
+	h := conformance.Harness{
 		NewStore: modelStore[conformance.Job](db, opts),
 		Models:   Models(db, opts...),
 		HoldLock: func(t *testing.T, ds dao.Store[conformance.Job], id int64) func() {
@@ -64,6 +71,47 @@ func Harness(db *gorm.DB, opts ...sqlstore.Option) conformance.Harness {
 			t.Helper()
 			return Leases(t, db)
 		},
+	}
+	switch db.Dialector.Name() {
+	case "postgres", "mysql":
+		h.KillLockHolder = func(t *testing.T, tx any) { KillSession(t, db, tx) }
+	case "sqlite":
+		h.Skip = append(h.Skip, conformance.CheckLockHolderKilled)
+	}
+	return h
+}
+
+// KillSession ends, from a connection of db, the database session that
+// runs tx, a *gorm.DB inside a transaction on the same server: PostgreSQL
+// pg_terminate_backend(pg_backend_pid()) ("Server Signaling Functions"),
+// MySQL and MariaDB KILL CONNECTION_ID() ("KILL Statement"). A failure
+// fails t.
+func KillSession(t testing.TB, db *gorm.DB, tx any) {
+	t.Helper()
+	g, ok := tx.(*gorm.DB)
+	if !ok || g == nil {
+		t.Fatalf("sqlstoretest: KillSession got a %T, not a *gorm.DB", tx)
+	}
+	var id int64
+	switch db.Dialector.Name() {
+	case "postgres":
+		if err := g.Raw("SELECT pg_backend_pid()").Scan(&id).Error; err != nil {
+			t.Fatalf("sqlstoretest: pg_backend_pid: %v", err)
+		}
+		var ok bool
+		if err := db.Raw("SELECT pg_terminate_backend(?)", id).Scan(&ok).Error; err != nil || !ok {
+			t.Fatalf("sqlstoretest: pg_terminate_backend(%d) = %v, %v", id, ok, err)
+		}
+	case "mysql":
+		if err := g.Raw("SELECT CONNECTION_ID()").Scan(&id).Error; err != nil {
+			t.Fatalf("sqlstoretest: CONNECTION_ID: %v", err)
+		}
+		// KILL takes no placeholder; id is the server's own integer.
+		if err := db.Exec("KILL " + strconv.FormatInt(id, 10)).Error; err != nil {
+			t.Fatalf("sqlstoretest: KILL %d: %v", id, err)
+		}
+	default:
+		t.Fatalf("sqlstoretest: KillSession does not support %s", db.Dialector.Name())
 	}
 }
 

@@ -1,0 +1,11 @@
+package sqlite
+
+import (
+	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"gorm.io/gorm"
+)
+
+// NewLocker returns the try-lock over db's pool for coord.WithLock (SQLite: the database write lock of an immediate transaction, tried with a busy timeout of 0):
+// see sqlstore.Locker for the semantics and sqlstore.NewLocker, which it
+// calls, for the errors. Stores of [New] are lockers too (their TryLock).
+func NewLocker(db *gorm.DB) (*sqlstore.Locker, error) { return sqlstore.NewLocker(db) }
