@@ -15,13 +15,13 @@ const (
 	// MetricLeaderAttempts counts acquisitions and renewals tried
 	// ({attempt}), with [AttrAcquired] telling whether the candidate held
 	// the lease afterwards.
-	MetricLeaderAttempts = "claimstore.leader.attempts"
+	MetricLeaderAttempts = "claimstore.coord.leader.attempts"
 	// MetricLeaderTerm is the election's current term as this candidate
 	// last read it from the lease store ({term}).
-	MetricLeaderTerm = "claimstore.leader.term"
+	MetricLeaderTerm = "claimstore.coord.leader.term"
 	// MetricLeaderChanges counts this candidate's changes of leadership
 	// ({change}), with [AttrChange] "elected" or "deposed".
-	MetricLeaderChanges = "claimstore.leader.changes"
+	MetricLeaderChanges = "claimstore.coord.leader.changes"
 
 	// AttrElection is the election name.
 	AttrElection = "claimstore.election"
@@ -33,10 +33,6 @@ const (
 	// AttrChange is "elected" or "deposed".
 	AttrChange = "claimstore.change"
 )
-
-// LeaderMeterName is the instrumentation scope name of the elector's
-// meter.
-const LeaderMeterName = "github.com/claimstore/claimstore/coord"
 
 const (
 	changeElected = "elected"
@@ -54,7 +50,7 @@ func newLeaderMetrics(mp metric.MeterProvider, name, id string) (*leaderMetrics,
 	if mp == nil {
 		mp = noop.NewMeterProvider()
 	}
-	meter := mp.Meter(LeaderMeterName)
+	meter := mp.Meter(MeterName)
 	m := &leaderMetrics{attrs: []attribute.KeyValue{attribute.String(AttrElection, name), attribute.String(AttrCandidate, id)}}
 	var err error
 	if m.attempts, err = meter.Int64Counter(MetricLeaderAttempts, metric.WithUnit("{attempt}"),
