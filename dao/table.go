@@ -24,6 +24,12 @@ type Table[T any] struct {
 	caps    Capabilities
 	inTx    bool  // the driver runs on a caller's transaction: Claim is refused
 	err     error // set by WithTx(nil): every call returns it
+
+	lc        driver.Lifecycle // soft-delete and timestamp columns of T
+	now       func() time.Time // the application clock (WithClock)
+	unscoped  bool             // Unscoped: deleted rows are seen, Delete removes
+	updateNow bool             // the driver's Update writes driver.CurrentTime
+	claimNow  bool             // the chosen claimer writes and returns driver.CurrentTime
 }
 
 var _ Store[struct{ ID int64 }] = (*Table[struct{ ID int64 }])(nil)
@@ -44,7 +50,15 @@ func New[T any](drv driver.Driver[T], opts ...Option) (*Table[T], error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	t := &Table[T]{drv: drv, check: checker[T]{drv.Model()}}
+	t := &Table[T]{drv: drv, check: checker[T]{drv.Model()}, now: o.clock}
+	if t.now == nil {
+		t.now = time.Now
+	}
+	lc, err := drv.Model().Lifecycle()
+	if err != nil {
+		return nil, fmt.Errorf("claimstore: new: %w", err)
+	}
+	t.lc = lc
 	c, _ := drv.(driver.Claimer[T])
 	var ci driver.ClaimerInfo
 	if c != nil {
@@ -67,6 +81,8 @@ func New[T any](drv driver.Driver[T], opts ...Option) (*Table[T], error) {
 	info := drv.Info()
 	t.caps = capabilities(info, t.claimer, ci)
 	t.inTx = info.InTransaction
+	t.updateNow = info.CurrentTime
+	t.claimNow = t.claimer != nil && ci.CurrentTime
 	_, t.caps.Transactions = drv.(driver.TxBinder[T])
 	_, t.caps.DatabaseClock = drv.(driver.Clock)
 	return t, nil
@@ -133,6 +149,7 @@ func (t *Table[T]) WithTx(tx any) *Table[T] {
 	}
 	c.drv = drv
 	c.claimer = nil // Claim is refused in a transaction
+	c.claimNow = false
 	c.inTx = true
 	return &c
 }
@@ -198,6 +215,9 @@ func (t *Table[T]) Create(ctx context.Context, items ...*T) error {
 			return fmt.Errorf("claimstore: create: %w", err)
 		}
 	}
+	if err := t.stampCreate(items); err != nil {
+		return fmt.Errorf("claimstore: create: %w", err)
+	}
 	if err := t.drv.Insert(ctx, items); err != nil {
 		return fmt.Errorf("claimstore: create: %w", err)
 	}
@@ -221,10 +241,13 @@ func (t *Table[T]) Get(ctx context.Context, id any) (T, error) {
 		if err != nil {
 			return zero, fmt.Errorf("claimstore: get %v: %w", id, err)
 		}
+		if !t.live(&row) {
+			return zero, fmt.Errorf("claimstore: get %v: %w (soft-deleted)", id, ErrNotFound)
+		}
 		return row, nil
 	}
 	pk := t.drv.Model().PrimaryKey()
-	rows, err := t.drv.Select(ctx, Query{Where: Eq(pk, key), OrderBy: []Order{Asc(pk)}, Limit: 1})
+	rows, err := t.drv.Select(ctx, Query{Where: t.scope(Eq(pk, key)), OrderBy: []Order{Asc(pk)}, Limit: 1})
 	if err != nil {
 		return zero, fmt.Errorf("claimstore: get %v: %w", id, err)
 	}
@@ -246,6 +269,7 @@ func (t *Table[T]) Find(ctx context.Context, q Query) ([]T, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claimstore: find: %w", err)
 	}
+	q.Where = t.scope(q.Where)
 	rows, err := t.drv.Select(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("claimstore: find: %w", err)
@@ -262,7 +286,7 @@ func (t *Table[T]) Count(ctx context.Context, where Criteria) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("claimstore: count: %w", err)
 	}
-	n, err := t.drv.Count(ctx, where)
+	n, err := t.drv.Count(ctx, t.scope(where))
 	if err != nil {
 		return 0, fmt.Errorf("claimstore: count: %w", err)
 	}
@@ -287,7 +311,10 @@ func (t *Table[T]) Update(ctx context.Context, where Criteria, set Set) (int64, 
 	if set, err = t.check.set(set); err != nil {
 		return 0, fmt.Errorf("claimstore: update: %w", err)
 	}
-	n, err := t.drv.Update(ctx, where, set)
+	if set, err = t.stampSet(set, t.updateNow); err != nil {
+		return 0, fmt.Errorf("claimstore: update: %w", err)
+	}
+	n, err := t.drv.Update(ctx, t.scope(where), set)
 	if err != nil {
 		return n, fmt.Errorf("claimstore: update: %w", err)
 	}
@@ -308,7 +335,12 @@ func (t *Table[T]) Delete(ctx context.Context, where Criteria, limit int) (int64
 	if err != nil {
 		return 0, fmt.Errorf("claimstore: delete: %w", err)
 	}
-	n, err := t.drv.Delete(ctx, where, limit)
+	var n int64
+	if t.scoped() {
+		n, err = t.softDelete(ctx, where, limit)
+	} else {
+		n, err = t.drv.Delete(ctx, where, limit)
+	}
 	if err != nil {
 		return n, fmt.Errorf("claimstore: delete: %w", err)
 	}
