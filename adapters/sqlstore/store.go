@@ -283,7 +283,9 @@ func (s *sqlDriver[T]) Model() *driver.Model[T] { return s.model }
 // the claim timeout (none on SQLite, in-process: see claimContext) and the
 // server-side lock-wait limit of the guarded update where the dialect sets
 // one per statement (PostgreSQL lock_timeout, MariaDB
-// innodb_lock_wait_timeout in whole seconds; see boundWrite).
+// innodb_lock_wait_timeout in whole seconds; see boundWrite). Update
+// writes the database's clock for driver.CurrentTime Set values on
+// PostgreSQL and SQL Server (dialects.Renderer.CurrentTime).
 func (s *sqlDriver[T]) Info() driver.Info {
 	info := driver.Info{
 		Backend:       string(s.dialect),
@@ -291,6 +293,7 @@ func (s *sqlDriver[T]) Info() driver.Info {
 		Collation:     s.collation,
 		ClaimTimeout:  s.claimTimeout,
 		InTransaction: s.inTx,
+		CurrentTime:   s.r.CurrentTime(),
 	}
 	switch s.dialect {
 	case dialects.SQLite:
@@ -316,12 +319,17 @@ func (s *sqlDriver[T]) mariaDBLockWait() time.Duration {
 //	mysql, mariadb      4 round trips (BEGIN, locking read, UPDATE, COMMIT), opt-in
 //	sqlite, sqlserver   none
 //
-// Every fast path skips a row another claimer holds (SKIP LOCKED).
+// Every fast path skips a row another claimer holds (SKIP LOCKED). The
+// PostgreSQL statement writes the database's clock for driver.CurrentTime
+// Set values and returns the rows as stored (RETURNING); the MySQL and
+// MariaDB path computes the returned rows in memory, so it takes the
+// application's clock.
 func (s *sqlDriver[T]) ClaimerInfo() driver.ClaimerInfo {
 	ci := driver.ClaimerInfo{
-		Available: dialects.HasFastPath(s.dialect),
-		Default:   dialects.FastPathAllowed(s.dialect, dialects.DefaultFastPath()),
-		LostRace:  dao.LostRaceSkip,
+		Available:   dialects.HasFastPath(s.dialect),
+		Default:     dialects.FastPathAllowed(s.dialect, dialects.DefaultFastPath()),
+		LostRace:    dao.LostRaceSkip,
+		CurrentTime: s.dialect == dialects.Postgres,
 	}
 	switch {
 	case s.dialect != dialects.Postgres:
