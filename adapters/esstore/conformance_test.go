@@ -25,6 +25,7 @@ func TestConformance(t *testing.T) {
 				PrefixedTicket: fakeModelStore[conformance.Ticket],
 				UUIDTicket:     fakeModelStore[conformance.UUIDTicket],
 				V7Ticket:       fakeModelStore[conformance.V7Ticket],
+				SoftJob:        fakeModelStore[conformance.SoftJob],
 			},
 		})
 	})
@@ -39,6 +40,7 @@ func TestConformance(t *testing.T) {
 				PrefixedTicket: realModelStore[conformance.Ticket](url),
 				UUIDTicket:     realModelStore[conformance.UUIDTicket](url),
 				V7Ticket:       realModelStore[conformance.V7Ticket](url),
+				SoftJob:        realModelStore[conformance.SoftJob](url),
 			},
 		})
 	})

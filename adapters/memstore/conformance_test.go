@@ -27,6 +27,7 @@ func TestConformance(t *testing.T) {
 			PrefixedTicket: modelStore[conformance.Ticket],
 			UUIDTicket:     modelStore[conformance.UUIDTicket],
 			V7Ticket:       modelStore[conformance.V7Ticket],
+			SoftJob:        modelStore[conformance.SoftJob],
 		},
 	})
 }

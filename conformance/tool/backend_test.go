@@ -63,6 +63,7 @@ func openBackend(t *testing.T, name string) *backend {
 				PrefixedTicket: memStore[conformance.Ticket],
 				UUIDTicket:     memStore[conformance.UUIDTicket],
 				V7Ticket:       memStore[conformance.V7Ticket],
+				SoftJob:        memStore[conformance.SoftJob],
 			},
 		}
 		return b
@@ -100,6 +101,7 @@ func openBackend(t *testing.T, name string) *backend {
 					return esStore[conformance.UUIDTicket](t, client)
 				},
 				V7Ticket: func(t *testing.T) dao.Store[conformance.V7Ticket] { return esStore[conformance.V7Ticket](t, client) },
+				SoftJob:  func(t *testing.T) dao.Store[conformance.SoftJob] { return esStore[conformance.SoftJob](t, client) },
 			},
 		}
 		return b

@@ -67,6 +67,7 @@ func Models(db *gorm.DB, opts ...sqlstore.Option) *conformance.ModelStores {
 		PrefixedTicket: modelStore[conformance.Ticket](db, opts),
 		UUIDTicket:     modelStore[conformance.UUIDTicket](db, opts),
 		V7Ticket:       modelStore[conformance.V7Ticket](db, opts),
+		SoftJob:        modelStore[conformance.SoftJob](db, opts),
 	}
 }
 
