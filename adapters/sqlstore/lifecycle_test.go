@@ -18,6 +18,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/ngrok/sqlmw"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+	"gorm.io/gorm/schema"
 )
 
 // recorder is an sqlmw hook that records the text of every statement run
@@ -158,5 +160,81 @@ func TestPostgresStatementsCarryLiveRowsAndDatabaseClock(t *testing.T) {
 		if d := r.UpdatedAt.Sub(dbNow); d < 0 || d > time.Minute {
 			t.Errorf("row %d: updated_at %v is not the database's clock (%v before the claim)", r.ID, r.UpdatedAt, dbNow)
 		}
+	}
+}
+
+// flagDeleted has the shape of gorm.io/plugin/soft_delete's DeletedAt (an
+// unsigned integer whose type supplies GORM's query, update and delete
+// clauses; here none), which the store recognizes without importing the
+// plugin.
+type flagDeleted uint
+
+func (flagDeleted) QueryClauses(*schema.Field) []clause.Interface  { return nil }
+func (flagDeleted) UpdateClauses(*schema.Field) []clause.Interface { return nil }
+func (flagDeleted) DeleteClauses(*schema.Field) []clause.Interface { return nil }
+
+// unixTask keeps its times as unix integers in GORM's tag forms and soft
+// deletes with a 0/1 flag.
+type unixTask struct {
+	ID        int64
+	Status    string      `gorm:"size:16"`
+	CreatedAt int64       // seconds, by GORM's field-name convention
+	UpdatedMs int64       `gorm:"autoUpdateTime:milli"`
+	UpdatedNs int64       `gorm:"autoUpdateTime:nano"`
+	Deleted   flagDeleted `gorm:"softDelete:flag;not null;default:0"`
+}
+
+// Unix-integer timestamps and the flag soft delete on every SQL database
+// here: on PostgreSQL Update and the claim write the database's clock in
+// the integer forms, elsewhere the application's.
+func TestUnixTimestampsAndFlagSoftDelete(t *testing.T) {
+	for name, open := range map[string]func(testing.TB) *gorm.DB{
+		"sqlite": testdb.SQLite, "postgres": testdb.Postgres, "mysql": testdb.MySQL,
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			db := open(t)
+			s, err := sqlstore.New[unixTask](db, sqlstore.WithTable(testdb.Table(t, db, "unix")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			a, b := &unixTask{Status: "pending"}, &unixTask{Status: "pending"}
+			if err := s.Create(ctx, a, b); err != nil {
+				t.Fatal(err)
+			}
+			if a.CreatedAt < start.Unix() || a.UpdatedMs < start.UnixMilli() || a.UpdatedNs < start.UnixNano() {
+				t.Errorf("Create: created_at %d, updated_ms %d, updated_ns %d; want now (%v) in seconds, milliseconds, nanoseconds",
+					a.CreatedAt, a.UpdatedMs, a.UpdatedNs, start)
+			}
+			time.Sleep(3 * time.Millisecond)
+			if n, err := s.Update(ctx, dao.Eq("id", a.ID), dao.Set{"status": "ready"}); err != nil || n != 1 {
+				t.Fatalf("Update = %d, %v", n, err)
+			}
+			got, err := s.Get(ctx, a.ID)
+			if err != nil || got.UpdatedMs <= a.UpdatedMs || got.UpdatedNs <= a.UpdatedNs || got.CreatedAt != a.CreatedAt ||
+				got.UpdatedMs > time.Now().Add(time.Minute).UnixMilli() || got.UpdatedNs/1e6 != got.UpdatedMs {
+				t.Errorf("after Update: %+v, %v; want updated_ms and updated_ns bumped to the same instant, created_at kept (%+v)", got, err, a)
+			}
+			claimed, err := s.Claim(ctx, dao.ClaimRequest{Where: dao.Eq("status", "ready"), Set: dao.Set{"status": "claimed"}, Limit: 5})
+			if err != nil || len(claimed) != 1 || claimed[0].UpdatedMs < got.UpdatedMs {
+				t.Fatalf("Claim = %+v, %v", claimed, err)
+			}
+			if stored, err := s.Get(ctx, a.ID); err != nil || stored.UpdatedMs != claimed[0].UpdatedMs || stored.UpdatedNs != claimed[0].UpdatedNs {
+				t.Errorf("claim returned %+v, stored %+v (%v)", claimed[0], stored, err)
+			}
+			if n, err := s.Delete(ctx, dao.Criteria{}, 1); err != nil || n != 1 {
+				t.Fatalf("Delete = %d, %v", n, err)
+			}
+			if rows, err := s.Find(ctx, dao.Query{}); err != nil || len(rows) != 1 || rows[0].ID != b.ID {
+				t.Errorf("Find after deleting the smallest key = %+v, %v; want row %d only", rows, err, b.ID)
+			}
+			if r, err := s.Unscoped().Get(ctx, a.ID); err != nil || r.Deleted != 1 {
+				t.Errorf("Unscoped().Get = %+v, %v; want the deleted flag 1", r, err)
+			}
+		})
 	}
 }
