@@ -112,13 +112,14 @@ func capabilities[T any](info driver.Info, c driver.Claimer[T], ci driver.Claime
 func (t *Table[T]) Model() *driver.Model[T] { return t.drv.Model() }
 
 // CheckCriteria checks c against the model as every call of the store
-// does, and returns it as the driver receives it (values normalized); it
-// does no I/O. Errors wrap [ErrInvalidArgument].
+// does, and returns it with values normalized, before the live-row
+// condition of a soft-delete model is added; it does no I/O. Errors wrap [ErrInvalidArgument].
 func (t *Table[T]) CheckCriteria(c Criteria) (Criteria, error) { return t.check.criteria(c) }
 
-// CheckClaim checks req as [Table.Claim] does and returns it as the
-// driver receives it (values normalized, the primary key appended to the
-// order); it does no I/O. Errors wrap [ErrInvalidArgument].
+// CheckClaim checks req as [Table.Claim] does and returns it with values
+// normalized and the primary key appended to the order, before the
+// live-row condition and the autoUpdateTime columns are added; it does no
+// I/O. Errors wrap [ErrInvalidArgument].
 func (t *Table[T]) CheckClaim(req ClaimRequest) (ClaimRequest, error) { return t.check.claim(req) }
 
 // Capabilities reports the backend, the claim strategy, its round trips
@@ -324,6 +325,16 @@ func (t *Table[T]) Update(ctx context.Context, where Criteria, set Set) (int64, 
 // Delete removes at most limit rows matching where, smallest primary keys
 // first, and returns how many it removed. limit <= 0 is
 // [ErrInvalidArgument].
+//
+// For a model with a soft-delete field (gorm.DeletedAt, or the
+// soft_delete plugin's integer forms; see [Table.Unscoped]) it deletes
+// softly, as GORM does: it reads the keys of at most limit live rows
+// matching where, smallest first, then sets their soft-delete column
+// (the deletion time, or 1 for the flag form) in one Update that
+// re-asserts where and liveness, and returns how many rows that Update
+// matched: two statements, not one. The deletion time is the database's
+// clock where [Capabilities].Backend writes it in the statement
+// (PostgreSQL, SQL Server), else the application's ([WithClock]).
 func (t *Table[T]) Delete(ctx context.Context, where Criteria, limit int) (int64, error) {
 	if err := t.begin(ctx); err != nil {
 		return 0, fmt.Errorf("claimstore: delete: %w", err)

@@ -238,3 +238,27 @@ func TestUnixTimestampsAndFlagSoftDelete(t *testing.T) {
 		})
 	}
 }
+
+// The application clock of a SQL store is the *gorm.DB's NowFunc, as in
+// GORM; the store writes it in UTC, truncated to milliseconds.
+func TestApplicationClockIsNowFunc(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2031, 5, 6, 7, 8, 9, 123456789, time.FixedZone("X", 7200))
+	db := testdb.SQLite(t).Session(&gorm.Session{NowFunc: func() time.Time { return at }})
+	s, err := sqlstore.New[softTask](db, sqlstore.WithTable(testdb.Table(t, db, "clock")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := &softTask{Status: "pending"}
+	if err := s.Create(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	want := at.UTC().Truncate(time.Millisecond)
+	got, err := s.Get(ctx, r.ID)
+	if err != nil || !r.CreatedAt.Equal(want) || !got.CreatedAt.Equal(want) || !got.UpdatedAt.Equal(want) {
+		t.Errorf("created_at %v, stored %v, %v (%v); want %v", r.CreatedAt, got.CreatedAt, got.UpdatedAt, err, want)
+	}
+}

@@ -123,6 +123,10 @@ func WithStrategy(s dao.Strategy) Option { return func(o *options) { o.strategy 
 // adapters/sqlserver, whose New calls this function): it brings the
 // database driver and the mapping of its errors.
 //
+// Automatic timestamps and soft deletions that the store writes with the
+// application's clock (see dao.WithClock) take it from db.NowFunc, as GORM
+// does.
+//
 // When db is itself inside a transaction (db.Begin(), db.Transaction), the
 // store is bound to it as by [dao.Table.WithTx]: CRUD runs in the
 // transaction and Claim returns [dao.ErrInTransaction].
@@ -140,7 +144,7 @@ func New[T any](db *gorm.DB, opts ...Option) (*dao.Table[T], error) {
 	if err != nil {
 		return nil, fmt.Errorf("claimstore: new: %w", err)
 	}
-	return dao.New[T](d, dao.WithStrategy(o.strategy))
+	return dao.New[T](d, dao.WithStrategy(o.strategy), dao.WithClock(db.NowFunc))
 }
 
 // newDriver builds the driver of New.
