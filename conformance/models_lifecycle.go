@@ -231,7 +231,7 @@ func checkClaimWhileDeleting(t *testing.T, s dao.Store[SoftJob], workers int) {
 				deletes += d
 				mu.Unlock()
 				if err != nil && !dao.IsRetryable(err) {
-					fail(fmt.Errorf("Delete: %w", err))
+					fail(fmt.Errorf("delete: %w", err))
 					return
 				}
 				if err == nil && d == 0 {
@@ -252,7 +252,7 @@ func checkClaimWhileDeleting(t *testing.T, s dao.Store[SoftJob], workers int) {
 					// from the other end makes the two meet halfway.
 					OrderBy: []dao.Order{dao.Desc("id")}})
 				if err != nil && !dao.IsRetryable(err) {
-					fail(fmt.Errorf("Claim: %w", err))
+					fail(fmt.Errorf("claim: %w", err))
 					return
 				}
 				mu.Lock()

@@ -201,7 +201,9 @@ func TestUnixTimestampsAndFlagSoftDelete(t *testing.T) {
 			if err := s.Migrate(ctx); err != nil {
 				t.Fatal(err)
 			}
-			start := time.Now()
+			// GORM's MySQL dialector truncates NowFunc to the DATETIME
+			// precision, milliseconds.
+			start := time.Now().Truncate(time.Millisecond)
 			a, b := &unixTask{Status: "pending"}, &unixTask{Status: "pending"}
 			if err := s.Create(ctx, a, b); err != nil {
 				t.Fatal(err)
