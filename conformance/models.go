@@ -95,6 +95,16 @@ type V7Ticket struct {
 	LeaseUntil *time.Time
 }
 
+// SoftJob is the model of the lifecycle checks: gorm.Model (uint key,
+// CreatedAt and UpdatedAt set automatically, soft delete through
+// DeletedAt) and columns of plain Go types, so its checks depend on soft
+// delete and timestamps alone.
+type SoftJob struct {
+	gorm.Model
+	Queue string  `gorm:"size:64;not null"`
+	Owner *string `gorm:"size:64"`
+}
+
 // ModelStores opens the stores of the models section. Each function
 // returns a store over a fresh, empty table (index, in-memory store) of
 // its model, created by the harness and removed when t finishes; each may
@@ -116,6 +126,8 @@ type ModelStores struct {
 	UUIDTicket func(t *testing.T) dao.Store[UUIDTicket]
 	// V7Ticket opens a store of [V7Ticket].
 	V7Ticket func(t *testing.T) dao.Store[V7Ticket]
+	// SoftJob opens a store of [SoftJob].
+	SoftJob func(t *testing.T) dao.Store[SoftJob]
 }
 
 // CheckModels names the models section, which needs [Harness.Models].
@@ -128,12 +140,13 @@ func testModels(t *testing.T, h Harness) {
 		h.lacks(t, CheckModels, "Models", "the models section (gorm.Model, UUID keys, typed enums, soft delete, timestamps, naming)")
 	}
 	ms := *h.Models
-	if ms.Ticket == nil || ms.PrefixedTicket == nil || ms.UUIDTicket == nil || ms.V7Ticket == nil {
+	if ms.Ticket == nil || ms.PrefixedTicket == nil || ms.UUIDTicket == nil || ms.V7Ticket == nil || ms.SoftJob == nil {
 		t.Fatalf("Harness.Models = %+v: every store function is required", ms)
 	}
 	t.Run("Naming", func(t *testing.T) { testModelNaming(t, ms) })
 	t.Run("Kinds", func(t *testing.T) { testModelKinds(t, ms) })
 	t.Run("Claim", func(t *testing.T) { testModelClaims(t, ms, h.workers()) })
+	t.Run("Lifecycle", func(t *testing.T) { testModelLifecycle(t, ms) })
 }
 
 // testModelNaming checks that a store of PrefixedTicket carries its

@@ -61,6 +61,10 @@ func (t *Table[T]) Claim(ctx context.Context, req ClaimRequest) ([]T, error) {
 	if req.Limit <= 0 {
 		return nil, nil
 	}
+	req.Where = t.scope(req.Where)
+	if req.Set, err = t.stampSet(req.Set, t.claimNow); err != nil {
+		return nil, fmt.Errorf("claimstore: claim: %w", err)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("claimstore: claim: nothing sent: %w", err)
 	}

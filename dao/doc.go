@@ -31,6 +31,22 @@
 // No input ever becomes SQL text: identifiers come from the schema and values
 // are bound parameters.
 //
+// # Soft delete and timestamps
+//
+// A model with a soft-delete field (gorm.DeletedAt, as in gorm.Model, or
+// the integer shapes of the gorm.io/plugin/soft_delete plugin) is soft
+// deleted as GORM does it: Get, Find, Count, Update and Claim see live
+// rows only, the live-row condition being added to the criteria every
+// backend and every claim statement receives, and Delete marks rows
+// deleted instead of removing them. [Table.Unscoped] sees every row and
+// deletes for good. Columns GORM stamps automatically (autoCreateTime,
+// autoUpdateTime, the CreatedAt and UpdatedAt conventions; time values or
+// unix seconds, milliseconds, nanoseconds) are set by Create when zero
+// and by Update and Claim unless their Set writes them, with the
+// database's clock where the backend writes it in the same statement
+// (PostgreSQL Update and fast-path claim, SQL Server Update) and the
+// application's ([WithClock]) elsewhere. docs/models.md has the details.
+//
 // # Errors
 //
 // Adapters map their native errors to the sentinels of this package exactly

@@ -1,6 +1,9 @@
 package dao
 
-import "fmt"
+import (
+	"fmt"
+	"time"
+)
 
 // Strategy is how a store claims rows; [New] chooses it once and
 // [Capabilities] shows it.
@@ -43,6 +46,7 @@ type Option func(*options)
 
 type options struct {
 	strategy Strategy
+	clock    func() time.Time
 }
 
 // WithStrategy sets the claim strategy (default [StrategyDefault]).
@@ -51,3 +55,10 @@ type options struct {
 // guarded per-row default, which benchmarks use to measure what the fast
 // path buys.
 func WithStrategy(s Strategy) Option { return func(o *options) { o.strategy = s } }
+
+// WithClock sets the application clock the store stamps automatic
+// timestamps and soft deletions with where the database's own clock is
+// not used (see [Table.Create]); default time.Now. The values written are
+// now in UTC, truncated to the column's precision. Tests use it to make
+// those values known.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.clock = now } }

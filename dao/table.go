@@ -24,6 +24,12 @@ type Table[T any] struct {
 	caps    Capabilities
 	inTx    bool  // the driver runs on a caller's transaction: Claim is refused
 	err     error // set by WithTx(nil): every call returns it
+
+	lc        driver.Lifecycle // soft-delete and timestamp columns of T
+	now       func() time.Time // the application clock (WithClock)
+	unscoped  bool             // Unscoped: deleted rows are seen, Delete removes
+	updateNow bool             // the driver's Update writes driver.CurrentTime
+	claimNow  bool             // the chosen claimer writes and returns driver.CurrentTime
 }
 
 var _ Store[struct{ ID int64 }] = (*Table[struct{ ID int64 }])(nil)
@@ -44,7 +50,15 @@ func New[T any](drv driver.Driver[T], opts ...Option) (*Table[T], error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	t := &Table[T]{drv: drv, check: checker[T]{drv.Model()}}
+	t := &Table[T]{drv: drv, check: checker[T]{drv.Model()}, now: o.clock}
+	if t.now == nil {
+		t.now = time.Now
+	}
+	lc, err := drv.Model().Lifecycle()
+	if err != nil {
+		return nil, fmt.Errorf("claimstore: new: %w", err)
+	}
+	t.lc = lc
 	c, _ := drv.(driver.Claimer[T])
 	var ci driver.ClaimerInfo
 	if c != nil {
@@ -67,6 +81,8 @@ func New[T any](drv driver.Driver[T], opts ...Option) (*Table[T], error) {
 	info := drv.Info()
 	t.caps = capabilities(info, t.claimer, ci)
 	t.inTx = info.InTransaction
+	t.updateNow = info.CurrentTime
+	t.claimNow = t.claimer != nil && ci.CurrentTime
 	_, t.caps.Transactions = drv.(driver.TxBinder[T])
 	_, t.caps.DatabaseClock = drv.(driver.Clock)
 	return t, nil
@@ -96,13 +112,14 @@ func capabilities[T any](info driver.Info, c driver.Claimer[T], ci driver.Claime
 func (t *Table[T]) Model() *driver.Model[T] { return t.drv.Model() }
 
 // CheckCriteria checks c against the model as every call of the store
-// does, and returns it as the driver receives it (values normalized); it
-// does no I/O. Errors wrap [ErrInvalidArgument].
+// does, and returns it with values normalized, before the live-row
+// condition of a soft-delete model is added; it does no I/O. Errors wrap [ErrInvalidArgument].
 func (t *Table[T]) CheckCriteria(c Criteria) (Criteria, error) { return t.check.criteria(c) }
 
-// CheckClaim checks req as [Table.Claim] does and returns it as the
-// driver receives it (values normalized, the primary key appended to the
-// order); it does no I/O. Errors wrap [ErrInvalidArgument].
+// CheckClaim checks req as [Table.Claim] does and returns it with values
+// normalized and the primary key appended to the order, before the
+// live-row condition and the autoUpdateTime columns are added; it does no
+// I/O. Errors wrap [ErrInvalidArgument].
 func (t *Table[T]) CheckClaim(req ClaimRequest) (ClaimRequest, error) { return t.check.claim(req) }
 
 // TableName returns the name of the table (or Elasticsearch index) the
@@ -145,6 +162,7 @@ func (t *Table[T]) WithTx(tx any) *Table[T] {
 	}
 	c.drv = drv
 	c.claimer = nil // Claim is refused in a transaction
+	c.claimNow = false
 	c.inTx = true
 	return &c
 }
@@ -210,6 +228,9 @@ func (t *Table[T]) Create(ctx context.Context, items ...*T) error {
 			return fmt.Errorf("claimstore: create: %w", err)
 		}
 	}
+	if err := t.stampCreate(items); err != nil {
+		return fmt.Errorf("claimstore: create: %w", err)
+	}
 	if err := t.drv.Insert(ctx, items); err != nil {
 		return fmt.Errorf("claimstore: create: %w", err)
 	}
@@ -233,10 +254,13 @@ func (t *Table[T]) Get(ctx context.Context, id any) (T, error) {
 		if err != nil {
 			return zero, fmt.Errorf("claimstore: get %v: %w", id, err)
 		}
+		if !t.live(&row) {
+			return zero, fmt.Errorf("claimstore: get %v: %w (soft-deleted)", id, ErrNotFound)
+		}
 		return row, nil
 	}
 	pk := t.drv.Model().PrimaryKey()
-	rows, err := t.drv.Select(ctx, Query{Where: Eq(pk, key), OrderBy: []Order{Asc(pk)}, Limit: 1})
+	rows, err := t.drv.Select(ctx, Query{Where: t.scope(Eq(pk, key)), OrderBy: []Order{Asc(pk)}, Limit: 1})
 	if err != nil {
 		return zero, fmt.Errorf("claimstore: get %v: %w", id, err)
 	}
@@ -258,6 +282,7 @@ func (t *Table[T]) Find(ctx context.Context, q Query) ([]T, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claimstore: find: %w", err)
 	}
+	q.Where = t.scope(q.Where)
 	rows, err := t.drv.Select(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("claimstore: find: %w", err)
@@ -274,7 +299,7 @@ func (t *Table[T]) Count(ctx context.Context, where Criteria) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("claimstore: count: %w", err)
 	}
-	n, err := t.drv.Count(ctx, where)
+	n, err := t.drv.Count(ctx, t.scope(where))
 	if err != nil {
 		return 0, fmt.Errorf("claimstore: count: %w", err)
 	}
@@ -299,7 +324,10 @@ func (t *Table[T]) Update(ctx context.Context, where Criteria, set Set) (int64, 
 	if set, err = t.check.set(set); err != nil {
 		return 0, fmt.Errorf("claimstore: update: %w", err)
 	}
-	n, err := t.drv.Update(ctx, where, set)
+	if set, err = t.stampSet(set, t.updateNow); err != nil {
+		return 0, fmt.Errorf("claimstore: update: %w", err)
+	}
+	n, err := t.drv.Update(ctx, t.scope(where), set)
 	if err != nil {
 		return n, fmt.Errorf("claimstore: update: %w", err)
 	}
@@ -309,6 +337,16 @@ func (t *Table[T]) Update(ctx context.Context, where Criteria, set Set) (int64, 
 // Delete removes at most limit rows matching where, smallest primary keys
 // first, and returns how many it removed. limit <= 0 is
 // [ErrInvalidArgument].
+//
+// For a model with a soft-delete field (gorm.DeletedAt, or the
+// soft_delete plugin's integer forms; see [Table.Unscoped]) it deletes
+// softly, as GORM does: it reads the keys of at most limit live rows
+// matching where, smallest first, then sets their soft-delete column
+// (the deletion time, or 1 for the flag form) in one Update that
+// re-asserts where and liveness, and returns how many rows that Update
+// matched: two statements, not one. The deletion time is the database's
+// clock where [Capabilities].Backend writes it in the statement
+// (PostgreSQL, SQL Server), else the application's ([WithClock]).
 func (t *Table[T]) Delete(ctx context.Context, where Criteria, limit int) (int64, error) {
 	if err := t.begin(ctx); err != nil {
 		return 0, fmt.Errorf("claimstore: delete: %w", err)
@@ -320,7 +358,12 @@ func (t *Table[T]) Delete(ctx context.Context, where Criteria, limit int) (int64
 	if err != nil {
 		return 0, fmt.Errorf("claimstore: delete: %w", err)
 	}
-	n, err := t.drv.Delete(ctx, where, limit)
+	var n int64
+	if t.scoped() {
+		n, err = t.softDelete(ctx, where, limit)
+	} else {
+		n, err = t.drv.Delete(ctx, where, limit)
+	}
 	if err != nil {
 		return n, fmt.Errorf("claimstore: delete: %w", err)
 	}

@@ -1,5 +1,7 @@
 package dialects
 
+import "github.com/claimstore/claimstore/dao/driver"
+
 // dialect is everything that tells one SQL dialect from another, as data:
 // how it quotes identifiers and spells bind parameters, how many values a
 // statement may bind, how it sorts NULLs, and the skeleton of every
@@ -24,7 +26,12 @@ type dialect struct {
 	// by default (after every value ascending, first descending). {expr}
 	// stands for the sorted expression.
 	nullsAsc, nullsDesc string
-	stmts               statements
+	// now holds the expressions of the database's current time in each
+	// driver.TimeForm, written for a driver.CurrentTime Set value; nil
+	// when the dialect writes the application's clock instead (see
+	// [Renderer.CurrentTime]).
+	now   map[driver.TimeForm]string
+	stmts statements
 }
 
 // statements holds a dialect's statement skeletons (see skeleton for the
@@ -80,6 +87,17 @@ var dialectTable = []*dialect{
 		name: Postgres, quoteOpen: `"`, quoteClose: `"`, param: "$", numbered: true, maxParams: 65535,
 		// ASC NULLS LAST and DESC NULLS FIRST are PostgreSQL's defaults.
 		nullsAsc: "{expr}", nullsDesc: "{expr} DESC",
+		// statement_timestamp() is the time the statement began, one value
+		// for every row it writes (PostgreSQL manual, 9.9.5 "Current
+		// Date/Time"); a timestamptz, stored without regard to the session
+		// time zone. EXTRACT(EPOCH …) of it is zone-independent (9.9.1);
+		// FLOOR truncates as Go's Unix, UnixMilli and UnixNano do.
+		now: map[driver.TimeForm]string{
+			driver.TimeValue:   "statement_timestamp()",
+			driver.UnixSeconds: "CAST(FLOOR(EXTRACT(EPOCH FROM statement_timestamp())) AS BIGINT)",
+			driver.UnixMillis:  "CAST(FLOOR(EXTRACT(EPOCH FROM statement_timestamp()) * 1000) AS BIGINT)",
+			driver.UnixNanos:   "CAST(FLOOR(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000) AS BIGINT) * 1000",
+		},
 		stmts: statements{
 			selectAll:   plainSelectAll,
 			selectLimit: plainSelectLimit,
@@ -137,6 +155,16 @@ var dialectTable = []*dialect{
 		name: SQLServer, quoteOpen: "[", quoteClose: "]", param: "@p", numbered: true, maxParams: 2100,
 		nullsAsc:  "CASE WHEN {expr} IS NULL THEN 1 ELSE 0 END, {expr}",
 		nullsDesc: "CASE WHEN {expr} IS NULL THEN 1 ELSE 0 END DESC, {expr} DESC",
+		// SYSUTCDATETIME() is the server's UTC time as datetime2(7), which
+		// a datetimeoffset column stores with offset +00:00; DATEDIFF_BIG
+		// counts the unit boundaries since the epoch (Transact-SQL
+		// reference, "SYSUTCDATETIME", "DATEDIFF_BIG").
+		now: map[driver.TimeForm]string{
+			driver.TimeValue:   "SYSUTCDATETIME()",
+			driver.UnixSeconds: "DATEDIFF_BIG(SECOND, '19700101', SYSUTCDATETIME())",
+			driver.UnixMillis:  "DATEDIFF_BIG(MILLISECOND, '19700101', SYSUTCDATETIME())",
+			driver.UnixNanos:   "DATEDIFF_BIG(NANOSECOND, '19700101', SYSUTCDATETIME())",
+		},
 		stmts: statements{
 			selectAll: plainSelectAll,
 			// TOP (n) with ORDER BY returns the first n rows of that order.

@@ -183,7 +183,9 @@ func (b *builder) orderTerms() {
 
 // set writes the SET list of set in sorted column order, so the text is
 // deterministic. An Increment renders col = col + ?; qual, when not empty,
-// qualifies the column it reads. An empty set, or one writing the primary
+// qualifies the column it reads. A driver.CurrentTime renders the
+// dialect's current-time expression (an error wrapping
+// dao.ErrInvalidArgument on a dialect without one). An empty set, or one writing the primary
 // key, is an error wrapping dao.ErrInvalidArgument.
 func (b *builder) set(set dao.Set, qual string) error {
 	if len(set) == 0 {
@@ -205,6 +207,14 @@ func (b *builder) set(set dao.Set, qual string) error {
 			b.col(name)
 			b.w(" + ")
 			b.param(inc.N)
+			continue
+		}
+		if now, ok := set[name].(driver.CurrentTime); ok {
+			expr, ok := b.d.now[now.Form]
+			if !ok {
+				return fmt.Errorf("dialects: %w: %s writes no database time (%v) for %q", dao.ErrInvalidArgument, b.d.name, now.Form, name)
+			}
+			b.w(expr)
 			continue
 		}
 		b.param(set[name])

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dao/driver"
 )
 
 // update rewrites the golden files under testdata/ from the renderer's
@@ -65,7 +66,12 @@ var (
 	gOdd   = Table{Name: "odd\"`]name", PrimaryKey: "k\"`]ey", Nullable: map[string]bool{"n\"`]ul": true}}
 
 	gClaimSet = dao.Set{"status": "processing", "locked_by": "w1", "attempts": dao.Incr(1), "locked_until": gLocal}
-	gMixed    = []dao.Order{dao.Desc("priority"), dao.Asc("locked_until")}
+	// gNowSet writes the database's clock in every form, as the portable
+	// layer stamps autoUpdateTime columns.
+	gNowSet = dao.Set{"status": "processing", "updated_at": driver.CurrentTime{Form: driver.TimeValue},
+		"updated_s": driver.CurrentTime{Form: driver.UnixSeconds}, "updated_ms": driver.CurrentTime{Form: driver.UnixMillis},
+		"updated_ns": driver.CurrentTime{Form: driver.UnixNanos}}
+	gMixed = []dao.Order{dao.Desc("priority"), dao.Asc("locked_until")}
 )
 
 // goldenRequests covers the criteria shapes (match-all, leaf, every
@@ -98,6 +104,7 @@ func goldenRequests() []goldenRequest {
 		{"single-operand-or", gJobs, dao.Or(dao.Or(dao.Eq("s", "x"))), []dao.Order{dao.Asc("id"), dao.Asc("b")}, null, 3, int64(2), []any{int64(2)}},
 		{"local-time", gJobs, dao.Lt("locked_until", gLocal), []dao.Order{dao.Asc("locked_until")}, gClaimSet, 4, gLocal, []any{gLocal, gNow}},
 		{"qualified-table", Table{Name: "app.jobs", PrimaryKey: "id"}, eligible, gMixed, gClaimSet, 6, int64(9), []any{int64(9)}},
+		{"live-rows-current-time", gJobs, dao.And(dao.IsNull("deleted_at"), dao.Eq("status", "pending")), gMixed, gNowSet, 5, int64(7), []any{int64(7)}},
 		{"odd-identifiers", gOdd, odd, []dao.Order{dao.Desc("n\"`]ul"), dao.Asc("plain")}, oddSet, 3, "k", []any{"a", "b"}},
 		{"refused/negative-limit", gJobs, eligible, nil, gClaimSet, -1, int64(1), []any{int64(1)}},
 		{"refused/empty-set", gJobs, eligible, nil, dao.Set{}, 1, int64(1), []any{int64(1)}},

@@ -161,3 +161,14 @@ func (r Renderer) Delete(t Table, where dao.Criteria, limit int) (Statement, err
 	}
 	return b.render(r.d.stmts.deleteLimit, request{where: where, limit: limit})
 }
+
+// CurrentTime reports whether the dialect writes a [driver.CurrentTime]
+// Set value as the database's clock in the statement itself: PostgreSQL
+// (statement_timestamp()) and SQL Server (SYSUTCDATETIME()), whose time
+// columns store an instant whatever the session's zone. MySQL and
+// MariaDB do not: a DATETIME holds no zone, and the driver writes and
+// reads times in the DSN's loc, which a server expression cannot follow;
+// nor does SQLite, whose times are text in the Go driver's format, which
+// its date functions do not produce. There the portable layer writes the
+// application's clock.
+func (r Renderer) CurrentTime() bool { return r.d != nil && len(r.d.now) > 0 }

@@ -27,6 +27,7 @@ func TestConformance(t *testing.T) {
 				PrefixedTicket: func(t *testing.T) dao.Store[conformance.Ticket] { return prefixedStore(t, newFake(t).URL()) },
 				UUIDTicket:     fakeModelStore[conformance.UUIDTicket],
 				V7Ticket:       fakeModelStore[conformance.V7Ticket],
+				SoftJob:        fakeModelStore[conformance.SoftJob],
 			},
 			Leases: func(t *testing.T) coord.LeaseStore { return newLeases(t, newFake(t).URL()) },
 			// A lease has no connection to kill: a dead holder's lease
@@ -47,6 +48,7 @@ func TestConformance(t *testing.T) {
 				},
 				UUIDTicket: realModelStore[conformance.UUIDTicket](url),
 				V7Ticket:   realModelStore[conformance.V7Ticket](url),
+				SoftJob:    realModelStore[conformance.SoftJob](url),
 			},
 			Leases: func(t *testing.T) coord.LeaseStore { return newLeases(t, url) },
 			Skip:   []string{conformance.CheckLockHolderKilled},

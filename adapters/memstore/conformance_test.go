@@ -30,6 +30,7 @@ func TestConformance(t *testing.T) {
 			TablePrefix:    "claimstore_p_",
 			UUIDTicket:     modelStore[conformance.UUIDTicket],
 			V7Ticket:       modelStore[conformance.V7Ticket],
+			SoftJob:        modelStore[conformance.SoftJob],
 		},
 		Leases: func(t *testing.T) coord.LeaseStore { return memstore.NewLeases() },
 		// No connection to kill: the holder runs in the test's process.

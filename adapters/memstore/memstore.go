@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dao/driver"
@@ -19,6 +20,7 @@ type Option func(*options)
 type options struct {
 	namer    schema.Namer
 	strategy dao.Strategy
+	clock    func() time.Time
 }
 
 // WithNamer parses the model with namer instead of GORM's default naming
@@ -32,6 +34,10 @@ func WithNamer(namer schema.Namer) Option { return func(o *options) { o.namer = 
 // default one pass under the store's mutex; [dao.StrategyPortable] reads
 // and writes under separate locks as the other backends do.
 func WithStrategy(s dao.Strategy) Option { return func(o *options) { o.strategy = s } }
+
+// WithClock sets the clock the store stamps automatic timestamps and soft
+// deletions with (see [dao.WithClock]); default time.Now.
+func WithClock(now func() time.Time) Option { return func(o *options) { o.clock = now } }
 
 // New returns an empty in-memory store of T, whose schema is parsed with
 // GORM's default naming strategy unless [WithNamer] gives another: the
@@ -49,7 +55,11 @@ func New[T any](opts ...Option) (*dao.Table[T], error) {
 	if err != nil {
 		return nil, err
 	}
-	return dao.New[T](d, dao.WithStrategy(o.strategy))
+	daoOpts := []dao.Option{dao.WithStrategy(o.strategy)}
+	if o.clock != nil {
+		daoOpts = append(daoOpts, dao.WithClock(o.clock))
+	}
+	return dao.New[T](d, daoOpts...)
 }
 
 // memDriver is the in-memory [driver.Driver] of T.

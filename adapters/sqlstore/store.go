@@ -149,6 +149,10 @@ func WithStrategy(s dao.Strategy) Option { return func(o *options) { o.strategy 
 // adapters/sqlserver, whose New calls this function): it brings the
 // database driver and the mapping of its errors.
 //
+// Automatic timestamps and soft deletions that the store writes with the
+// application's clock (see dao.WithClock) take it from db.NowFunc, as GORM
+// does.
+//
 // When db is itself inside a transaction (db.Begin(), db.Transaction), the
 // store is bound to it as by [dao.Table.WithTx]: CRUD runs in the
 // transaction and Claim returns [dao.ErrInTransaction].
@@ -167,7 +171,7 @@ func New[T any](db *gorm.DB, opts ...Option) (*dao.Table[T], error) {
 	if err != nil {
 		return nil, fmt.Errorf("claimstore: new: %w", err)
 	}
-	return dao.New[T](d, dao.WithStrategy(o.strategy))
+	return dao.New[T](d, dao.WithStrategy(o.strategy), dao.WithClock(db.NowFunc))
 }
 
 // newDriver builds the driver of New.
@@ -316,7 +320,9 @@ func (s *sqlDriver[T]) Model() *driver.Model[T] { return s.model }
 // the claim timeout (none on SQLite, in-process: see claimContext) and the
 // server-side lock-wait limit of the guarded update where the dialect sets
 // one per statement (PostgreSQL lock_timeout, MariaDB
-// innodb_lock_wait_timeout in whole seconds; see boundWrite).
+// innodb_lock_wait_timeout in whole seconds; see boundWrite). Update
+// writes the database's clock for driver.CurrentTime Set values on
+// PostgreSQL and SQL Server (dialects.Renderer.CurrentTime).
 func (s *sqlDriver[T]) Info() driver.Info {
 	info := driver.Info{
 		Backend:       string(s.dialect),
@@ -325,6 +331,7 @@ func (s *sqlDriver[T]) Info() driver.Info {
 		Collation:     s.collation,
 		ClaimTimeout:  s.claimTimeout,
 		InTransaction: s.inTx,
+		CurrentTime:   s.r.CurrentTime(),
 	}
 	switch s.dialect {
 	case dialects.SQLite:
@@ -355,11 +362,18 @@ func (s *sqlDriver[T]) mariaDBLockWait() time.Duration {
 // another claimer holds (SKIP LOCKED, READPAST): [dao.LostRaceSkip].
 // SQLite's writers serialize: a claim that cannot get the write lock
 // within the busy timeout fails with dao.ErrBusy, [dao.LostRaceBusy].
+//
+// The PostgreSQL and SQL Server statements return the rows as stored
+// (RETURNING, OUTPUT), so the PostgreSQL statement writes the database's
+// clock for driver.CurrentTime Set values; the MySQL and MariaDB path
+// computes the returned rows in memory, so it takes the application's
+// clock.
 func (s *sqlDriver[T]) ClaimerInfo() driver.ClaimerInfo {
 	ci := driver.ClaimerInfo{
-		Available: dialects.HasFastPath(s.dialect),
-		Default:   dialects.FastPathAllowed(s.dialect, dialects.DefaultFastPath()),
-		LostRace:  dao.LostRaceSkip,
+		Available:   dialects.HasFastPath(s.dialect),
+		Default:     dialects.FastPathAllowed(s.dialect, dialects.DefaultFastPath()),
+		LostRace:    dao.LostRaceSkip,
+		CurrentTime: s.dialect == dialects.Postgres,
 	}
 	if s.dialect == dialects.SQLite {
 		ci.LostRace = dao.LostRaceBusy

@@ -95,6 +95,7 @@ func openBackend(t *testing.T, name string) *backend {
 				TablePrefix: "claimstore_p_",
 				UUIDTicket:  memStore[conformance.UUIDTicket],
 				V7Ticket:    memStore[conformance.V7Ticket],
+				SoftJob:     memStore[conformance.SoftJob],
 			},
 			Leases: func(t *testing.T) coord.LeaseStore { return memstore.NewLeases() },
 			// The holder runs in this process: no connection to kill.
@@ -138,6 +139,7 @@ func openBackend(t *testing.T, name string) *backend {
 					return esStore[conformance.UUIDTicket](t, client)
 				},
 				V7Ticket: func(t *testing.T) dao.Store[conformance.V7Ticket] { return esStore[conformance.V7Ticket](t, client) },
+				SoftJob:  func(t *testing.T) dao.Store[conformance.SoftJob] { return esStore[conformance.SoftJob](t, client) },
 			},
 			Leases: func(t *testing.T) coord.LeaseStore { return esLeases(t, client) },
 			// A lease has no connection to kill; it expires instead.

@@ -150,6 +150,11 @@ type Info struct {
 	// caller opened: the portable layer then refuses Claim with
 	// [ErrInTransaction].
 	InTransaction bool
+	// CurrentTime is true when [Driver.Update] writes a [CurrentTime] Set
+	// value as the database's current time in the same statement; the
+	// portable layer then stamps autoUpdateTime and soft-delete columns of
+	// Update and Delete with it instead of the application clock.
+	CurrentTime bool
 }
 
 // ClaimerInfo describes a driver's single-operation claim ([Claimer]).
@@ -168,4 +173,10 @@ type ClaimerInfo struct {
 	// LockWaitLimit is the server-side limit on a row-lock wait on this
 	// path; zero means none.
 	LockWaitLimit time.Duration
+	// CurrentTime is true when [Claimer.ClaimBatch] writes a
+	// [CurrentTime] Set value as the database's current time and returns
+	// the rows as stored (PostgreSQL's RETURNING); the portable layer then
+	// stamps autoUpdateTime columns of a claim with it instead of the
+	// application clock.
+	CurrentTime bool
 }

@@ -128,6 +128,7 @@ func Models(db *gorm.DB, opts ...sqlstore.Option) *conformance.ModelStores {
 		PrefixedTicket: prefixedStore(db, opts),
 		UUIDTicket:     modelStore[conformance.UUIDTicket](db, opts),
 		V7Ticket:       modelStore[conformance.V7Ticket](db, opts),
+		SoftJob:        modelStore[conformance.SoftJob](db, opts),
 	}
 }
 
