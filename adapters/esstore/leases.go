@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/url"
 	"strconv"
 	"sync"
@@ -98,21 +97,9 @@ func (l *Leases) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// do sends req and reads the response, as esDriver.do does.
+// do sends req with the lease store's client (see [send]).
 func (l *Leases) do(ctx context.Context, op string, req esapi.Request) (int, []byte, *Error, error) {
-	res, err := req.Do(ctx, l.client)
-	if err != nil {
-		return 0, nil, nil, wrapTransport(ctx, op, err)
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		return 0, nil, nil, wrapTransport(ctx, op, err)
-	}
-	if res.StatusCode >= 300 {
-		return res.StatusCode, body, parseError(res.StatusCode, body), nil
-	}
-	return res.StatusCode, body, nil, nil
+	return send(ctx, l.client, op, req)
 }
 
 // current is a lease document as read, with its version.
@@ -151,36 +138,12 @@ func (l *Leases) read(ctx context.Context, name string) (current, error) {
 // else conditioned on c's version. It reports false on a version
 // conflict (another candidate wrote first).
 func (l *Leases) write(ctx context.Context, name string, c current, doc leaseDoc, began time.Time) (bool, error) {
-	const op = "write lease"
-	body, err := jsonBody(doc)
-	if err != nil {
+	seqNo, primaryTerm, ok, err := writeVersioned(ctx, l.client, "write lease", l.index, url.PathEscape(name), doc, !c.found, c.seqNo, c.primaryTerm)
+	if !ok || err != nil {
 		return false, err
-	}
-	req := esapi.IndexRequest{Index: l.index, DocumentID: url.PathEscape(name), Body: body}
-	if c.found {
-		req.IfSeqNo, req.IfPrimaryTerm = ptr(int(c.seqNo)), ptr(int(c.primaryTerm))
-	} else {
-		req.OpType = "create"
-	}
-	_, resBody, esErr, err := l.do(ctx, op, req)
-	if err != nil {
-		return false, err
-	}
-	if esErr != nil {
-		if esErr.Status == 409 {
-			return false, nil
-		}
-		return false, wrapES(op, esErr)
-	}
-	var res struct {
-		SeqNo       int64 `json:"_seq_no"`
-		PrimaryTerm int64 `json:"_primary_term"`
-	}
-	if err := json.Unmarshal(resBody, &res); err != nil {
-		return false, fmt.Errorf("%s: decode response: %w", op, err)
 	}
 	l.mu.Lock()
-	l.seen[name] = observed{seqNo: res.SeqNo, primaryTerm: res.PrimaryTerm, at: began}
+	l.seen[name] = observed{seqNo: seqNo, primaryTerm: primaryTerm, at: began}
 	l.mu.Unlock()
 	return true, nil
 }

@@ -95,8 +95,8 @@ func (s *esDriver[T]) TryLock(ctx context.Context, key string, fn func(ctx conte
 	}
 	var cur struct {
 		Found       bool  `json:"found"`
-		SeqNo       int   `json:"_seq_no"`
-		PrimaryTerm int   `json:"_primary_term"`
+		SeqNo       int64 `json:"_seq_no"`
+		PrimaryTerm int64 `json:"_primary_term"`
 		Source      lease `json:"_source"`
 	}
 	if err := json.Unmarshal(body, &cur); err != nil {
@@ -107,7 +107,7 @@ func (s *esDriver[T]) TryLock(ctx context.Context, key string, fn func(ctx conte
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	l := &leaseHold{s: s.lockIndex(), do: s.do, id: id, ttl: s.lockTTL, lease: lease{Key: key, Holder: hex.EncodeToString(b[:])}}
+	l := &leaseHold{s: s.lockIndex(), client: s.client, id: id, ttl: s.lockTTL, lease: lease{Key: key, Holder: hex.EncodeToString(b[:])}}
 	if cur.Found {
 		l.seqNo, l.term = cur.SeqNo, cur.PrimaryTerm
 	}
@@ -149,49 +149,25 @@ func (s *esDriver[T]) lockIndex() string { return s.index + "-claimstore-locks" 
 
 // leaseHold is a lease this process holds: the version it last wrote.
 type leaseHold struct {
-	s     string // lock index
-	do    func(ctx context.Context, op string, req esapi.Request) (int, []byte, *Error, error)
-	id    string
-	ttl   time.Duration
-	lease lease
-	seqNo int
-	term  int
+	s      string // lock index
+	client esapi.Transport
+	id     string
+	ttl    time.Duration
+	lease  lease
+	seqNo  int64
+	term   int64
 }
 
 // write stores the lease with the given expiry, created anew or
 // conditioned on the version last read or written, and reports whether it
 // won; a version conflict is (false, nil).
 func (l *leaseHold) write(ctx context.Context, create bool, expires time.Time) (bool, error) {
-	const op = "try-lock: write lease"
 	l.lease.ExpiresAt = expires.UnixMilli()
-	req := esapi.IndexRequest{Index: l.s, DocumentID: l.id}
-	if create {
-		req.OpType = "create"
-	} else {
-		req.IfSeqNo, req.IfPrimaryTerm = ptr(l.seqNo), ptr(l.term)
-	}
-	var err error
-	if req.Body, err = jsonBody(l.lease); err != nil {
-		return false, fmt.Errorf("%s: %w", op, err)
-	}
-	_, body, esErr, err := l.do(ctx, op, req)
-	if err != nil {
+	seqNo, term, ok, err := writeVersioned(ctx, l.client, "try-lock: write lease", l.s, l.id, l.lease, create, l.seqNo, l.term)
+	if !ok || err != nil {
 		return false, err
 	}
-	if esErr != nil {
-		if esErr.Status == 409 {
-			return false, nil
-		}
-		return false, wrapES(op, esErr)
-	}
-	var res struct {
-		SeqNo       int `json:"_seq_no"`
-		PrimaryTerm int `json:"_primary_term"`
-	}
-	if err := json.Unmarshal(body, &res); err != nil {
-		return false, fmt.Errorf("%s: decode response: %w", op, err)
-	}
-	l.seqNo, l.term = res.SeqNo, res.PrimaryTerm
+	l.seqNo, l.term = seqNo, term
 	return true, nil
 }
 

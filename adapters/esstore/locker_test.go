@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"github.com/claimstore/claimstore/dao"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/claimstore/claimstore/dao"
 
 	"github.com/claimstore/claimstore/adapters/esstore"
 	"github.com/claimstore/claimstore/conformance"

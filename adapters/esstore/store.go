@@ -242,12 +242,17 @@ func (s *esDriver[T]) Info() driver.Info {
 	}
 }
 
-// do sends req and reads the whole response. A transport error is
-// returned mapped (dao.ErrUnavailable unless the context ended); a
-// response with status >= 300 is returned as an *Error for the caller to
-// map, since the meaning of a 404 or a 409 depends on the operation.
+// do sends req with the store's client (see [send]).
 func (s *esDriver[T]) do(ctx context.Context, op string, req esapi.Request) (int, []byte, *Error, error) {
-	res, err := req.Do(ctx, s.client)
+	return send(ctx, s.client, op, req)
+}
+
+// send sends req with client and reads the whole response. A transport
+// error is returned mapped (dao.ErrUnavailable unless the context ended);
+// a response with status >= 300 is returned as an *Error for the caller
+// to map, since the meaning of a 404 or a 409 depends on the operation.
+func send(ctx context.Context, client esapi.Transport, op string, req esapi.Request) (int, []byte, *Error, error) {
+	res, err := req.Do(ctx, client)
 	if err != nil {
 		return 0, nil, nil, wrapTransport(ctx, op, err)
 	}
@@ -260,6 +265,42 @@ func (s *esDriver[T]) do(ctx context.Context, op string, req esapi.Request) (int
 		return res.StatusCode, body, parseError(res.StatusCode, body), nil
 	}
 	return res.StatusCode, body, nil, nil
+}
+
+// writeVersioned indexes doc as document id of index: created when
+// create, else only if the document is still at version (seqNo,
+// primaryTerm) (Elasticsearch reference, "Optimistic concurrency
+// control"). It returns the version written; ok is false, with no error,
+// on a version conflict (409), meaning another writer came first.
+func writeVersioned(ctx context.Context, client esapi.Transport, op, index, id string, doc any, create bool, seqNo, primaryTerm int64) (newSeqNo, newPrimaryTerm int64, ok bool, err error) {
+	body, err := jsonBody(doc)
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("%s: %w", op, err)
+	}
+	req := esapi.IndexRequest{Index: index, DocumentID: id, Body: body}
+	if create {
+		req.OpType = "create"
+	} else {
+		req.IfSeqNo, req.IfPrimaryTerm = ptr(int(seqNo)), ptr(int(primaryTerm))
+	}
+	_, resBody, esErr, err := send(ctx, client, op, req)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	if esErr != nil {
+		if esErr.Status == 409 {
+			return 0, 0, false, nil
+		}
+		return 0, 0, false, wrapES(op, esErr)
+	}
+	var res struct {
+		SeqNo       int64 `json:"_seq_no"`
+		PrimaryTerm int64 `json:"_primary_term"`
+	}
+	if err := json.Unmarshal(resBody, &res); err != nil {
+		return 0, 0, false, fmt.Errorf("%s: decode response: %w", op, err)
+	}
+	return res.SeqNo, res.PrimaryTerm, true, nil
 }
 
 func jsonBody(v any) (io.Reader, error) {
