@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -72,51 +71,17 @@ func RunLockProcesses(t *testing.T, h LockProcessHarness) {
 
 func lockParent(t *testing.T, h LockProcessHarness) {
 	procs, attempts := orDefault(h.Processes, 3), orDefault(h.Attempts, 40)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatalf("find the test binary: %v", err)
-	}
 	target := ""
 	if h.Setup != nil {
 		target = h.Setup(t)
 	}
 	dir := t.TempDir()
 	key := fmt.Sprintf("conformance/processes/%d", time.Now().UnixNano())
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	outs := make([]*strings.Builder, procs)
-	errs := make([]error, procs)
-	done := make([]chan struct{}, procs)
-	for p := range procs {
-		cmd := exec.CommandContext(ctx, exe, "-test.run", runPattern(t.Name()), "-test.count=1", "-test.v", "-test.timeout=5m")
-		cmd.Env = append(os.Environ(),
-			envChild+"="+t.Name(), envTarget+"="+target, envDir+"="+dir, envProc+"="+strconv.Itoa(p),
-			envLockKey+"="+key, envLockAttempts+"="+strconv.Itoa(attempts))
-		outs[p] = &strings.Builder{}
-		cmd.Stdout, cmd.Stderr = outs[p], outs[p]
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("start child %d: %v", p, err)
-		}
-		done[p] = make(chan struct{})
-		go func() { defer close(done[p]); errs[p] = cmd.Wait() }()
-	}
-	for p := range procs {
-		if !waitFile(filepath.Join(dir, fmt.Sprintf("ready-%d", p)), done[p]) {
-			cancel()
-			for q := range procs {
-				<-done[q]
-			}
-			t.Fatalf("child %d did not get ready: %v\n%s", p, errs[p], outs[p])
-		}
-	}
-	began := time.Now()
-	if err := os.WriteFile(filepath.Join(dir, "start"), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for p := range procs {
-		<-done[p]
-		if errs[p] != nil {
-			t.Errorf("child %d failed: %v\n%s", p, errs[p], outs[p])
+	began, errs, outs := runChildren(t, dir, procs, 5*time.Minute,
+		envTarget+"="+target, envLockKey+"="+key, envLockAttempts+"="+strconv.Itoa(attempts))
+	for p, err := range errs {
+		if err != nil {
+			t.Errorf("child %d failed: %v\n%s", p, err, outs[p])
 		}
 	}
 	elapsed := time.Since(began)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -104,10 +103,6 @@ func runPattern(name string) string {
 func stressParent(t *testing.T, h StressHarness) {
 	procs, workers := orDefault(h.Processes, 3), orDefault(h.Workers, 8)
 	rows, batch := orDefault(h.Rows, 100000), orDefault(h.Batch, 100)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatalf("stress: find the test binary: %v", err)
-	}
 	if d, ok := t.Deadline(); ok && time.Until(d) < 20*time.Minute {
 		t.Logf("stress: the test binary stops in %v; a slow backend may need more (go test -timeout 30m)", time.Until(d).Round(time.Second))
 	}
@@ -118,42 +113,8 @@ func stressParent(t *testing.T, h StressHarness) {
 	t.Logf("stress: seeded %d rows in %v", rows, time.Since(began).Round(time.Millisecond))
 
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
-	defer cancel()
-	cmds := make([]*exec.Cmd, procs)
-	outs := make([]*strings.Builder, procs)
-	errs := make([]error, procs)
-	done := make([]chan struct{}, procs)
-	for p := range procs {
-		cmd := exec.CommandContext(ctx, exe, "-test.run", runPattern(t.Name()), "-test.count=1", "-test.v", "-test.timeout=30m")
-		cmd.Env = append(os.Environ(),
-			envChild+"="+t.Name(), envTarget+"="+target, envDir+"="+dir,
-			envProc+"="+strconv.Itoa(p), envWorkers+"="+strconv.Itoa(workers), envBatch+"="+strconv.Itoa(batch))
-		outs[p] = &strings.Builder{}
-		cmd.Stdout, cmd.Stderr = outs[p], outs[p]
-		if err := cmd.Start(); err != nil {
-			t.Fatalf("stress: start child %d: %v", p, err)
-		}
-		cmds[p], done[p] = cmd, make(chan struct{})
-		go func() { defer close(done[p]); errs[p] = cmd.Wait() }()
-	}
-	// Let the children open their stores, then start them together.
-	for p := range procs {
-		if !waitFile(filepath.Join(dir, fmt.Sprintf("ready-%d", p)), done[p]) {
-			cancel()
-			for q := range procs {
-				<-done[q]
-			}
-			t.Fatalf("stress: child %d did not get ready: %v\n%s", p, errs[p], outs[p])
-		}
-	}
-	claimStart := time.Now()
-	if err := os.WriteFile(filepath.Join(dir, "start"), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for p := range procs {
-		<-done[p]
-	}
+	claimStart, errs, outs := runChildren(t, dir, procs, 30*time.Minute,
+		envTarget+"="+target, envWorkers+"="+strconv.Itoa(workers), envBatch+"="+strconv.Itoa(batch))
 	elapsed := time.Since(claimStart)
 	for p, err := range errs {
 		if err != nil {
