@@ -75,6 +75,11 @@
 //
 // # Maintenance
 //
-// [Maintenance] runs periodic tasks (retention sweeps, a rescuer) beside a
-// worker, gated by a Leader function that a leader election supplies.
+// [Maintenance] runs periodic tasks beside a worker, gated by a Leader
+// function that a leader election supplies ([ElectorGate] over a
+// coord.Elector). The tasks at hand: the [Rescuer], which frees rows whose
+// lease expired long ago while still naming an owner (a panicked handler,
+// a lost worker) and logs and counts them; the [Retention] sweep of fired
+// and failed schedules; and [OutboxRetention], the outbox's purge of old
+// published messages. Deletes run in bounded batches.
 package dispatch
