@@ -73,6 +73,15 @@
 // liveness handler ([Worker.Live]) answers 200 until the process exits.
 // Close the store after Run returns.
 //
+// # Metrics
+//
+// With a MeterProvider ([Config], [RescueConfig], [RetentionConfig]) the
+// package records OpenTelemetry metrics through the metric API: fires,
+// failures by step, retries, skips by reason, the fire lag histogram,
+// handlers in flight, lease renewals and losses, drains and the leases
+// they released, rescued and swept rows ([MetricFires] and the constants
+// after it). Without one nothing is recorded.
+//
 // # Maintenance
 //
 // [Maintenance] runs periodic tasks beside a worker, gated by a Leader

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/claimstore/claimstore/dao"
 )
 
@@ -41,9 +43,12 @@ type RescueConfig[T any] struct {
 	BatchSize int
 	// Now overrides the clock, as [Config].Now.
 	Now func() time.Time
-	// Logger receives one Warn line per rescued row; default
-	// slog.Default().
+	// Logger receives a Warn line per pass that freed rows, with their
+	// keys; default slog.Default().
 	Logger *slog.Logger
+	// MeterProvider, optional, receives [MetricRescued]; nil records
+	// nothing.
+	MeterProvider metric.MeterProvider
 }
 
 // Rescuer finds rows whose lease expired long ago while still naming an
@@ -61,14 +66,15 @@ type RescueConfig[T any] struct {
 // freed. Run it on one server: [Maintenance] with a leader gate.
 type Rescuer[T any] struct {
 	cfg     RescueConfig[T]
+	m       *metrics
 	clock   *timeSource
 	log     *slog.Logger
 	rescued atomic.Int64
 }
 
 // NewRescuer returns a rescuer for cfg. Errors wrap
-// [dao.ErrInvalidArgument] for a missing field or a negative setting; it
-// does no I/O.
+// [dao.ErrInvalidArgument] for a missing field or a negative setting, or
+// are the meter provider's; it does no I/O.
 func NewRescuer[T any](cfg RescueConfig[T]) (*Rescuer[T], error) {
 	if cfg.Store == nil || cfg.KeyField == "" || cfg.Key == nil {
 		return nil, fmt.Errorf("dispatch: new rescuer: %w", invalid("Store, KeyField and Key are required"))
@@ -91,21 +97,26 @@ func NewRescuer[T any](cfg RescueConfig[T]) (*Rescuer[T], error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	m, err := newMetrics(cfg.MeterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: new rescuer: %w", err)
+	}
 	return &Rescuer[T]{
+		m:     m,
 		cfg:   cfg,
 		clock: newTimeSource(cfg.Now, cfg.Store, cfg.Store.Capabilities().DatabaseClock),
 		log:   cfg.Logger.With("component", "dispatch.rescuer"),
 	}, nil
 }
 
-// ScheduleRescuer returns a [Rescuer] of the schedule table: leases
-// expired more than after ago (0: [DefaultRescueAfter]), logged to log
-// (nil: slog.Default()). Errors as [NewRescuer].
-func ScheduleRescuer(store dao.Store[Schedule], after time.Duration, log *slog.Logger) (*Rescuer[Schedule], error) {
-	return NewRescuer(RescueConfig[Schedule]{
-		Store: store, KeyField: ColID, Key: func(s *Schedule) any { return s.ID },
-		OwnerField: ColLeaseOwner, UntilField: ColLeaseUntil, After: after, Logger: log,
-	})
+// ScheduleRescuer returns a [Rescuer] of the schedule table in store, with
+// cfg's After, BatchSize, Now, Logger and MeterProvider; cfg's row fields
+// (Store, KeyField, Key, OwnerField, UntilField) are set here. Errors as
+// [NewRescuer].
+func ScheduleRescuer(store dao.Store[Schedule], cfg RescueConfig[Schedule]) (*Rescuer[Schedule], error) {
+	cfg.Store, cfg.KeyField, cfg.Key = store, ColID, func(s *Schedule) any { return s.ID }
+	cfg.OwnerField, cfg.UntilField = ColLeaseOwner, ColLeaseUntil
+	return NewRescuer(cfg)
 }
 
 // Rescued returns the number of rows this rescuer has freed.
@@ -145,6 +156,7 @@ func (r *Rescuer[T]) Rescue(ctx context.Context) (int64, error) {
 		}
 		total += n
 		r.rescued.Add(n)
+		r.m.add(ctx, r.m.rescued, n)
 		if n > 0 {
 			r.log.Warn("rescued rows whose lease expired long ago (handler panic or lost worker): owner cleared",
 				"rows", n, "keys", keys, "expired_before", cutoff)

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/outbox"
@@ -19,6 +21,7 @@ import (
 type Retention struct {
 	store dao.Store[Schedule]
 	cfg   RetentionConfig
+	m     *metrics
 	clock *timeSource
 	log   *slog.Logger
 }
@@ -42,11 +45,15 @@ type RetentionConfig struct {
 	// Logger receives an Info line per sweep that deleted rows; default
 	// slog.Default().
 	Logger *slog.Logger
+	// MeterProvider, optional, receives [MetricSwept]; nil records
+	// nothing.
+	MeterProvider metric.MeterProvider
 }
 
 // NewRetention returns a retention sweep of the schedule store. Errors
 // wrap [dao.ErrInvalidArgument]: nil store, OlderThan <= 0, negative batch
-// settings, a status that is not fired or failed.
+// settings, a status that is not fired or failed; or are the meter
+// provider's.
 func NewRetention(store dao.Store[Schedule], cfg RetentionConfig) (*Retention, error) {
 	if store == nil {
 		return nil, fmt.Errorf("dispatch: new retention: %w", invalid("nil store"))
@@ -68,8 +75,12 @@ func NewRetention(store dao.Store[Schedule], cfg RetentionConfig) (*Retention, e
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	m, err := newMetrics(cfg.MeterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: new retention: %w", err)
+	}
 	return &Retention{
-		store: store, cfg: cfg,
+		store: store, cfg: cfg, m: m,
 		clock: newTimeSource(cfg.Now, store, store.Capabilities().DatabaseClock),
 		log:   cfg.Logger.With("component", "dispatch.retention"),
 	}, nil
@@ -93,6 +104,7 @@ func (r *Retention) Sweep(ctx context.Context) (int64, error) {
 	}
 	where := dao.And(dao.In(ColStatus, st...), dao.Lt(ColNextFireAt, now.Add(-r.cfg.OlderThan)))
 	total, err := deleteBatches(ctx, r.store, where, r.cfg.BatchSize, r.cfg.MaxBatches)
+	r.m.add(ctx, r.m.swept, total)
 	if total > 0 {
 		r.log.Info("retention sweep deleted schedules", "rows", total, "older_than", r.cfg.OlderThan)
 	}
