@@ -267,8 +267,9 @@ func (r *dispatchRun) read(c *child, pipe io.Reader) {
 // the once schedules to be done.
 func (r *dispatchRun) drive(ctx context.Context, start time.Time) error {
 	began := time.Now()
-	killAt, termAt := r.o.Duration*3/10, r.o.Duration/2
-	end := time.Until(start) + r.o.Duration
+	lead := time.Until(start) // the first schedules are due then
+	killAt, termAt := lead+r.o.Duration*3/10, lead+r.o.Duration/2
+	end := lead + r.o.Duration
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var killed, termed bool
@@ -329,19 +330,39 @@ func (r *dispatchRun) sigterm(c *child) {
 	default:
 	}
 	fmt.Fprintf(r.o.Progress, "  -- %s: SIGTERM (drain)\n", c.id)
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	if addr == "" {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
 		r.readyz = "not served"
 		return
 	}
+	// Probe /readyz from just before the signal until the process stops
+	// answering, and report the first answer other than 200.
 	cl := http.Client{Timeout: time.Second}
-	resp, err := cl.Get("http://" + addr + "/readyz")
-	if err != nil {
-		r.readyz = "unreachable (" + err.Error() + ")"
-		return
+	r.readyz = "the process exited before it answered again"
+	signalled := false
+	for i := range 400 {
+		resp, err := cl.Get("http://" + addr + "/readyz")
+		if err != nil {
+			break
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			r.readyz = resp.Status
+			break
+		}
+		if i == 399 {
+			r.readyz = "still 200 after 400 probes: FAILED"
+		}
+		if !signalled {
+			signalled = true
+			_ = c.cmd.Process.Signal(syscall.SIGTERM)
+			continue
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
-	resp.Body.Close()
-	r.readyz = resp.Status
+	if !signalled {
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	}
 }
 
 // stopAll sends SIGTERM to the processes still running and waits for

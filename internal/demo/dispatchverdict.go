@@ -46,9 +46,10 @@ type DispatchVerdict struct {
 }
 
 // OK reports whether the verdict holds: every once schedule fired, no
-// cron occurrence missed, nothing fired twice, nothing failed for good.
+// cron occurrence missed, nothing fired twice, nothing failed for good,
+// and readiness did not stay 200 after SIGTERM.
 func (v *DispatchVerdict) OK(once int) bool {
-	return v.Duplicates == 0 && v.MissedOnce == 0 && v.MissedCron == 0 && v.TerminalFailed == 0 && v.TableFiredOnce == int64(once)
+	return !strings.Contains(v.ReadyzAfterSIGTERM, "FAILED") && v.Duplicates == 0 && v.MissedOnce == 0 && v.MissedCron == 0 && v.TerminalFailed == 0 && v.TableFiredOnce == int64(once)
 }
 
 // verdict computes and prints the verdict.
