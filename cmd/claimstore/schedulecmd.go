@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -61,6 +63,13 @@ func openSchedules(ctx context.Context, table string, migrate bool, pool int) (*
 		dsn = d
 	} else if backend == "sqlite" && !strings.Contains(dsn, "?") && !strings.HasPrefix(dsn, "file:") {
 		dsn = sqlstore.SQLiteDSN(dsn)
+	}
+	if backend == "sqlite" && !migrate {
+		// Opening a missing SQLite file would create it empty.
+		p, _, _ := strings.Cut(strings.TrimPrefix(dsn, "file:"), "?")
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("--dsn: SQLite database file %s does not exist", p)
+		}
 	}
 	db, err := sqlstore.Open(ctx, backend, dsn)
 	if err != nil {

@@ -90,6 +90,12 @@ func TestScheduleBadFlags(t *testing.T) {
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the database file was created by a refused command: %v", err)
 	}
+	if _, _, err := execFresh(t, "schedule", "pause", "k", "--backend", "sqlite", "--dsn", path); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("pause on a missing SQLite file: %v", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pause created the database file: %v", err)
+	}
 	if _, _, err := execFresh(t, "schedule", "list", "--backend", "memory"); !errors.Is(err, dao.ErrInvalidArgument) {
 		t.Errorf("memory backend: %v", err)
 	}
