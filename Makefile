@@ -6,7 +6,7 @@ PKGS     := ./...
 # Test timeouts are generous for a 2-core machine under -race.
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: test demo bench stress conformance lint up down build
+.PHONY: test demo demo-dispatch bench stress conformance lint up down build
 
 build:
 	$(GO) build -o bin/claimstore ./cmd/claimstore
@@ -22,6 +22,11 @@ test:
 ## demo: the main job on the embedded default (SQLite file, embedded NATS).
 demo:
 	$(GO) run ./cmd/claimstore demo
+
+## demo-dispatch: three schedule worker processes through a SIGKILL and a SIGTERM
+## on an SQLite file (BACKEND=postgres for the local server); prints the verdict.
+demo-dispatch:
+	$(GO) run ./cmd/claimstore demo dispatch $(if $(filter-out sqlite,$(BACKEND)),--backend $(BACKEND),)
 
 ## bench: claim benchmark with the raw-driver baselines; BACKEND=sqlite|postgres|mysql|mariadb|memory
 BACKEND ?= sqlite

@@ -73,8 +73,22 @@
 // liveness handler ([Worker.Live]) answers 200 until the process exits.
 // Close the store after Run returns.
 //
+// # Metrics
+//
+// With a MeterProvider ([Config], [RescueConfig], [RetentionConfig]) the
+// package records OpenTelemetry metrics through the metric API: fires,
+// failures by step, retries, skips by reason, the fire lag histogram,
+// handlers in flight, lease renewals and losses, drains and the leases
+// they released, rescued and swept rows ([MetricFires] and the constants
+// after it). Without one nothing is recorded.
+//
 // # Maintenance
 //
-// [Maintenance] runs periodic tasks (retention sweeps, a rescuer) beside a
-// worker, gated by a Leader function that a leader election supplies.
+// [Maintenance] runs periodic tasks beside a worker, gated by a Leader
+// function that a leader election supplies ([ElectorGate] over a
+// coord.Elector). The tasks at hand: the [Rescuer], which frees rows whose
+// lease expired long ago while still naming an owner (a panicked handler,
+// a lost worker) and logs and counts them; the [Retention] sweep of fired
+// and failed schedules; and [OutboxRetention], the outbox's purge of old
+// published messages. Deletes run in bounded batches.
 package dispatch

@@ -83,6 +83,7 @@ func (w *Worker[T]) renew(ctx context.Context) {
 		}
 	}
 	w.renewed.Add(n)
+	w.m.add(ctx, w.m.renewals, n)
 	w.mu.Lock()
 	for _, it := range due {
 		if held[it] {
@@ -103,6 +104,7 @@ func (w *Worker[T]) lose(it *inflight[T]) {
 	it.lost = true
 	w.mu.Unlock()
 	w.leaseLost.Add(1)
+	w.m.add(context.Background(), w.m.lost, 1)
 	w.log.Warn("lease lost; handler cancelled", "key", it.key, "owner", it.owner)
 	it.cancel(ErrLeaseLost)
 }

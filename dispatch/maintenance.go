@@ -29,7 +29,8 @@ type Task struct {
 type Maintenance struct {
 	// Every is the period; default one minute.
 	Every time.Duration
-	// Leader reports whether this process may run the tasks now; nil
+	// Leader reports whether this process may run the tasks now (asked
+	// before each task; [ElectorGate] builds it from a coord.Elector); nil
 	// runs them on every worker, so tasks must then be safe to run
 	// concurrently (bounded, idempotent deletes are).
 	Leader func(ctx context.Context) bool
@@ -63,12 +64,12 @@ func (m *Maintenance) run(ctx context.Context, log *slog.Logger) {
 			return
 		case <-t.C:
 		}
-		if m.Leader != nil && !m.Leader(ctx) {
-			continue
-		}
 		for _, task := range m.Tasks {
 			if ctx.Err() != nil {
 				return
+			}
+			if m.Leader != nil && !m.Leader(ctx) {
+				break
 			}
 			if err := task.Run(ctx); err != nil {
 				log.Warn("maintenance task failed", "task", task.Name, "err", err)

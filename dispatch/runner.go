@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -88,14 +89,23 @@ func (sw *ScheduleWorker) handle(ctx context.Context, job *Job[Schedule], fn Fir
 	s := &job.Row
 	lag := job.ClaimedAt.Sub(s.NextFireAt)
 	log := sw.log.With("schedule", s.Key, "id", s.ID)
+	sw.m.fireLag(ctx, lag)
 	if sw.policy.Misfire == MisfireSkip && sw.policy.Misfired(s, job.ClaimedAt) {
 		o := sw.policy.Skip(s, job.Now())
 		sw.misfireSkipped.Add(1)
+		sw.m.outcome(ctx, o.Step)
 		log.Warn("misfire: fire skipped", "due", s.NextFireAt, "lag", lag, "next", o.NextFireAt)
 		return o.Set
 	}
 	err := sw.call(ctx, fn, Fire{Schedule: *s, Lag: lag})
+	if errors.Is(context.Cause(ctx), ErrDrained) {
+		// The drain released the lease: no outcome is written, and the
+		// fire runs again on the worker that claims the row next.
+		log.Info("fire cancelled by the drain; its lease was released", "err", err)
+		return nil
+	}
 	o := sw.policy.Decide(s, job.Now(), err)
+	sw.m.outcome(ctx, o.Step)
 	switch o.Step {
 	case "fired", "advanced":
 		sw.fired.Add(1)

@@ -113,6 +113,16 @@ func (Schedule) TableName() string { return DefaultScheduleTable }
 
 var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 
+// CheckTable returns nil when table is a valid schedule table name (1–63
+// letters, digits and underscores, not starting with a digit), else an
+// error wrapping [dao.ErrInvalidArgument]. It does no I/O.
+func CheckTable(table string) error {
+	if !tableName.MatchString(table) {
+		return invalid("table name %q: use 1-63 letters, digits and underscores", table)
+	}
+	return nil
+}
+
 // MigrateSchedules creates the schedule table named table (or
 // [DefaultScheduleTable] when empty) with its indexes, or adds what is
 // missing; running it again changes nothing. Indexes: unique
@@ -123,8 +133,8 @@ func MigrateSchedules(ctx context.Context, db *gorm.DB, table string) error {
 	if table == "" {
 		table = DefaultScheduleTable
 	}
-	if !tableName.MatchString(table) {
-		return fmt.Errorf("dispatch: migrate: %w", invalid("table name %q: use 1-63 letters, digits and underscores", table))
+	if err := CheckTable(table); err != nil {
+		return fmt.Errorf("dispatch: migrate: %w", err)
 	}
 	migrateMu.Lock()
 	defer migrateMu.Unlock()

@@ -12,6 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/claimstore/claimstore/dao"
 )
 
@@ -122,6 +125,9 @@ type Config[T any] struct {
 	// Maintenance, when set, runs periodic tasks next to the worker; see
 	// [Maintenance].
 	Maintenance *Maintenance
+	// MeterProvider, optional, receives the worker's OpenTelemetry
+	// metrics (see [MetricFires]); nil records nothing.
+	MeterProvider metric.MeterProvider
 }
 
 // Stats are running totals of one worker.
@@ -178,6 +184,7 @@ type Worker[T any] struct {
 	cfg   Config[T]
 	clock *timeSource
 	log   *slog.Logger
+	m     *metrics
 
 	running atomic.Bool
 	runCtx  atomic.Pointer[context.Context] // the context of the current Run: ready while it is live
@@ -194,7 +201,8 @@ type Worker[T any] struct {
 
 // New returns a worker for cfg. It fails with an error wrapping
 // [dao.ErrInvalidArgument] when a required field is missing or a setting
-// is out of range; it does no I/O.
+// is out of range, or with the meter provider's error when it cannot
+// create an instrument; it does no I/O.
 func New[T any](cfg Config[T]) (*Worker[T], error) {
 	if cfg.Store == nil || cfg.KeyField == "" || cfg.Key == nil || cfg.Due == nil || cfg.Handler == nil {
 		return nil, fmt.Errorf("dispatch: new worker: %w: Store, KeyField, Key, Due and Handler are required", dao.ErrInvalidArgument)
@@ -243,7 +251,12 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 			return nil, fmt.Errorf("dispatch: new worker: %w", err)
 		}
 	}
+	m, err := newMetrics(cfg.MeterProvider, attribute.String(AttrWorker, cfg.WorkerID))
+	if err != nil {
+		return nil, fmt.Errorf("dispatch: new worker: %w", err)
+	}
 	return &Worker[T]{
+		m:     m,
 		cfg:   cfg,
 		clock: newTimeSource(cfg.Now, cfg.Store, cfg.Store.Capabilities().DatabaseClock),
 		log:   cfg.Logger.With("component", "dispatch.worker", "worker", cfg.WorkerID),
@@ -400,10 +413,12 @@ func (w *Worker[T]) start(ctx context.Context, row T, owner string, claimedAt, s
 	w.items[it] = struct{}{}
 	w.mu.Unlock()
 	w.inFlight.Add(1)
+	w.m.inFlight.Add(bg(ctx), 1, w.m.attrSet)
 	w.wg.Go(func() {
 		defer func() {
 			cancel(nil)
 			w.inFlight.Add(-1)
+			w.m.inFlight.Add(bg(ctx), -1, w.m.attrSet)
 			select {
 			case w.freed <- struct{}{}:
 			default:
@@ -482,6 +497,7 @@ func (w *Worker[T]) finish(ctx context.Context, it *inflight[T], set dao.Set) {
 		w.mu.Unlock()
 		if !counted {
 			w.leaseLost.Add(1)
+			w.m.add(ctx, w.m.lost, 1)
 		}
 		w.log.Warn("outcome refused by the fence", "key", it.key, "owner", it.owner, "err", ErrLeaseLost)
 	case set == nil:
@@ -539,6 +555,7 @@ func (w *Worker[T]) drain(ctx context.Context) {
 	defer t.Stop()
 	select {
 	case <-done:
+		w.m.drained(ctx, false, 0)
 		return
 	case <-t.C:
 	}
@@ -553,6 +570,7 @@ func (w *Worker[T]) drain(ctx context.Context) {
 	}
 	w.mu.Unlock()
 	n := w.release(ctx, rows)
+	w.m.drained(ctx, true, n)
 	w.log.Info("drain timeout: leases released", "released", n)
 	// Outcome writes already under way finish within WriteTimeout.
 	t.Reset(w.cfg.WriteTimeout)
