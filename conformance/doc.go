@@ -5,8 +5,11 @@
 //
 // # What it checks
 //
-// [Run] runs, as subtests and only through the public [dao.Store] API:
+// [Run] runs, as subtests and only through the public [dao.Store] API
+// (and package coord's, for the coordination section):
 //
+//   - Capabilities: the store names its backend and collation, and its
+//     lost race, strategy and round trips per claim are documented values.
 //   - CRUD: Create fills generated ids, Get reads rows back and reports
 //     [dao.ErrNotFound], a duplicate primary key is [dao.ErrDuplicate] and
 //     changes nothing, and a batch of 8,000 rows or an In list of 70,000
@@ -21,6 +24,8 @@
 //     instants whatever zone they are given in. Strings that differ in
 //     case, accents or trailing spaces compare as the store's
 //     Capabilities().Collation declares ([dao.Collation]).
+//   - Time zones: times written in a non-UTC zone read back as the same
+//     instants and compare as instants.
 //   - Ordering: ascending and descending, several keys, the primary key as
 //     the final tie breaker, with limits; strings in the declared
 //     collation's order.
@@ -77,6 +82,16 @@
 //     zero. The error of a call whose context had ended must wrap
 //     context.Canceled or context.DeadlineExceeded; any other call may
 //     fail only with a retryable error.
+//   - Models (with Harness.Models, a [ModelStores]; without it the section
+//     fails unless Harness.Skip names [CheckModels]): everyday GORM models
+//     instead of [Job] — [Ticket] (gorm.Model, a typed string enum, an
+//     embedded struct with a column prefix, a JSON-serialized field),
+//     [UUIDTicket] and [V7Ticket] (UUID keys), Ticket under a naming
+//     strategy with a table prefix, and [SoftJob]: the table name carries
+//     the prefix; keys, enums and tagged columns work in criteria, Set,
+//     Get, Update and Delete; concurrent claims take every row of each
+//     model exactly once; soft delete and automatic timestamps behave as
+//     GORM's (live rows only, Table.Unscoped sees every row).
 //   - Coordination, leader election (with Harness.Leases; without it the
 //     check fails unless Harness.Skip names CheckLeader): the lease operations one by one (insert,
 //     renewal keeping the term, refusal while another holds the lease,

@@ -120,11 +120,14 @@ func (h Harness) workers() int {
 // Run runs the conformance suite against the backend of h, as subtests of
 // t: CRUD, criteria semantics, ordering and limits, updates, bounded
 // deletes, bad input, claim semantics, the no-double-claim check under
-// concurrency, and the documented lost-race behaviour the store's
-// [dao.Capabilities] declares, forced deterministically, and the
-// coordination section (package coord's primitives on the same database).
-// Every check goes through the public [dao.Store] and coord APIs. A failure names the operation, the
-// input and the rows involved. A check that needs a harness field h lacks
+// concurrency, the documented lost-race behaviour the store's
+// [dao.Capabilities] declares, forced deterministically, claims whose
+// contexts end at random moments, the models section (everyday GORM
+// models, soft delete and timestamps; [Harness].Models) and the
+// coordination section (package coord's try-lock and leader election on
+// the same database). Every check goes through the public [dao.Store] and
+// coord APIs. A failure names the operation, the input and the rows
+// involved. A check that needs a harness field h lacks
 // fails, unless h.Skip names it; a name in h.Skip that no check has fails
 // the run at once.
 func Run(t *testing.T, h Harness) {

@@ -12,6 +12,11 @@
 // Table: adapters/postgres, adapters/mysql, adapters/sqlite,
 // adapters/sqlserver (each linking its own database driver), the
 // in-memory adapters/memstore and adapters/esstore for Elasticsearch.
+// Beyond Store, a Table runs inside a caller's transaction ([Table.WithTx]),
+// sees soft-deleted rows ([Table.Unscoped]), tells its table name
+// ([Table.TableName]) and the database's time ([Table.Now]), and runs a
+// non-blocking try-lock on its database ([Table.TryLock], which package
+// coord's WithLock uses).
 //
 // The heart of the contract is the atomic find-and-claim, [Store.Claim]:
 // select up to Limit rows matching Where, apply Set to them, and return them

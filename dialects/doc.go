@@ -42,21 +42,26 @@
 // MATERIALIZED common table expression that locks up to n eligible rows
 // with FOR UPDATE SKIP LOCKED, an UPDATE ... RETURNING over them, and an
 // outer SELECT that returns them in claim order. Every other dialect runs
-// the portable claim (dao.StrategyPortable): a candidate read ([Renderer.Select]) and one guarded
-// update per candidate ([Renderer.GuardedUpdate]) that re-asserts the
-// eligibility criteria, so a row another claimer took meanwhile is not
-// claimed twice.
+// by default the portable claim (dao.StrategyPortable): a candidate read
+// ([Renderer.Select]) and one guarded update per candidate
+// ([Renderer.GuardedUpdate]) that re-asserts the eligibility criteria, so
+// a row another claimer took meanwhile is not claimed twice.
 //
-// MySQL 8.0.1+ and MariaDB 10.6+ have an opt-in fast path: in one READ
-// COMMITTED transaction, a locking read with SELECT ... FOR UPDATE SKIP
-// LOCKED ([Renderer.LockCandidates]; MySQL manual "Locking Reads": "Locking
-// Read Concurrency with NOWAIT and SKIP LOCKED"; MariaDB "SELECT ... SKIP
-// LOCKED") and one UPDATE ... WHERE pk IN (...) ([Renderer.UpdateByIDs]).
-// It is not on the default allow-list: the portable default is the
-// correctness floor until a benchmark shows what the fast path buys.
-// SQLite 3.35+ supports UPDATE ... RETURNING (SQLite manual "RETURNING"),
-// and SQL Server can claim with UPDATE ... OUTPUT over a SELECT TOP (n) ...
-// WITH (ROWLOCK, UPDLOCK, READPAST) ("Table Hints (Transact-SQL)"); this
-// package renders no fast path for them, so they always use the portable
-// default.
+// The other dialects have an opt-in fast path ([HasFastPath]), which a
+// store takes when it is built with dao.StrategyFastPath. They are not on
+// the default allow-list: the portable default is the correctness floor
+// until a benchmark shows what the fast path buys.
+//
+//   - MySQL 8.0.1+ and MariaDB 10.6+: in one READ COMMITTED transaction, a
+//     locking read with SELECT ... FOR UPDATE SKIP LOCKED
+//     ([Renderer.LockCandidates]; MySQL manual "Locking Reads": "Locking
+//     Read Concurrency with NOWAIT and SKIP LOCKED"; MariaDB "SELECT ...
+//     SKIP LOCKED") and one UPDATE ... WHERE pk IN (...)
+//     ([Renderer.UpdateByIDs]).
+//   - SQLite 3.35+: one UPDATE ... WHERE pk IN (the ranked ids of a
+//     materialized common table expression) RETURNING ([Renderer.Claim];
+//     SQLite manual "RETURNING").
+//   - SQL Server: one UPDATE through a common table expression that reads
+//     SELECT TOP (n) ... WITH (ROWLOCK, READPAST, UPDLOCK), with OUTPUT
+//     INSERTED.* ([Renderer.Claim]; "Table Hints (Transact-SQL)").
 package dialects
