@@ -10,7 +10,11 @@ import (
 	"github.com/claimstore/claimstore/internal/demo"
 )
 
-func init() { rootCmd.AddCommand(newDemoCmd()) }
+func init() {
+	demo := newDemoCmd()
+	demo.AddCommand(newDemoDispatchCmd())
+	rootCmd.AddCommand(demo)
+}
 
 // demoOptions are the flags of `claimstore demo`: the run's options, and
 // whether progress lines are shown.

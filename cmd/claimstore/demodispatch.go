@@ -14,16 +14,6 @@ import (
 
 // The demo command is created in demo.go, whose init runs before this
 // file's (files are initialized in name order).
-func init() {
-	for _, c := range rootCmd.Commands() {
-		if c.Name() == "demo" {
-			c.AddCommand(newDemoDispatchCmd())
-			return
-		}
-	}
-	panic("claimstore: no demo command to add the dispatch demo to")
-}
-
 // envChildCLI makes a test binary of this package run the command line
 // instead of its tests (see TestMain); the dispatch demo sets it for its
 // worker processes, where it is harmless in the claimstore binary.

@@ -18,6 +18,7 @@ import (
 var packagePrefixes = map[string]bool{
 	"claimstore": true, "bench": true, "outbox": true, "sqlstore": true,
 	"memstore": true, "esstore": true, "natspub": true, "natsembed": true,
+	"dispatch": true, "coord": true,
 }
 
 // errorText returns err as the command prints it: "claimstore: " and the
@@ -80,6 +81,7 @@ func isInf[T number](v T) bool { return math.IsInf(float64(v), 0) }
 // missingTableError reports that the table a command reads does not exist.
 type missingTableError struct {
 	table   string
+	kind    string // what the table holds ("message", "schedule"); default "message"
 	backend string
 	fix     string // how to create it; empty for the usual ways
 	err     error  // the database's error
@@ -90,8 +92,12 @@ func (e *missingTableError) Error() string {
 	if fix == "" {
 		fix = "create it with outbox.Migrate in your program or by running `claimstore relay` once (its --migrate is on by default)"
 	}
-	return fmt.Sprintf("table %q does not exist in the %s database; %s, or name an existing message table with --table",
-		e.table, e.backend, fix)
+	kind := e.kind
+	if kind == "" {
+		kind = "message"
+	}
+	return fmt.Sprintf("table %q does not exist in the %s database; %s, or name an existing %s table with --table",
+		e.table, e.backend, fix, kind)
 }
 
 func (e *missingTableError) Unwrap() error { return e.err }

@@ -20,8 +20,8 @@ var rootCmd = &cobra.Command{
 	Use:   "claimstore",
 	Short: "Atomic find-and-claim over SQL, Elasticsearch and in-memory stores",
 	Long: `claimstore is the command-line tool of the claimstore library: the outbox demo
-and relay, outbox inspection, leader election status, and the claim
-benchmark.
+and relay, outbox inspection, schedules and the dispatcher (with its demo),
+leader election status, and the claim benchmark.
 
 Every command takes --backend and --dsn. Without --dsn the servers default to
 the local test servers (CLAIMSTORE_POSTGRES_DSN and CLAIMSTORE_MYSQL_DSN

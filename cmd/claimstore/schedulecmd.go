@@ -91,7 +91,7 @@ func openSchedules(ctx context.Context, table string, migrate bool, pool int) (*
 		}
 	} else if !db.WithContext(ctx).Migrator().HasTable(table) {
 		s.close()
-		return nil, &missingTableError{table: table, backend: backend,
+		return nil, &missingTableError{table: table, backend: backend, kind: "schedule",
 			fix: "create it with `claimstore schedule add` or dispatch.MigrateSchedules in your program"}
 	}
 	if s.store, err = sqlstore.New[dispatch.Schedule](db.WithContext(ctx), sqlstore.WithTable(table)); err != nil {
