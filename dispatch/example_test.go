@@ -18,47 +18,84 @@ import (
 // dispatch.ShutdownContext and the worker's Ready and Live handlers are
 // mounted on /readyz and /livez.
 func Example() {
-	ctx, stop := context.WithTimeout(context.Background(), time.Minute)
-	defer stop()
-	dir, _ := os.MkdirTemp("", "dispatch-example")
-	defer os.RemoveAll(dir)
-	db, _ := sqlite.Open(ctx, sqlstore.SQLiteDSN(filepath.Join(dir, "app.db")))
-	_ = dispatch.MigrateSchedules(ctx, db, "")
-	store, _ := sqlite.New[dispatch.Schedule](db)
-
-	schedules, _ := dispatch.NewSchedules(store, dispatch.SchedulesConfig{})
-	_, _, _ = schedules.Add(ctx, dispatch.Spec{Key: "invoice-42-reminder", Payload: []byte("invoice 42")})
-	_, _, _ = schedules.Add(ctx, dispatch.Spec{Key: "nightly-report", Cron: "0 3 * * *", TimeZone: "Europe/Berlin"})
-
-	fired := make(chan string, 1)
-	worker, _ := dispatch.NewScheduleWorker(store, func(ctx context.Context, f dispatch.Fire) error {
-		fired <- string(f.Schedule.Payload)
-		return nil
-	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{
-		Tick:   50 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler),
-	})
-	runCtx, drain := context.WithCancel(ctx)
-	done := make(chan error)
-	go func() { done <- worker.Run(runCtx) }()
-	fmt.Println("fired:", <-fired)
-	drain() // as on SIGTERM: readiness 503, stop claiming, finish in-flight
-	<-done
-
-	s, _ := schedules.Get(ctx, "invoice-42-reminder")
-	fmt.Println(s.Key, s.Status)
-	n, _ := schedules.Get(ctx, "nightly-report")
-	fmt.Println(n.Key, n.Status, n.NextFireAt.In(mustLoad("Europe/Berlin")).Format("15:04"))
+	if err := runExample(); err != nil {
+		fmt.Println("error:", err)
+	}
 	// Output:
 	// fired: invoice 42
 	// invoice-42-reminder fired
 	// nightly-report active 03:00
 }
 
-func mustLoad(name string) *time.Location {
-	loc, err := time.LoadLocation(name)
+func runExample() error {
+	ctx, stop := context.WithTimeout(context.Background(), time.Minute)
+	defer stop()
+	dir, err := os.MkdirTemp("", "dispatch-example")
 	if err != nil {
-		panic(err)
+		return err
 	}
-	return loc
+	defer os.RemoveAll(dir)
+	db, err := sqlite.Open(ctx, sqlstore.SQLiteDSN(filepath.Join(dir, "app.db")))
+	if err != nil {
+		return err
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close()
+	}
+	if err := dispatch.MigrateSchedules(ctx, db, ""); err != nil {
+		return err
+	}
+	store, err := sqlite.New[dispatch.Schedule](db)
+	if err != nil {
+		return err
+	}
+
+	schedules, err := dispatch.NewSchedules(store, dispatch.SchedulesConfig{})
+	if err != nil {
+		return err
+	}
+	for _, spec := range []dispatch.Spec{
+		{Key: "invoice-42-reminder", Payload: []byte("invoice 42")},
+		{Key: "nightly-report", Cron: "0 3 * * *", TimeZone: "Europe/Berlin"},
+	} {
+		if _, _, err := schedules.Add(ctx, spec); err != nil {
+			return err
+		}
+	}
+
+	fired := make(chan string, 1)
+	worker, err := dispatch.NewScheduleWorker(store, func(ctx context.Context, f dispatch.Fire) error {
+		fired <- string(f.Schedule.Payload)
+		return nil
+	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{
+		Tick:   50 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		return err
+	}
+	runCtx, drain := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- worker.Run(runCtx) }()
+	fmt.Println("fired:", <-fired)
+	drain() // as on SIGTERM: readiness 503, stop claiming, finish in-flight
+	if err := <-done; err != nil {
+		return err
+	}
+
+	s, err := schedules.Get(ctx, "invoice-42-reminder")
+	if err != nil {
+		return err
+	}
+	fmt.Println(s.Key, s.Status)
+	n, err := schedules.Get(ctx, "nightly-report")
+	if err != nil {
+		return err
+	}
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		return err
+	}
+	fmt.Println(n.Key, n.Status, n.NextFireAt.In(berlin).Format("15:04"))
+	return nil
 }
