@@ -105,6 +105,10 @@ func TestNumericFlagsNamed(t *testing.T) {
 		"claimstore outbox status":  {"--backend", "sqlite", "--dsn", none},
 		"claimstore outbox purge":   {"--backend", "sqlite", "--dsn", none},
 		"claimstore outbox requeue": {"--backend", "sqlite", "--dsn", none, "--all"},
+		"claimstore dispatch run":   {"--backend", "sqlite", "--dsn", none, "--http", ""},
+		"claimstore demo dispatch":  {"--backend", "sqlite"},
+		"claimstore schedule add":   {"k", "--backend", "sqlite", "--dsn", none},
+		"claimstore schedule list":  {"--backend", "sqlite", "--dsn", none},
 	}
 	var walk func(c *cobra.Command)
 	checked := 0
