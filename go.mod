@@ -6,6 +6,8 @@ require gorm.io/gorm v1.31.2
 
 require github.com/adhocore/gronx v1.20.4
 
+require github.com/cenkalti/backoff/v5 v5.0.3
+
 require (
 	filippo.io/edwards25519 v1.1.0 // indirect
 	github.com/DATA-DOG/go-sqlmock v1.5.2

@@ -10,6 +10,7 @@ import (
 
 	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/retry"
 	"github.com/claimstore/claimstore/outbox"
 )
 
@@ -125,23 +126,11 @@ func (r *Retention) Task() Task {
 
 // deleteBatches deletes rows matching where, batch rows per statement,
 // until a batch deletes fewer or maxBatches (0: no limit) ran; retryable
-// errors are retried up to 5 times per batch.
+// errors are tried up to 5 times per batch, with backoff.
 func deleteBatches[T any](ctx context.Context, s dao.Store[T], where dao.Criteria, batch, maxBatches int) (int64, error) {
 	var total int64
 	for b := 0; maxBatches == 0 || b < maxBatches; b++ {
-		var n int64
-		var err error
-		for attempt := 0; ; attempt++ {
-			n, err = s.Delete(ctx, where, batch)
-			if err == nil || !dao.IsRetryable(err) || attempt == 4 {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return total, ctx.Err()
-			case <-time.After(time.Duration(attempt+1) * 20 * time.Millisecond):
-			}
-		}
+		n, err := retry.Retryable(ctx, 5, func() (int64, error) { return s.Delete(ctx, where, batch) })
 		total += n
 		if err != nil {
 			return total, err

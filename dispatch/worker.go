@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/retry"
 )
 
 // Worker defaults.
@@ -474,19 +475,22 @@ func (w *Worker[T]) fence(key any, owner string) dao.Criteria {
 func (w *Worker[T]) finish(ctx context.Context, it *inflight[T], set dao.Set) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.WriteTimeout)
 	defer cancel()
-	now, err := w.clock.Now(wctx)
-	if err != nil {
-		w.writeErrors.Add(1)
-		w.log.Error("outcome not written; the row is claimable again when its lease ends", "key", it.key, "err", err)
-		return
-	}
 	out := dao.Set{}
 	for k, v := range set {
 		out[k] = v
 	}
 	out[w.cfg.OwnerField] = ""
-	out[w.cfg.UntilField] = now
-	n, err := w.cfg.Store.Update(wctx, w.fence(it.key, it.owner), out)
+	// A write that fails for a reason a retry can cure (a busy database,
+	// a lost connection) is tried again until WriteTimeout: left unwritten,
+	// the row would fire again after its lease.
+	n, err := retry.Retryable(wctx, 0, func() (int64, error) {
+		now, err := w.clock.Now(wctx)
+		if err != nil {
+			return 0, err
+		}
+		out[w.cfg.UntilField] = now
+		return w.cfg.Store.Update(wctx, w.fence(it.key, it.owner), out)
+	})
 	switch {
 	case err != nil:
 		w.writeErrors.Add(1)
@@ -516,11 +520,13 @@ func (w *Worker[T]) release(ctx context.Context, rows map[string][]any) int64 {
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.WriteTimeout)
 	defer cancel()
-	now, err := w.clock.Now(wctx)
-	var n int64
-	if err == nil {
-		n, err = w.cfg.Store.Update(wctx, w.owned(rows), dao.Set{w.cfg.OwnerField: "", w.cfg.UntilField: now})
-	}
+	n, err := retry.Retryable(wctx, 0, func() (int64, error) {
+		now, err := w.clock.Now(wctx)
+		if err != nil {
+			return 0, err
+		}
+		return w.cfg.Store.Update(wctx, w.owned(rows), dao.Set{w.cfg.OwnerField: "", w.cfg.UntilField: now})
+	})
 	if err != nil {
 		w.writeErrors.Add(1)
 		w.log.Error("release failed; the rows are claimable again when their leases end", "err", err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/retry"
 )
 
 // Requeue moves messages back to pending so that relays publish them again:
@@ -101,19 +102,7 @@ func (r *Repository) Purge(ctx context.Context, req PurgeRequest) (int64, error)
 	where := dao.And(dao.Eq(colStatus, string(req.Status)), dao.Lt(col, now.Add(-req.OlderThan)))
 	var total int64
 	for batch := 0; req.MaxBatches == 0 || batch < req.MaxBatches; batch++ {
-		var n int64
-		var err error
-		for attempt := 0; ; attempt++ {
-			n, err = r.store.Delete(ctx, where, req.BatchSize)
-			if err == nil || !dao.IsRetryable(err) || attempt == 4 {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return total, fmt.Errorf("outbox: purge: %w", ctx.Err())
-			case <-time.After(time.Duration(attempt+1) * 20 * time.Millisecond):
-			}
-		}
+		n, err := retry.Retryable(ctx, 5, func() (int64, error) { return r.store.Delete(ctx, where, req.BatchSize) })
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("outbox: purge: %w", err)

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/retry"
 )
 
 // Relay defaults.
@@ -371,10 +372,13 @@ func (r *Relay) process(ctx context.Context, log *slog.Logger, worker string, ba
 			}
 		}
 	}
+	// Marks that fail for a reason a retry can cure (a busy database, a
+	// lost connection) are tried again until MarkTimeout: left undone,
+	// the batch would be published again after its lease.
 	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.MarkTimeout)
 	defer mcancel()
 	if len(ok) > 0 {
-		refused, err := r.repo.MarkPublished(mctx, worker, ok...)
+		refused, err := retry.Retryable(mctx, 0, func() ([]int64, error) { return r.repo.MarkPublished(mctx, worker, ok...) })
 		n := int64(len(ok) - len(refused))
 		if err != nil && !errors.Is(err, ErrLeaseLost) {
 			n = 0 // unknown: the rows are claimed and marked again after their lease
@@ -384,7 +388,7 @@ func (r *Relay) process(ctx context.Context, log *slog.Logger, worker string, ba
 		r.markError(log, "mark published", len(ok), refused, err)
 	}
 	if len(failures) > 0 {
-		res, err := r.repo.MarkFailed(mctx, worker, failures...)
+		res, err := retry.Retryable(mctx, 0, func() (FailResult, error) { return r.repo.MarkFailed(mctx, worker, failures...) })
 		r.failed.Add(int64(len(res.Retrying)))
 		r.abandoned.Add(int64(len(res.Abandoned)))
 		r.metrics.failed.Add(mctx, int64(len(res.Retrying)), r.metrics.attrs)
@@ -426,7 +430,7 @@ func (r *Relay) release(ctx context.Context, log *slog.Logger, worker string, ba
 	for i := range batch {
 		ids[i] = batch[i].ID
 	}
-	refused, err := r.repo.Release(ctx, worker, ids...)
+	refused, err := retry.Retryable(ctx, 0, func() ([]int64, error) { return r.repo.Release(ctx, worker, ids...) })
 	if err == nil || errors.Is(err, ErrLeaseLost) {
 		r.released.Add(int64(len(ids) - len(refused)))
 	}

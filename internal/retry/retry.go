@@ -1,0 +1,48 @@
+// Package retry runs a store operation again while it fails with an error
+// a retry can cure (dao.IsRetryable: a busy database, a lost connection, a
+// version conflict), with exponential backoff from
+// github.com/cenkalti/backoff/v5, until it succeeds, fails otherwise or
+// ctx ends.
+package retry
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/cenkalti/backoff/v5"
+	"github.com/claimstore/claimstore/dao"
+)
+
+// The backoff between attempts: 20 ms doubling to 1 s, each wait spread
+// by ±50 % so that workers that failed together do not retry together.
+const (
+	initialWait = 20 * time.Millisecond
+	maxWait     = time.Second
+)
+
+// Retryable runs op until it returns nil or an error dao.IsRetryable does
+// not accept (returned at once), until it has run tries times (0: no
+// limit), or until ctx ends, and returns op's last result. When ctx ends
+// first the error joins op's last error with ctx's cause, so errors.Is
+// finds both.
+func Retryable[T any](ctx context.Context, tries uint, op func() (T, error)) (T, error) {
+	var last error
+	v, err := backoff.Retry(ctx, func() (T, error) {
+		v, err := op()
+		last = err
+		if err != nil && !dao.IsRetryable(err) {
+			return v, backoff.Permanent(err)
+		}
+		return v, err
+	}, backoff.WithBackOff(&backoff.ExponentialBackOff{
+		InitialInterval:     initialWait,
+		RandomizationFactor: 0.5,
+		Multiplier:          2,
+		MaxInterval:         maxWait,
+	}), backoff.WithMaxElapsedTime(0), backoff.WithMaxTries(tries))
+	if err != nil && last != nil && !errors.Is(err, last) {
+		err = errors.Join(last, err)
+	}
+	return v, err
+}
