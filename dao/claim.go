@@ -19,17 +19,24 @@ import (
 // With [StrategyFastPath] the backend's single operation claims the rows
 // (its outcomes are documented by the backend package). With
 // [StrategyPortable] the store reads up to req.Limit candidates, then
-// claims each with a guarded update that re-asserts req.Where (UPDATE …
+// claims them with guarded updates that re-assert req.Where (UPDATE …
 // WHERE pk = ? AND (<where>), or a write conditioned on the version read),
-// keeps the rows the update affected, applies req.Set to them in memory and
-// returns them in candidate order: 1 + N round trips. Its outcomes at the
-// edges:
+// one per candidate, until req.Limit rows are claimed; it keeps the rows
+// the update affected, applies req.Set to them in memory and returns them
+// in candidate order: 1 + N round trips. It tries the candidates in order;
+// with spread on (the default, [WithClaimSpread]) a claim that loses a race
+// continues at a random untried candidate, stops after two lost races in a
+// row, and while the store's claims lose races it reads a wider window of
+// candidates (8 × req.Limit, at most 1,000 beyond it), so that contending
+// claimers do not all race for the same rows. Its outcomes at the edges:
 //
 //   - Success: every candidate whose guarded update committed, nil.
 //   - Lost race (another claimer changed a candidate after the read): that
 //     row is skipped, or, on a backend that reports the race as an error
 //     ([LostRaceConflict], [LostRaceBusy]), the rows claimed before it are
 //     returned with that error.
+//   - Contention: fewer rows than eligible ones were left, never an error
+//     on a [LostRaceSkip] backend; a row a claim passed over is untouched.
 //   - ctx done before the candidate read is sent: nil and an error
 //     wrapping ctx.Err(); nothing is sent.
 //   - ctx done after a statement was sent: that statement's outcome is
