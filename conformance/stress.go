@@ -47,7 +47,10 @@ type StressHarness struct {
 
 	// Processes, Workers, Rows and Batch size the test: Processes child
 	// processes with Workers claiming goroutines each claim Rows rows,
-	// Batch per claim. Zero means 3 processes, 8 workers, 100,000 rows and
+	// Batch per claim. Zero means the environment variable
+	// CLAIMSTORE_STRESS_PROCESSES, CLAIMSTORE_STRESS_WORKERS,
+	// CLAIMSTORE_STRESS_ROWS or CLAIMSTORE_STRESS_BATCH when it holds a
+	// positive integer, else 3 processes, 8 workers, 100,000 rows and
 	// batches of 100.
 	Processes, Workers, Rows, Batch int
 }
@@ -90,6 +93,14 @@ func orDefault(v, def int) int {
 	return def
 }
 
+// envSize returns the positive integer in CLAIMSTORE_STRESS_<name>, or def.
+func envSize(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(EnvStress + "_" + name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
 // runPattern returns a -test.run pattern that selects exactly the test
 // named name (with its parents).
 func runPattern(name string) string {
@@ -101,8 +112,8 @@ func runPattern(name string) string {
 }
 
 func stressParent(t *testing.T, h StressHarness) {
-	procs, workers := orDefault(h.Processes, 3), orDefault(h.Workers, 8)
-	rows, batch := orDefault(h.Rows, 100000), orDefault(h.Batch, 100)
+	procs, workers := orDefault(h.Processes, envSize("PROCESSES", 3)), orDefault(h.Workers, envSize("WORKERS", 8))
+	rows, batch := orDefault(h.Rows, envSize("ROWS", 100000)), orDefault(h.Batch, envSize("BATCH", 100))
 	if d, ok := t.Deadline(); ok && time.Until(d) < 20*time.Minute {
 		t.Logf("stress: the test binary stops in %v; a slow backend may need more (go test -timeout 30m)", time.Until(d).Round(time.Second))
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
 )
 
 // Claim atomically selects up to req.Limit rows matching req.Where, applies
@@ -16,17 +19,24 @@ import (
 // With [StrategyFastPath] the backend's single operation claims the rows
 // (its outcomes are documented by the backend package). With
 // [StrategyPortable] the store reads up to req.Limit candidates, then
-// claims each with a guarded update that re-asserts req.Where (UPDATE …
+// claims them with guarded updates that re-assert req.Where (UPDATE …
 // WHERE pk = ? AND (<where>), or a write conditioned on the version read),
-// keeps the rows the update affected, applies req.Set to them in memory and
-// returns them in candidate order: 1 + N round trips. Its outcomes at the
-// edges:
+// one per candidate, until req.Limit rows are claimed; it keeps the rows
+// the update affected, applies req.Set to them in memory and returns them
+// in candidate order: 1 + N round trips. It tries the candidates in order;
+// with spread on (the default, [WithClaimSpread]) a claim that loses a race
+// continues at a random untried candidate, stops after two lost races in a
+// row, and while the store's claims lose races it reads a wider window of
+// candidates (8 × req.Limit, at most 1,000 beyond it), so that contending
+// claimers do not all race for the same rows. Its outcomes at the edges:
 //
 //   - Success: every candidate whose guarded update committed, nil.
 //   - Lost race (another claimer changed a candidate after the read): that
 //     row is skipped, or, on a backend that reports the race as an error
 //     ([LostRaceConflict], [LostRaceBusy]), the rows claimed before it are
 //     returned with that error.
+//   - Contention: fewer rows than eligible ones were left, never an error
+//     on a [LostRaceSkip] backend; a row a claim passed over is untouched.
 //   - ctx done before the candidate read is sent: nil and an error
 //     wrapping ctx.Err(); nothing is sent.
 //   - ctx done after a statement was sent: that statement's outcome is
@@ -81,7 +91,12 @@ func (t *Table[T]) Claim(ctx context.Context, req ClaimRequest) ([]T, error) {
 // claimPortable is the guarded per-row claim of a checked request.
 func (t *Table[T]) claimPortable(ctx context.Context, req ClaimRequest) ([]T, error) {
 	m := t.drv.Model()
-	cands, err := t.drv.ReadCandidates(ctx, Query{Where: req.Where, OrderBy: req.OrderBy, Limit: req.Limit})
+	win := req.Limit
+	contended := !t.strict && t.contended.Load()
+	if contended {
+		win = spreadLimit(req.Limit)
+	}
+	cands, err := t.drv.ReadCandidates(ctx, Query{Where: req.Where, OrderBy: req.OrderBy, Limit: win})
 	if err != nil {
 		return nil, stopped(ctx, "read candidates", err)
 	}
@@ -95,27 +110,150 @@ func (t *Table[T]) claimPortable(ctx context.Context, req ClaimRequest) ([]T, er
 		}
 		tr.CandidatesRead(ctx, ids)
 	}
+	w := newWalk(len(cands), !t.strict)
 	claimed := make([]T, 0, len(cands))
-	for i := range cands {
+	won := make([]int, 0, len(cands)) // candidate index of each claimed row
+	// done sorts the claimed rows into candidate order, the claim's
+	// OrderBy order.
+	done := func() []T {
+		if sort.IsSorted(byIndex[T]{won, claimed}) {
+			return claimed
+		}
+		sort.Sort(byIndex[T]{won, claimed})
+		return claimed
+	}
+	for i, ok := w.next(); ok && len(claimed) < req.Limit; i, ok = w.next() {
 		row := &cands[i].Row
 		if err := ctx.Err(); err != nil {
-			return claimed, fmt.Errorf("claimstore: claim: stopped before the guarded update of %v, %d of %d candidates claimed: %w",
+			return done(), fmt.Errorf("claimstore: claim: stopped before the guarded update of %v, %d of %d candidates claimed: %w",
 				m.ID(row), len(claimed), len(cands), err)
 		}
 		ok, err := t.drv.ClaimRow(ctx, &cands[i], req.Where, req.Set)
 		if err != nil {
-			return claimed, stopped(ctx, fmt.Sprintf("guarded update of %v", m.ID(row)), err)
+			return done(), stopped(ctx, fmt.Sprintf("guarded update of %v", m.ID(row)), err)
 		}
+		w.outcome(ok)
 		if !ok {
+			if !t.strict && !contended {
+				t.contended.Store(true)
+				contended = true
+			}
 			continue
 		}
 		err = m.Apply(row, req.Set)
-		claimed = append(claimed, *row)
+		claimed, won = append(claimed, *row), append(won, i)
 		if err != nil {
-			return claimed, fmt.Errorf("claimstore: claim: %w", err)
+			return done(), fmt.Errorf("claimstore: claim: %w", err)
 		}
 	}
-	return claimed, nil
+	if contended && w.lostAny == 0 {
+		t.contended.Store(false)
+	}
+	return done(), nil
+}
+
+// spreadLostInARow is how many lost races in a row end a portable claim
+// that spreads ([WithClaimSpread]): it then returns the rows it won. Its
+// candidates are largely taken by other claimers by then, and a fresh
+// candidate read by the next claim costs less than trying the rest.
+const spreadLostInARow = 2
+
+// The candidate window of a contended spreading claim: spreadWindow times
+// its limit, at most spreadWindowExtra candidates beyond the limit.
+const (
+	spreadWindow      = 8
+	spreadWindowExtra = 1000
+)
+
+// spreadLimit returns the candidate window of a contended spreading claim
+// of limit rows: spreadWindow times limit, at most spreadWindowExtra
+// beyond it.
+func spreadLimit(limit int) int {
+	extra := spreadWindowExtra
+	if limit <= extra/(spreadWindow-1) {
+		extra = limit * (spreadWindow - 1)
+	}
+	if limit > math.MaxInt-extra {
+		return limit
+	}
+	return limit + extra
+}
+
+// walk is the order in which a portable claim tries its n candidates:
+// strictly 0, 1, …, n-1 without spread; with spread the same until a lost
+// race, after which it continues at a random untried candidate, goes on
+// in order after each win, and ends after spreadLostInARow lost races in
+// a row.
+type walk struct {
+	spread  bool
+	cur     int   // the candidate last tried; -1 before the first
+	lost    int   // lost races in a row
+	lostAny int   // lost races in all
+	jump    bool  // the next candidate is a random untried one
+	untried []int // candidate indexes not tried yet, in no order
+	at      []int // at[i] is i's position in untried, -1 once tried
+}
+
+func newWalk(n int, spread bool) *walk {
+	w := &walk{spread: spread, cur: -1, untried: make([]int, n), at: make([]int, n)}
+	for i := range n {
+		w.untried[i], w.at[i] = i, i
+	}
+	return w
+}
+
+// next returns the next candidate to try, or false when the claim should
+// stop trying.
+func (w *walk) next() (int, bool) {
+	if len(w.untried) == 0 || (w.spread && w.lost >= spreadLostInARow) {
+		return 0, false
+	}
+	i := w.cur + 1
+	if w.jump || i >= len(w.at) || w.at[i] < 0 {
+		if w.spread {
+			i = w.untried[rand.IntN(len(w.untried))]
+		} else {
+			i = w.untried[0]
+			for _, u := range w.untried {
+				i = min(i, u)
+			}
+		}
+	}
+	w.take(i)
+	w.cur = i
+	return i, true
+}
+
+// take removes i from the untried candidates.
+func (w *walk) take(i int) {
+	p, last := w.at[i], w.untried[len(w.untried)-1]
+	w.untried[p], w.at[last] = last, p
+	w.untried = w.untried[:len(w.untried)-1]
+	w.at[i] = -1
+}
+
+// outcome records whether the candidate last returned by next was won.
+func (w *walk) outcome(won bool) {
+	if won {
+		w.lost, w.jump = 0, false
+		return
+	}
+	w.lost++
+	w.lostAny++
+	w.jump = w.spread
+}
+
+// byIndex sorts claimed rows by their candidate index.
+type byIndex[T any] struct {
+	idx  []int
+	rows []T
+}
+
+func (b byIndex[T]) Len() int           { return len(b.idx) }
+func (b byIndex[T]) Less(i, j int) bool { return b.idx[i] < b.idx[j] }
+func (b byIndex[T]) Swap(i, j int) {
+	b.idx[i], b.idx[j] = b.idx[j], b.idx[i]
+	b.rows[i], b.rows[j] = b.rows[j], b.rows[i]
 }
 
 // withCtx returns err, wrapping ctx's error too when ctx is done and err

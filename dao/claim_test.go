@@ -19,6 +19,7 @@ type sliceOps struct {
 	fail    map[int64]error  // guarded update fails
 	during  map[int64]func() // runs while the guarded update of an id is under way
 	reads   int
+	limits  []int // the Limit of each candidate read
 	updates []int64
 }
 
@@ -41,6 +42,7 @@ func (o *sliceOps) Select(context.Context, Query) ([]row, error) { return nil, e
 
 func (o *sliceOps) ReadCandidates(ctx context.Context, q Query) ([]driver.Candidate[row], error) {
 	o.reads++
+	o.limits = append(o.limits, q.Limit)
 	var out []driver.Candidate[row]
 	for _, r := range o.rows {
 		if o.m.Match(&r, q.Where) && (q.Limit == 0 || len(out) < q.Limit) {

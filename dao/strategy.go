@@ -47,6 +47,7 @@ type Option func(*options)
 type options struct {
 	strategy Strategy
 	clock    func() time.Time
+	strict   bool // WithClaimSpread(false)
 }
 
 // WithStrategy sets the claim strategy (default [StrategyDefault]).
@@ -62,3 +63,33 @@ func WithStrategy(s Strategy) Option { return func(o *options) { o.strategy = s 
 // now in UTC, truncated to the column's precision. Tests use it to make
 // those values known.
 func WithClock(now func() time.Time) Option { return func(o *options) { o.clock = now } }
+
+// WithClaimSpread sets whether the portable claim spreads concurrent
+// claimers over their candidates (default true). With spread on:
+//
+//   - A claim tries its candidates in OrderBy order until a guarded update
+//     finds its row taken by another claimer (a lost race). From then on
+//     it tries the candidates it has not tried in random order, going on
+//     in order after each row it wins, and after two lost races in a row
+//     it stops and returns the rows it won (fewer than req.Limit: the
+//     documented outcome under contention; the rows it did not try are
+//     untouched and stay claimable).
+//   - A claim of a store whose previous claim lost a race reads a wider
+//     window of candidates: 8 times req.Limit, at most 1,000 beyond it.
+//     The window narrows to req.Limit again after a claim that loses no
+//     race.
+//
+// A claim that loses no race tries its first req.Limit candidates in
+// order and returns them, exactly as with spread off, and the returned
+// slice is always in OrderBy order. Under contention a claim may win a
+// candidate further down its window while an earlier one goes to another
+// claimer or stays claimable for the next claim, as rows locked by
+// another claimer are passed over by SKIP LOCKED on the fast paths.
+//
+// With spread off every claim reads req.Limit candidates and tries all of
+// them in OrderBy order: under contention every claimer races for the
+// head of the queue, and most guarded updates wait for the row lock of
+// the claimer ahead and then find the row taken. It is kept for
+// comparison (benchmarks) and for callers who want every candidate
+// tried. The fast path ([StrategyFastPath]) ignores it.
+func WithClaimSpread(on bool) Option { return func(o *options) { o.strict = !on } }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimstore/claimstore/dao/driver"
@@ -30,6 +31,8 @@ type Table[T any] struct {
 	unscoped  bool             // Unscoped: deleted rows are seen, Delete removes
 	updateNow bool             // the driver's Update writes driver.CurrentTime
 	claimNow  bool             // the chosen claimer writes and returns driver.CurrentTime
+	strict    bool             // WithClaimSpread(false): the portable claim tries every candidate in order
+	contended *atomic.Bool     // the portable claim lost a race in its last claim: read a wider window
 }
 
 var _ Store[struct{ ID int64 }] = (*Table[struct{ ID int64 }])(nil)
@@ -50,7 +53,7 @@ func New[T any](drv driver.Driver[T], opts ...Option) (*Table[T], error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	t := &Table[T]{drv: drv, check: checker[T]{drv.Model()}, now: o.clock}
+	t := &Table[T]{drv: drv, check: checker[T]{drv.Model()}, now: o.clock, strict: o.strict, contended: new(atomic.Bool)}
 	if t.now == nil {
 		t.now = time.Now
 	}

@@ -73,7 +73,10 @@ import (
 //     acknowledgement lost; that row then comes back when its lease
 //     (locked_until) expires, so claim with a lease.
 //   - Contention: many claimers racing for the same rows get fewer rows,
-//     never an error, on PostgreSQL, MySQL and MariaDB.
+//     never an error, on PostgreSQL, MySQL and MariaDB. The store spreads
+//     them over their candidates ([WithClaimSpread], dao.WithClaimSpread):
+//     after a lost race a claim tries its untried candidates in random
+//     order and stops after two lost races in a row.
 //
 // When the portable default fails part-way, the rows already claimed are
 // returned with the error.

@@ -186,6 +186,11 @@ func TestConformanceStress(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) { conformance.RunStress(t, confStress(testdb.Postgres)) })
 	t.Run("postgres_nested_loop", func(t *testing.T) { conformance.RunStress(t, confStress(nestedLoopPostgres)) })
 	t.Run("mysql", func(t *testing.T) { conformance.RunStress(t, confStress(testdb.MySQL)) })
+	t.Run("mysql_no_spread", func(t *testing.T) {
+		// The portable default trying every candidate in order, for
+		// comparison with the spreading default above.
+		conformance.RunStress(t, confStress(testdb.MySQL, sqlstore.WithClaimSpread(false)))
+	})
 	t.Run("mysql_fast_path", func(t *testing.T) {
 		conformance.RunStress(t, confStress(testdb.MySQL, sqlstore.WithStrategy(dao.StrategyFastPath)))
 	})
