@@ -214,7 +214,7 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 		// the model's fields; the other drivers return some as text (SQLite
 		// times) that only GORM's scanner parses. Serializer fields always
 		// need GORM.
-		direct:       name == dialects.Postgres && !slices.ContainsFunc(model.Schema().Fields, func(f *schema.Field) bool { return f.Serializer != nil }),
+		direct:       dialects.Family(name) == dialects.Postgres && !slices.ContainsFunc(model.Schema().Fields, func(f *schema.Field) bool { return f.Serializer != nil }),
 		claimTimeout: cmp.Or(max(o.claimTimeout, 0), DefaultClaimTimeout),
 		lockWait:     cmp.Or(max(o.lockWait, 0), DefaultLockWaitLimit),
 		foundRows:    b.MatchedRows == nil || b.MatchedRows(db),
@@ -229,8 +229,11 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 	if s.collation, err = readCollation(ctx, s.pool, name, table); err != nil {
 		return nil, fmt.Errorf("read collation: %w", mapError(err))
 	}
+	if err := checkIsolation(ctx, s.pool, name); err != nil {
+		return nil, err
+	}
 	fast := o.strategy == dao.StrategyFastPath || (o.strategy == dao.StrategyDefault && dialects.FastPathAllowed(name, dialects.DefaultFastPath()))
-	if fast && name == dialects.Postgres && !s.inTx {
+	if fast && dialects.Family(name) == dialects.Postgres && !s.inTx {
 		var level string
 		row := s.pool.QueryRowContext(ctx, "SELECT current_setting('transaction_isolation')")
 		if err := row.Scan(&level); err != nil {
@@ -333,12 +336,14 @@ func (s *sqlDriver[T]) Info() driver.Info {
 		InTransaction: s.inTx,
 		CurrentTime:   s.r.CurrentTime(),
 	}
-	switch s.dialect {
+	switch dialects.Family(s.dialect) {
 	case dialects.SQLite:
 		info.ClaimTimeout = 0
 		info.LostRace = dao.LostRaceBusy
-	case dialects.MariaDB:
-		info.LockWaitLimit = s.mariaDBLockWait()
+	case dialects.MySQL:
+		if s.dialect == dialects.MariaDB {
+			info.LockWaitLimit = s.mariaDBLockWait()
+		}
 	case dialects.Postgres:
 		info.LockWaitLimit = s.lockWaitLimit()
 	}
@@ -354,6 +359,8 @@ func (s *sqlDriver[T]) mariaDBLockWait() time.Duration {
 // ClaimerInfo states the fast path of the dialect:
 //
 //	postgres         1 round trip (3 when the server default isolation is not READ COMMITTED), on by default
+//	cockroachdb,     as postgres (the same statement; YugabyteDB's without
+//	yugabytedb       MATERIALIZED), opt-in; New checks READ COMMITTED is enabled
 //	mysql, mariadb   4 round trips (BEGIN, locking read, UPDATE, COMMIT), opt-in
 //	sqlite           1 statement (in-process), opt-in
 //	sqlserver        1 round trip, opt-in
@@ -373,7 +380,7 @@ func (s *sqlDriver[T]) ClaimerInfo() driver.ClaimerInfo {
 		Available:   dialects.HasFastPath(s.dialect),
 		Default:     dialects.FastPathAllowed(s.dialect, dialects.DefaultFastPath()),
 		LostRace:    dao.LostRaceSkip,
-		CurrentTime: s.dialect == dialects.Postgres,
+		CurrentTime: dialects.Family(s.dialect) == dialects.Postgres,
 	}
 	if s.dialect == dialects.SQLite {
 		ci.LostRace = dao.LostRaceBusy
