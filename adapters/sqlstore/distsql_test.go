@@ -142,7 +142,7 @@ func TestDistributedSQLFastPath(t *testing.T) {
 				mock.ExpectExec(`^BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = \d+; SET LOCAL statement_timeout = \d+$`).
 					WillReturnResult(sqlmock.NewResult(0, 0))
 			}
-			mock.ExpectQuery("^"+regexp.QuoteMeta(c.claimPrefix)+`.* FOR UPDATE SKIP LOCKED\), claimed AS \(UPDATE`).
+			mock.ExpectQuery("^" + regexp.QuoteMeta(c.claimPrefix) + `.* FOR UPDATE SKIP LOCKED\), claimed AS \(UPDATE`).
 				WillReturnRows(sqlmock.NewRows(mssqlCols).AddRow(int64(1), "running", 0, nil))
 			if inTx {
 				mock.ExpectExec(`^COMMIT$`).WillReturnResult(sqlmock.NewResult(0, 0))
