@@ -117,18 +117,27 @@ func WithStrategy(s dao.Strategy) Option { return func(o *options) { o.strategy 
 // New returns the store of T over db: the portable [dao.Table] over this
 // package's SQL driver. It parses T with db's naming strategy (so column
 // names match what GORM migrates), detects the dialect with
-// dialects.Detect (one SELECT VERSION() on MySQL and MariaDB), reads how
-// the database compares strings for Capabilities (one query on PostgreSQL,
-// two on MySQL and MariaDB, none on SQLite and SQL Server; see
-// readCollation), checks the handle's time and lock settings (one query
-// on MySQL, MariaDB and SQLite; see below) and, on PostgreSQL with the
-// fast path, reads the server's default transaction isolation (one
-// query; see the package documentation). The queries run with db's
-// statement context.
+// dialects.Detect (one SELECT VERSION() on PostgreSQL, CockroachDB,
+// YugabyteDB, MySQL and MariaDB), reads how the database compares strings
+// for Capabilities (one query on the PostgreSQL family, two on MySQL and
+// MariaDB, none on SQLite and SQL Server; see readCollation), checks the
+// handle's time and lock settings (one query on MySQL, MariaDB and
+// SQLite; see below), on CockroachDB and YugabyteDB checks that READ
+// COMMITTED is enabled (three round trips; see checkIsolation) and, on
+// the PostgreSQL family with the fast path, reads the server's default
+// transaction isolation (one query; see the package documentation). The
+// queries run with db's statement context.
 //
 // New refuses a handle whose settings would break the store later,
-// with an error naming the DSN parameter to add:
+// with an error naming the DSN parameter to add or the server setting to
+// enable:
 //
+//   - CockroachDB without the cluster setting
+//     sql.txn.read_committed_isolation.enabled, and YugabyteDB without the
+//     YB-TServer flag yb_enable_read_committed_isolation: a READ COMMITTED
+//     transaction would run at a stronger level, where the claim's lost
+//     race is a serialization failure instead of a skipped row
+//     (dialects.RequiredIsolation says what each needs and why);
 //   - MySQL and MariaDB without parseTime=true (DATETIME columns would
 //     come back as text that Get and Find cannot scan into time.Time);
 //   - MySQL and MariaDB with a loc that ever sets its clocks back, such as

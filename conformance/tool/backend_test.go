@@ -203,7 +203,7 @@ func openBackend(t *testing.T, name string) *backend {
 	// A distributed SQL database is asked for by name: a DSN reaching
 	// another server (PostgreSQL on the compose port of another service)
 	// would test the wrong thing.
-	if want, _ := dialects.Parse(name); dialects.Family(want) == dialects.Postgres && b.sql != want {
+	if want, _ := dialects.Parse(name); (want == dialects.CockroachDB || want == dialects.YugabyteDB) && b.sql != want {
 		t.Fatalf("%s=%s, but the server at %s is %s (detected from SELECT version())", envDB, name, b.dsn, b.sql)
 	}
 	b.harness = conformance.Harness{
