@@ -6,7 +6,7 @@ PKGS     := ./...
 # Test timeouts are generous for a 2-core machine under -race.
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: test demo demo-dispatch bench stress conformance lint up down build
+.PHONY: test demo demo-dispatch bench stress conformance lint up up-distributed down build
 
 build:
 	$(GO) build -o bin/claimstore ./cmd/claimstore
@@ -41,7 +41,8 @@ stress:
 	CLAIMSTORE_STRESS=1 $(GO) test -race=false -count=1 -timeout 60m -run 'Stress' -v ./adapters/... ./conformance/...
 
 ## conformance: the whole suite against one database.
-##   make conformance DB=postgres|mysql|mariadb|sqlite|sqlserver|elasticsearch|memory DSN=...
+##   make conformance DB=postgres|mysql|mariadb|sqlite|sqlserver|cockroach|yugabyte|elasticsearch|memory DSN=...
+## DB=cockroach and DB=yugabyte default to the compose services of `make up-distributed`.
 DB  ?= sqlite
 DSN ?=
 conformance:
@@ -59,4 +60,10 @@ lint:
 up:
 	docker compose up -d --wait
 down:
-	docker compose down -v
+	docker compose --profile distributed down -v
+
+## up-distributed: CockroachDB (READ COMMITTED enabled by a one-shot init) and
+## YugabyteDB (yb_enable_read_committed_isolation=true); not part of `up` or CI.
+up-distributed:
+	docker compose --profile distributed run --rm cockroachdb-init
+	docker compose --profile distributed up -d --wait yugabytedb

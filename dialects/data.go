@@ -1,6 +1,10 @@
 package dialects
 
-import "github.com/claimstore/claimstore/dao/driver"
+import (
+	"strings"
+
+	"github.com/claimstore/claimstore/dao/driver"
+)
 
 // dialect is everything that tells one SQL dialect from another, as data:
 // how it quotes identifiers and spells bind parameters, how many values a
@@ -81,37 +85,83 @@ var mysqlStatements = statements{
 	lockCandidates: mustParse("SELECT * FROM {table}{where} ORDER BY {order} LIMIT {limit} FOR UPDATE SKIP LOCKED"),
 }
 
+// PostgreSQL's NULL ordering: ASC NULLS LAST and DESC NULLS FIRST are
+// its defaults.
+const (
+	pgNullsAsc  = "{expr}"
+	pgNullsDesc = "{expr} DESC"
+)
+
+// pgNowForms: statement_timestamp() is the time the statement began, one value
+// for every row it writes (PostgreSQL manual, 9.9.5 "Current Date/Time");
+// a timestamptz, stored without regard to the session time zone.
+// EXTRACT(EPOCH …) of it is zone-independent (9.9.1); FLOOR truncates as
+// Go's Unix, UnixMilli and UnixNano do.
+var pgNowForms = map[driver.TimeForm]string{
+	driver.TimeValue:   "statement_timestamp()",
+	driver.UnixSeconds: "CAST(FLOOR(EXTRACT(EPOCH FROM statement_timestamp())) AS BIGINT)",
+	driver.UnixMillis:  "CAST(FLOOR(EXTRACT(EPOCH FROM statement_timestamp()) * 1000) AS BIGINT)",
+	driver.UnixNanos:   "CAST(FLOOR(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000) AS BIGINT) * 1000",
+}
+
+// pgClaim is the PostgreSQL fast-path claim with its common table
+// expression's materialization written in {materialized} (see
+// Renderer.Claim).
+const pgClaim = "WITH claim_ids AS {materialized}(SELECT {pk}{orderAliases} FROM {table}{where} ORDER BY {order} LIMIT {limit} FOR UPDATE SKIP LOCKED), " +
+	"claimed AS (UPDATE {table} AS t SET {set:t} FROM claim_ids WHERE t.{pk} = claim_ids.{pk} RETURNING t.*{orderCopies:claim_ids}) " +
+	"SELECT * FROM claimed ORDER BY {orderByCopies:claimed}"
+
+// pgStatements serve PostgreSQL and CockroachDB; ybStatements YugabyteDB.
+var (
+	pgStatements = statements{
+		selectAll:   plainSelectAll,
+		selectLimit: plainSelectLimit,
+		count:       plainCount,
+		// PostgreSQL refuses FOR UPDATE with an aggregate.
+		lockingCount:  mustParse("SELECT COUNT(*) FROM (SELECT 1 FROM {table}{where} FOR UPDATE) AS locked"),
+		update:        plainUpdate,
+		guardedUpdate: plainGuarded,
+		updateByIDs:   plainUpdateByIDs,
+		deleteLimit:   subqueryDelete,
+		claim:         mustParse(strings.Replace(pgClaim, "{materialized}", "MATERIALIZED ", 1)),
+	}
+	ybStatements = func() statements {
+		s := pgStatements
+		s.claim = mustParse(strings.Replace(pgClaim, "{materialized}", "", 1))
+		return s
+	}()
+)
+
 // dialectTable lists every dialect the renderer knows.
 var dialectTable = []*dialect{
 	{
 		name: Postgres, quoteOpen: `"`, quoteClose: `"`, param: "$", numbered: true, maxParams: 65535,
-		// ASC NULLS LAST and DESC NULLS FIRST are PostgreSQL's defaults.
-		nullsAsc: "{expr}", nullsDesc: "{expr} DESC",
-		// statement_timestamp() is the time the statement began, one value
-		// for every row it writes (PostgreSQL manual, 9.9.5 "Current
-		// Date/Time"); a timestamptz, stored without regard to the session
-		// time zone. EXTRACT(EPOCH …) of it is zone-independent (9.9.1);
-		// FLOOR truncates as Go's Unix, UnixMilli and UnixNano do.
-		now: map[driver.TimeForm]string{
-			driver.TimeValue:   "statement_timestamp()",
-			driver.UnixSeconds: "CAST(FLOOR(EXTRACT(EPOCH FROM statement_timestamp())) AS BIGINT)",
-			driver.UnixMillis:  "CAST(FLOOR(EXTRACT(EPOCH FROM statement_timestamp()) * 1000) AS BIGINT)",
-			driver.UnixNanos:   "CAST(FLOOR(EXTRACT(EPOCH FROM statement_timestamp()) * 1000000) AS BIGINT) * 1000",
-		},
-		stmts: statements{
-			selectAll:   plainSelectAll,
-			selectLimit: plainSelectLimit,
-			count:       plainCount,
-			// PostgreSQL refuses FOR UPDATE with an aggregate.
-			lockingCount:  mustParse("SELECT COUNT(*) FROM (SELECT 1 FROM {table}{where} FOR UPDATE) AS locked"),
-			update:        plainUpdate,
-			guardedUpdate: plainGuarded,
-			updateByIDs:   plainUpdateByIDs,
-			deleteLimit:   subqueryDelete,
-			claim: mustParse("WITH claim_ids AS MATERIALIZED (SELECT {pk}{orderAliases} FROM {table}{where} ORDER BY {order} LIMIT {limit} FOR UPDATE SKIP LOCKED), " +
-				"claimed AS (UPDATE {table} AS t SET {set:t} FROM claim_ids WHERE t.{pk} = claim_ids.{pk} RETURNING t.*{orderCopies:claim_ids}) " +
-				"SELECT * FROM claimed ORDER BY {orderByCopies:claimed}"),
-		},
+		nullsAsc: pgNullsAsc, nullsDesc: pgNullsDesc, now: pgNowForms, stmts: pgStatements,
+	},
+	{
+		// CockroachDB: the PostgreSQL statements. FOR UPDATE SKIP LOCKED
+		// since 22.2 ("SELECT FOR UPDATE": wait policies), AS MATERIALIZED
+		// common table expressions ("Common Table Expressions":
+		// MATERIALIZED / NOT MATERIALIZED), UPDATE ... FROM ... RETURNING
+		// inside WITH (data-modifying CTEs), statement_timestamp(), and
+		// NULLs first ascending as in PostgreSQL ("ORDER BY": NULLS
+		// FIRST/LAST). The claim needs READ COMMITTED: see isolationTable.
+		name: CockroachDB, quoteOpen: `"`, quoteClose: `"`, param: "$", numbered: true, maxParams: 65535,
+		nullsAsc: pgNullsAsc, nullsDesc: pgNullsDesc, now: pgNowForms, stmts: pgStatements,
+	},
+	{
+		// YugabyteDB's YSQL is the PostgreSQL query layer (PostgreSQL 11.2
+		// up to the 2.20 and 2024.x series, 15 from 2.25 on), so it takes
+		// the PostgreSQL statements, except that the claim's common table
+		// expression is not marked MATERIALIZED: PostgreSQL 11 has no such
+		// keyword and evaluates every WITH query exactly once ("WITH
+		// Queries (Common Table Expressions)", PostgreSQL 11 manual); from
+		// PostgreSQL 12 on only a side-effect-free SELECT may be folded
+		// into the outer query, and one with a locking clause is not.
+		// SKIP LOCKED needs READ COMMITTED or REPEATABLE READ, not
+		// SERIALIZABLE: see isolationTable.
+		name: YugabyteDB, quoteOpen: `"`, quoteClose: `"`, param: "$", numbered: true, maxParams: 65535,
+		nullsAsc: pgNullsAsc, nullsDesc: pgNullsDesc, now: pgNowForms, stmts: ybStatements,
 	},
 	{
 		name: MySQL, quoteOpen: "`", quoteClose: "`", param: "?", maxParams: 65535,

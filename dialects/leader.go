@@ -148,6 +148,9 @@ var mssqlLeases = leaseStatements{
 // leaseTable maps each dialect to its lease statements.
 var leaseTable = map[Name]*leaseStatements{
 	Postgres: &pgLeases, MySQL: &mysqlLeases, MariaDB: &mysqlLeases, SQLite: &sqliteLeases, SQLServer: &mssqlLeases,
+	// CockroachDB and YugabyteDB have INSERT ... ON CONFLICT DO UPDATE
+	// ... WHERE ... RETURNING and statement_timestamp() as PostgreSQL does.
+	CockroachDB: &pgLeases, YugabyteDB: &pgLeases,
 }
 
 // leaseArgs are the values the holes of a lease statement bind.

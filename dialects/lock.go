@@ -103,6 +103,12 @@ var lockTable = map[Name]lockDialect{
 	},
 	MySQL:   mysqlLock,
 	MariaDB: mysqlLock,
+	// CockroachDB has no advisory locks, and YugabyteDB's are off unless
+	// a server flag enables them: neither has a try-lock here. Both have
+	// partial indexes (CockroachDB "Partial Indexes"; YSQL "CREATE INDEX":
+	// WHERE).
+	CockroachDB: {uniqueIndex: partialUnique},
+	YugabyteDB:  {uniqueIndex: partialUnique},
 	SQLite: {
 		keys:        keyPlain,
 		tryLock:     mustParse("INSERT INTO {table} ({pk}, \"taken_at\") VALUES ({arg:0}, CURRENT_TIMESTAMP) ON CONFLICT ({pk}) DO UPDATE SET \"taken_at\" = excluded.\"taken_at\""),

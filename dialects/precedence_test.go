@@ -27,7 +27,7 @@ func dialectText(n Name, sqlite string) string {
 				b.WriteByte(']')
 			}
 			open = !open
-		case ch == '?' && n == Postgres:
+		case ch == '?' && Family(n) == Postgres:
 			param++
 			b.WriteString("$" + strconv.Itoa(param))
 		case ch == '?' && n == SQLServer:

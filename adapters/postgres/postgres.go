@@ -16,7 +16,7 @@ func init() {
 	sqlstore.Register(sqlstore.Backend{
 		Dialector: func(dsn string) (gorm.Dialector, error) { return gormpg.Open(dsn), nil },
 		Classify:  classify,
-	}, dialects.Postgres)
+	}, dialects.Postgres, dialects.CockroachDB, dialects.YugabyteDB)
 }
 
 // New returns the store of T over db, a PostgreSQL handle opened with
@@ -24,6 +24,12 @@ func init() {
 // which it calls, for what it reads at start, the options and the errors.
 // Claims run on the fast path by default: one UPDATE … FOR UPDATE SKIP
 // LOCKED … RETURNING in autocommit (see package sqlstore).
+//
+// db may also be a handle on CockroachDB or YugabyteDB, which speak the
+// PostgreSQL protocol: New tells them apart by the server's version string
+// and refuses, with an error wrapping dao.ErrInvalidArgument that names
+// the setting, a server on which READ COMMITTED is not enabled (see the
+// package documentation).
 func New[T any](db *gorm.DB, opts ...sqlstore.Option) (*dao.Table[T], error) {
 	return sqlstore.New[T](db, opts...)
 }

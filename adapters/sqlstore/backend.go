@@ -61,12 +61,8 @@ func classifiers() []func(error) error {
 	return out
 }
 
-// backendPackage names the package that registers the backend of name.
+// backendPackage names the package that registers the backend of name:
+// that of its family (dialects.Family), whose driver it runs on.
 func backendPackage(name dialects.Name) string {
-	const base = "github.com/claimstore/claimstore/adapters/"
-	switch name {
-	case dialects.MySQL, dialects.MariaDB:
-		return base + "mysql"
-	}
-	return base + string(name)
+	return "github.com/claimstore/claimstore/adapters/" + string(dialects.Family(name))
 }

@@ -92,12 +92,12 @@ func (s *sqlDriver[T]) boundRead(st dialects.Statement) dialects.Statement {
 // The values are numbers the store computes from its options, never
 // caller input; on PostgreSQL the value is a bound parameter.
 func (s *sqlDriver[T]) boundWrite(st dialects.Statement) dialects.Statement {
-	switch s.dialect {
-	case dialects.Postgres:
+	switch {
+	case dialects.Family(s.dialect) == dialects.Postgres:
 		ms := max(1, (s.lockWaitLimit()+time.Millisecond-1)/time.Millisecond)
 		st.SQL += " AND (SELECT set_config('lock_timeout', $" + strconv.Itoa(len(st.Args)+1) + ", true)) IS NOT NULL"
 		st.Args = append(slices.Clip(st.Args), strconv.FormatInt(int64(ms), 10))
-	case dialects.MariaDB:
+	case s.dialect == dialects.MariaDB:
 		secs := max(1, (s.lockWaitLimit()+time.Second-1)/time.Second)
 		st.SQL = "SET STATEMENT innodb_lock_wait_timeout=" + strconv.FormatInt(int64(secs), 10) +
 			", max_statement_time=" + seconds(s.statementLimit()) + " FOR " + st.SQL

@@ -31,7 +31,11 @@ var nowQueries = map[dialects.Name]string{
 // precision: one query (see nowQueries for each dialect's).
 func (s *sqlDriver[T]) Now(ctx context.Context) (time.Time, error) {
 	var us int64
-	if err := s.pool.QueryRowContext(ctx, nowQueries[s.dialect]).Scan(&us); err != nil {
+	q, ok := nowQueries[s.dialect]
+	if !ok {
+		q = nowQueries[dialects.Family(s.dialect)] // CockroachDB and YugabyteDB: PostgreSQL's
+	}
+	if err := s.pool.QueryRowContext(ctx, q).Scan(&us); err != nil {
 		return time.Time{}, mapError(err)
 	}
 	return time.UnixMicro(us).UTC(), nil

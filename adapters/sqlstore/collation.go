@@ -43,7 +43,7 @@ var identifier = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 // readCollation returns how the database compares the strings of table,
 // asking the server once:
 //
-//   - PostgreSQL: the database's default collation (pg_database.datcollate),
+//   - PostgreSQL, CockroachDB, YugabyteDB: the database's default collation (pg_database.datcollate),
 //     which the columns Migrate creates use; its properties are probed by
 //     comparing text parameters under it. Manual: Collation Support.
 //   - MySQL, MariaDB: the table's collation when it exists
@@ -63,7 +63,7 @@ func readCollation(ctx context.Context, pool gorm.ConnPool, name dialects.Name, 
 		coll                            string
 		caseEq, accentEq, padEq, aB, aU bool
 	)
-	switch name {
+	switch dialects.Family(name) {
 	case dialects.SQLite:
 		return dao.Collation{Name: "BINARY"}, nil
 	case dialects.SQLServer:
@@ -74,7 +74,7 @@ FROM pg_database WHERE datname = current_database()`, collationProbes...)
 		if err := row.Scan(&coll, &caseEq, &accentEq, &padEq, &aB, &aU); err != nil {
 			return dao.Collation{}, err
 		}
-	case dialects.MySQL, dialects.MariaDB:
+	case dialects.MySQL:
 		schemaName, tableName, dotted := strings.Cut(table, ".")
 		if !dotted {
 			schemaName, tableName = "", table

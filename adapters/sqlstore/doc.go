@@ -34,6 +34,8 @@
 //	mysql        portable default                   1 + N         guarded update matches 0 rows: skipped
 //	mariadb      portable default                   1 + N         as mysql
 //	sqlserver    portable default                   1 + N         as mysql
+//	cockroachdb  portable default                   1 + N         as mysql
+//	yugabytedb   portable default                   1 + N         as mysql
 //	sqlite       portable default                   1 + N         writers serialize; a write that cannot get
 //	                                                              the lock within busy_timeout is ErrBusy
 //
@@ -46,6 +48,14 @@
 // UPDATE through a TOP (n) common table expression read WITH (ROWLOCK,
 // READPAST, UPDLOCK), OUTPUT INSERTED.*, the rows sorted by OrderBy in Go;
 // a locked row is skipped.
+//
+// CockroachDB and YugabyteDB (PostgreSQL wire protocol, detected from
+// SELECT version()) can be opted in with WithStrategy(dao.StrategyFastPath):
+// PostgreSQL's statement (YugabyteDB's without MATERIALIZED), one round
+// trip when the session's default isolation is READ COMMITTED, three
+// otherwise. [New] refuses either server when READ COMMITTED is not
+// enabled on it (dialects.RequiredIsolation); they are verified by users
+// with the compose services, not in this repository's CI.
 //
 // MySQL and MariaDB can be opted in with
 // WithStrategy(dao.StrategyFastPath): a READ COMMITTED transaction with a

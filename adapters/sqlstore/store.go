@@ -125,18 +125,27 @@ func WithClaimSpread(on bool) Option { return func(o *options) { o.noSpread = !o
 // New returns the store of T over db: the portable [dao.Table] over this
 // package's SQL driver. It parses T with db's naming strategy (so column
 // names match what GORM migrates), detects the dialect with
-// dialects.Detect (one SELECT VERSION() on MySQL and MariaDB), reads how
-// the database compares strings for Capabilities (one query on PostgreSQL,
-// two on MySQL and MariaDB, none on SQLite and SQL Server; see
-// readCollation), checks the handle's time and lock settings (one query
-// on MySQL, MariaDB and SQLite; see below) and, on PostgreSQL with the
-// fast path, reads the server's default transaction isolation (one
-// query; see the package documentation). The queries run with db's
-// statement context.
+// dialects.Detect (one SELECT VERSION() on PostgreSQL, CockroachDB,
+// YugabyteDB, MySQL and MariaDB), reads how the database compares strings
+// for Capabilities (one query on the PostgreSQL family, two on MySQL and
+// MariaDB, none on SQLite and SQL Server; see readCollation), checks the
+// handle's time and lock settings (one query on MySQL, MariaDB and
+// SQLite; see below), on CockroachDB and YugabyteDB checks that READ
+// COMMITTED is enabled (three round trips; see checkIsolation) and, on
+// the PostgreSQL family with the fast path, reads the server's default
+// transaction isolation (one query; see the package documentation). The
+// queries run with db's statement context.
 //
 // New refuses a handle whose settings would break the store later,
-// with an error naming the DSN parameter to add:
+// with an error naming the DSN parameter to add or the server setting to
+// enable:
 //
+//   - CockroachDB without the cluster setting
+//     sql.txn.read_committed_isolation.enabled, and YugabyteDB without the
+//     YB-TServer flag yb_enable_read_committed_isolation: a READ COMMITTED
+//     transaction would run at a stronger level, where the claim's lost
+//     race is a serialization failure instead of a skipped row
+//     (dialects.RequiredIsolation says what each needs and why);
 //   - MySQL and MariaDB without parseTime=true (DATETIME columns would
 //     come back as text that Get and Find cannot scan into time.Time);
 //   - MySQL and MariaDB with a loc that ever sets its clocks back, such as
@@ -222,7 +231,7 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 		// the model's fields; the other drivers return some as text (SQLite
 		// times) that only GORM's scanner parses. Serializer fields always
 		// need GORM.
-		direct:       name == dialects.Postgres && !slices.ContainsFunc(model.Schema().Fields, func(f *schema.Field) bool { return f.Serializer != nil }),
+		direct:       dialects.Family(name) == dialects.Postgres && !slices.ContainsFunc(model.Schema().Fields, func(f *schema.Field) bool { return f.Serializer != nil }),
 		claimTimeout: cmp.Or(max(o.claimTimeout, 0), DefaultClaimTimeout),
 		lockWait:     cmp.Or(max(o.lockWait, 0), DefaultLockWaitLimit),
 		foundRows:    b.MatchedRows == nil || b.MatchedRows(db),
@@ -237,8 +246,11 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 	if s.collation, err = readCollation(ctx, s.pool, name, table); err != nil {
 		return nil, fmt.Errorf("read collation: %w", mapError(err))
 	}
+	if err := checkIsolation(ctx, s.pool, name); err != nil {
+		return nil, err
+	}
 	fast := o.strategy == dao.StrategyFastPath || (o.strategy == dao.StrategyDefault && dialects.FastPathAllowed(name, dialects.DefaultFastPath()))
-	if fast && name == dialects.Postgres && !s.inTx {
+	if fast && dialects.Family(name) == dialects.Postgres && !s.inTx {
 		var level string
 		row := s.pool.QueryRowContext(ctx, "SELECT current_setting('transaction_isolation')")
 		if err := row.Scan(&level); err != nil {
@@ -341,12 +353,14 @@ func (s *sqlDriver[T]) Info() driver.Info {
 		InTransaction: s.inTx,
 		CurrentTime:   s.r.CurrentTime(),
 	}
-	switch s.dialect {
+	switch dialects.Family(s.dialect) {
 	case dialects.SQLite:
 		info.ClaimTimeout = 0
 		info.LostRace = dao.LostRaceBusy
-	case dialects.MariaDB:
-		info.LockWaitLimit = s.mariaDBLockWait()
+	case dialects.MySQL:
+		if s.dialect == dialects.MariaDB {
+			info.LockWaitLimit = s.mariaDBLockWait()
+		}
 	case dialects.Postgres:
 		info.LockWaitLimit = s.lockWaitLimit()
 	}
@@ -362,6 +376,8 @@ func (s *sqlDriver[T]) mariaDBLockWait() time.Duration {
 // ClaimerInfo states the fast path of the dialect:
 //
 //	postgres         1 round trip (3 when the server default isolation is not READ COMMITTED), on by default
+//	cockroachdb,     as postgres (the same statement; YugabyteDB's without
+//	yugabytedb       MATERIALIZED), opt-in; New checks READ COMMITTED is enabled
 //	mysql, mariadb   4 round trips (BEGIN, locking read, UPDATE, COMMIT), opt-in
 //	sqlite           1 statement (in-process), opt-in
 //	sqlserver        1 round trip, opt-in
@@ -381,7 +397,7 @@ func (s *sqlDriver[T]) ClaimerInfo() driver.ClaimerInfo {
 		Available:   dialects.HasFastPath(s.dialect),
 		Default:     dialects.FastPathAllowed(s.dialect, dialects.DefaultFastPath()),
 		LostRace:    dao.LostRaceSkip,
-		CurrentTime: s.dialect == dialects.Postgres,
+		CurrentTime: dialects.Family(s.dialect) == dialects.Postgres,
 	}
 	if s.dialect == dialects.SQLite {
 		ci.LostRace = dao.LostRaceBusy

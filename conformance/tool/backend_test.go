@@ -1,6 +1,7 @@
 package tool_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -157,6 +158,10 @@ func openBackend(t *testing.T, name string) *backend {
 		if b.dsn == "" {
 			b.dsn = testdb.PostgresDSN()
 		}
+	case "cockroach", "cockroachdb", "crdb", "yugabyte", "yugabytedb", "ysql":
+		if b.dsn == "" {
+			b.dsn = distributedDSN(name)
+		}
 	case "mysql", "mariadb":
 		if b.dsn == "" {
 			b.dsn = testdb.MySQLDSN()
@@ -169,13 +174,16 @@ func openBackend(t *testing.T, name string) *backend {
 			t.Fatalf("sqlserver needs a DSN: %s", sqlServerHowTo)
 		}
 	default:
-		t.Fatalf("%s=%q: want one of postgres, mysql, mariadb, sqlite, sqlserver, elasticsearch, memory", envDB, name)
+		t.Fatalf("%s=%q: want one of postgres, mysql, mariadb, sqlite, sqlserver, cockroach, yugabyte, elasticsearch, memory", envDB, name)
 	}
 	db, err := sqlstore.Open(ctx, name, b.dsn)
 	if err != nil {
 		how := "check DSN"
-		if name == "sqlserver" {
+		switch name {
+		case "sqlserver":
 			how = sqlServerHowTo
+		case "cockroach", "cockroachdb", "crdb", "yugabyte", "yugabytedb", "ysql":
+			how = distributedHowTo
 		}
 		t.Fatalf("open %s: %v; %s", name, err, how)
 	}
@@ -192,6 +200,12 @@ func openBackend(t *testing.T, name string) *backend {
 	if !probe.As(&b.sql) {
 		t.Fatal("a SQL store gives its dialect to As")
 	}
+	// A distributed SQL database is asked for by name: a DSN reaching
+	// another server (PostgreSQL on the compose port of another service)
+	// would test the wrong thing.
+	if want, _ := dialects.Parse(name); (want == dialects.CockroachDB || want == dialects.YugabyteDB) && b.sql != want {
+		t.Fatalf("%s=%s, but the server at %s is %s (detected from SELECT version())", envDB, name, b.dsn, b.sql)
+	}
 	b.harness = conformance.Harness{
 		NewStore: func(t *testing.T) dao.Store[conformance.Job] {
 			return sqlStore(t, db, testdb.Table(t, db, "claimstore_conf"), b.opts...)
@@ -202,15 +216,64 @@ func openBackend(t *testing.T, name string) *backend {
 		Models: sqlstoretest.Models(db, b.opts...),
 		Leases: func(t *testing.T) coord.LeaseStore { return sqlstoretest.Leases(t, db) },
 	}
-	switch name {
-	case "postgres", "mysql", "mariadb":
+	switch b.sql {
+	case dialects.Postgres, dialects.YugabyteDB, dialects.MySQL, dialects.MariaDB:
+		// YugabyteDB has PostgreSQL's pg_terminate_backend.
 		b.harness.KillLockHolder = func(t *testing.T, tx any) { sqlstoretest.KillSession(t, db, tx) }
 	default:
 		// SQLite's holder runs in this process; no SQL Server session
-		// killer is written yet.
+		// killer is written yet; CockroachDB has no pg_terminate_backend
+		// (its CANCEL SESSION is not written here).
 		b.harness.Skip = append(b.harness.Skip, conformance.CheckLockHolderKilled)
 	}
 	return b
+}
+
+// Defaults of the distributed SQL databases: the ports and users of their
+// docker-compose.yml services.
+const (
+	cockroachDSN     = "postgres://root@127.0.0.1:26257/defaultdb?sslmode=disable"
+	yugabyteDSN      = "postgres://yugabyte@127.0.0.1:5433/yugabyte?sslmode=disable"
+	distributedHowTo = "start it with: docker compose up -d --wait cockroachdb (or yugabytedb), which enables READ COMMITTED; " +
+		"these two are verified by users with compose, not in this repository's CI (docs/distributed-sql.md)"
+)
+
+// distributedDSN returns the DSN of the distributed SQL database name
+// ("cockroach" or "yugabyte", or an alias dialects.Parse accepts) when
+// CLAIMSTORE_CONFORMANCE_DSN is unset: CLAIMSTORE_COCKROACH_DSN or
+// CLAIMSTORE_YUGABYTE_DSN when set, else the compose service's address.
+// Another name returns "".
+func distributedDSN(name string) string {
+	n, err := dialects.Parse(name)
+	if err != nil {
+		return ""
+	}
+	switch n {
+	case dialects.CockroachDB:
+		return cmp.Or(os.Getenv("CLAIMSTORE_COCKROACH_DSN"), cockroachDSN)
+	case dialects.YugabyteDB:
+		return cmp.Or(os.Getenv("CLAIMSTORE_YUGABYTE_DSN"), yugabyteDSN)
+	}
+	return ""
+}
+
+// TestDistributedDSN: make conformance DB=cockroach and DB=yugabyte reach
+// the compose services unless told otherwise.
+func TestDistributedDSN(t *testing.T) {
+	t.Setenv("CLAIMSTORE_COCKROACH_DSN", "")
+	t.Setenv("CLAIMSTORE_YUGABYTE_DSN", "")
+	for name, want := range map[string]string{
+		"cockroach": cockroachDSN, "cockroachdb": cockroachDSN, "crdb": cockroachDSN,
+		"yugabyte": yugabyteDSN, "yugabytedb": yugabyteDSN, "postgres": "", "nosuch": "",
+	} {
+		if got := distributedDSN(name); got != want {
+			t.Errorf("distributedDSN(%q) = %q, want %q", name, got, want)
+		}
+	}
+	t.Setenv("CLAIMSTORE_COCKROACH_DSN", "postgres://u@h:1/db")
+	if got := distributedDSN("cockroach"); got != "postgres://u@h:1/db" {
+		t.Errorf("CLAIMSTORE_COCKROACH_DSN ignored: %q", got)
+	}
 }
 
 // sqlStore returns a store over the fresh table of db, migrated, built

@@ -11,13 +11,20 @@
 //		go test -count=1 -timeout 30m -v -run TestConformanceTool ./conformance/tool/
 //
 // CLAIMSTORE_CONFORMANCE_DB is one of postgres, mysql, mariadb, sqlite,
-// sqlserver, elasticsearch or memory; without it the test skips, so a plain
+// sqlserver, cockroach, yugabyte, elasticsearch or memory; without it the test skips, so a plain
 // go test ./... does not run the suite a second time. CLAIMSTORE_CONFORMANCE_DSN
 // is the database to test:
 //
 //   - postgres: a pgx connection string or URL; default the local test
 //     database (CLAIMSTORE_POSTGRES_DSN, else
 //     postgres://postgres@127.0.0.1:5432/test?sslmode=disable).
+//   - cockroach, yugabyte (also cockroachdb, crdb, yugabytedb): a pgx
+//     DSN; default CLAIMSTORE_COCKROACH_DSN or CLAIMSTORE_YUGABYTE_DSN, else
+//     the docker-compose.yml service (make up-distributed):
+//     postgres://root@127.0.0.1:26257/defaultdb?sslmode=disable,
+//     postgres://yugabyte@127.0.0.1:5433/yugabyte?sslmode=disable. The
+//     server must be the one named (detected from SELECT version()). These
+//     two are verified by users with compose, not in this repository's CI.
 //   - mysql, mariadb: a go-sql-driver DSN; default CLAIMSTORE_MYSQL_DSN,
 //     else root@tcp(127.0.0.1:3306)/test.
 //   - sqlite: a database file path (opened with the settings of

@@ -19,6 +19,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/conformance"
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/internal/roundtrip"
 	"github.com/claimstore/claimstore/internal/testdb"
 )
@@ -29,7 +30,7 @@ import (
 func TestConformanceTool(t *testing.T) {
 	name := strings.ToLower(strings.TrimSpace(os.Getenv(envDB)))
 	if name == "" {
-		t.Skipf("%s is not set; run the suite against a database with: make conformance DB=postgres|mysql|mariadb|sqlite|sqlserver|elasticsearch|memory DSN=...", envDB)
+		t.Skipf("%s is not set; run the suite against a database with: make conformance DB=postgres|mysql|mariadb|sqlite|sqlserver|cockroach|yugabyte|elasticsearch|memory DSN=...", envDB)
 	}
 	b := openBackend(t, name)
 	if os.Getenv(envChild) != "" {
@@ -263,7 +264,9 @@ func measureRoundTrips(t *testing.T, b *backend) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var c roundtrip.Counter
-	db, err := roundtrip.OpenGorm(ctx, string(b.sql), dsn, &c, sqlstore.Config())
+	// The counting driver knows the drivers: CockroachDB and YugabyteDB
+	// run on PostgreSQL's.
+	db, err := roundtrip.OpenGorm(ctx, string(dialects.Family(b.sql)), dsn, &c, sqlstore.Config())
 	if err != nil {
 		t.Fatalf("open a counting connection: %v", err)
 	}
@@ -303,7 +306,7 @@ func report(w io.Writer, b *backend, caps dao.Capabilities, groups []group, race
 	var pass, fail, skip int
 	fmt.Fprintf(w, "\n==== claimstore conformance report: %s ====\n", b.requested)
 	backend := caps.Backend
-	if b.sql != "" && string(b.sql) != b.requested {
+	if requested, _ := dialects.Parse(b.requested); b.sql != "" && b.sql != requested {
 		backend += fmt.Sprintf(" (detected; %s was requested)", b.sql)
 	}
 	fmt.Fprintf(w, "backend:      %s, claim strategy %v\n", backend, caps.Strategy)
