@@ -113,4 +113,3 @@ func TestTallyCleanAndPartial(t *testing.T) {
 		t.Errorf("full run with schedules left: missed %d, err %v", rep.Missed, rep.Err())
 	}
 }
-
