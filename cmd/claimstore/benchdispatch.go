@@ -66,14 +66,14 @@ CLAIMSTORE_POSTGRES_DSN); sqlite (a file in a temporary directory unless
 duplicates and missed are 0.`,
 		Example: `  claimstore bench dispatch
   claimstore bench dispatch --backend sqlite --schedules 20000 --processes 2
-  claimstore bench dispatch --concurrency 64 --json dispatch.json`,
+  claimstore bench dispatch --concurrency 16 --json dispatch.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchDispatch(cmd, o) },
 	}
 	f, r := cmd.Flags(), &o.run
 	f.IntVar(&r.Schedules, "schedules", dispatchbench.DefaultSchedules, "once schedules, all due at once")
 	f.IntVar(&r.Processes, "processes", dispatchbench.DefaultProcesses, "worker processes")
-	f.IntVar(&r.Concurrency, "concurrency", dispatchbench.DefaultConcurrency, "fires running at once per process")
+	f.IntVar(&r.Concurrency, "concurrency", dispatchbench.DefaultConcurrency, "fires running at once per process (each process holds up to this + 4 connections)")
 	f.IntVar(&r.Batch, "batch", 0, "most schedules one claim takes (default: --concurrency)")
 	f.DurationVar(&r.Tick, "tick", dispatchbench.DefaultTick, "worker heartbeat: wait between claims when idle")
 	f.DurationVar(&r.Lease, "lease", dispatchbench.DefaultLease, "lease of a claimed schedule (at least two ticks)")

@@ -32,7 +32,7 @@ import (
 const (
 	DefaultSchedules   = 200000
 	DefaultProcesses   = 3
-	DefaultConcurrency = 32
+	DefaultConcurrency = 8
 	DefaultTick        = 100 * time.Millisecond
 	DefaultLease       = 30 * time.Second
 	DefaultLoadBatch   = 1000
@@ -56,6 +56,7 @@ type Options struct {
 	// Processes is the number of worker processes; each runs up to
 	// Concurrency fires at once and claims up to Batch schedules per
 	// claim (0: Concurrency), every Tick when idle, with leases of Lease.
+	// Each holds up to Concurrency+4 database connections.
 	Processes, Concurrency, Batch int
 	Tick, Lease                   time.Duration
 	// LoadBatch is the number of schedules per insert while seeding.
@@ -265,6 +266,8 @@ func (r *run) spawn(ctx context.Context) error {
 			"--concurrency", fmt.Sprint(r.o.Concurrency), "--batch", fmt.Sprint(r.o.Batch),
 			"--tick", r.o.Tick.String(), "--lease", r.o.Lease.String(), "--log-level", "warn")
 		w.cmd = exec.CommandContext(ctx, r.o.Command[0], args...)
+		w.cmd.Cancel = func() error { return w.cmd.Process.Signal(syscall.SIGTERM) } // drain, not SIGKILL
+		w.cmd.WaitDelay = 30 * time.Second
 		w.cmd.Env = append(os.Environ(), r.o.Env...)
 		w.cmd.Stdout, w.cmd.Stderr = f, r.o.Logs
 		err = w.cmd.Start()
