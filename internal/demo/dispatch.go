@@ -100,6 +100,7 @@ func RunDispatch(ctx context.Context, out io.Writer, o DispatchOptions) error {
 	if o.Logs == nil {
 		o.Logs = io.Discard
 	}
+	o.Progress, o.Logs = SyncPair(o.Progress, o.Logs) // the processes write to Logs at once
 	r := &dispatchRun{o: o, out: out, table: "dispatch_demo_" + outboxenv.RandomHex(4)}
 	closeDB, err := r.open(ctx)
 	if err != nil {

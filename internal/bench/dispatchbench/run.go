@@ -10,10 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -76,18 +74,6 @@ type Options struct {
 	Progress, Logs io.Writer
 }
 
-// lockedWriter serialises the writes to w.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
 // worker is one worker process and the file it writes its fires to.
 type worker struct {
 	id   string
@@ -122,11 +108,7 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	if o.Logs == nil {
 		o.Logs = io.Discard
 	}
-	logs := &lockedWriter{w: o.Logs} // one copying goroutine per process
-	if t := reflect.TypeOf(o.Progress); t == reflect.TypeOf(o.Logs) && t.Comparable() && o.Progress == o.Logs {
-		o.Progress = logs
-	}
-	o.Logs = logs
+	o.Progress, o.Logs = demo.SyncPair(o.Progress, o.Logs) // the processes write to Logs at once
 	if len(o.Command) == 0 {
 		return nil, errors.New("bench dispatch: no command to start worker processes with")
 	}
