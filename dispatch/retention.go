@@ -17,7 +17,7 @@ import (
 // Retention is a retention sweep of the schedule table: it deletes fired
 // and failed schedules whose last due time (NextFireAt: the fire that
 // ended them) is more than OlderThan ago, in bounded batches. The
-// (status, next_fire_at) index serves its statements. Create it with
+// (status, next_fire_at, id) index serves its statements. Create it with
 // [NewRetention].
 type Retention struct {
 	store dao.Store[Schedule]

@@ -64,7 +64,7 @@ const (
 // the default table is claimstore_schedules ([DefaultScheduleTable]).
 type Schedule struct {
 	// ID is the surrogate primary key, assigned on insert.
-	ID int64 `gorm:"primaryKey;autoIncrement"`
+	ID int64 `gorm:"primaryKey;autoIncrement;index:,composite:due_id,priority:3"`
 	// Key is the caller's unique name of the schedule, e.g.
 	// "invoice-42-reminder"; adding the same key again is idempotent.
 	Key string `gorm:"column:schedule_key;size:191;not null;uniqueIndex"`
@@ -78,9 +78,9 @@ type Schedule struct {
 	TimeZone string `gorm:"size:64;not null"`
 	// NextFireAt is when the schedule is due next (UTC): the fire time,
 	// the next cron occurrence, or the retry time after a failure.
-	NextFireAt time.Time `gorm:"not null;index:,composite:due,priority:2"`
+	NextFireAt time.Time `gorm:"not null;index:,composite:due_id,priority:2"`
 	// Status is the lifecycle state.
-	Status Status `gorm:"size:16;not null;index:,composite:due,priority:1"`
+	Status Status `gorm:"size:16;not null;index:,composite:due_id,priority:1"`
 	// FailureCount is the number of consecutive failed fires.
 	FailureCount int `gorm:"not null"`
 	// MaxFailures is the number of consecutive failures at which a once
@@ -126,8 +126,12 @@ func CheckTable(table string) error {
 // MigrateSchedules creates the schedule table named table (or
 // [DefaultScheduleTable] when empty) with its indexes, or adds what is
 // missing; running it again changes nothing. Indexes: unique
-// (schedule_key); (status, next_fire_at), which serves the claim of due
-// active schedules. Errors: [dao.ErrInvalidArgument]-wrapping for a bad
+// (schedule_key); (status, next_fire_at, id), idx_<table>_due_id, which
+// serves the claim of due active schedules in its order (next_fire_at, then
+// id) without a sort however many are due. A table made by an earlier
+// version has idx_<table>_due on (status, next_fire_at) instead: it gets the
+// new index and the old one is dropped (on PostgreSQL that index made every
+// claim sort all due rows). Errors: [dao.ErrInvalidArgument]-wrapping for a bad
 // table name (1–63 letters, digits, underscores); database errors wrapped.
 func MigrateSchedules(ctx context.Context, db *gorm.DB, table string) error {
 	if table == "" {
@@ -144,6 +148,12 @@ func MigrateSchedules(ctx context.Context, db *gorm.DB, table string) error {
 		// and its CREATE: a second pass sees it.
 		if err2 := db.Table(table).AutoMigrate(&Schedule{}); err2 != nil {
 			return fmt.Errorf("dispatch: migrate: create table %s: %w", table, err)
+		}
+	}
+	old := "idx_" + table + "_due"
+	if m := db.Table(table).Migrator(); m.HasIndex(&Schedule{}, old) {
+		if err := m.DropIndex(&Schedule{}, old); err != nil && m.HasIndex(&Schedule{}, old) {
+			return fmt.Errorf("dispatch: migrate: drop index %s: %w", old, err)
 		}
 	}
 	return nil

@@ -334,7 +334,10 @@ func (w *Worker[T]) claimLoop(ctx context.Context) error {
 	tick := time.NewTicker(w.cfg.Tick)
 	defer tick.Stop()
 	for ctx.Err() == nil {
-		full := false
+		// full: the last claim filled its batch (more may be due), or no
+		// slot was free to claim with; either way the next claim waits
+		// for a slot, not for the tick.
+		full := true
 		if free := w.cfg.Concurrency - int(w.inFlight.Load()); free > 0 {
 			n := min(free, w.cfg.BatchSize)
 			got, err := w.claim(ctx, n)
@@ -351,7 +354,7 @@ func (w *Worker[T]) claimLoop(ctx context.Context) error {
 		}
 		var freed <-chan struct{}
 		if full {
-			freed = w.freed // backlog: claim again when a slot frees
+			freed = w.freed // backlog or no free slot: claim again when a slot frees
 		}
 		select {
 		case <-ctx.Done():

@@ -99,6 +99,7 @@ func TestNumericFlagsNamed(t *testing.T) {
 	nats := closedNATS(t)
 	base := map[string][]string{
 		"claimstore bench":          {"--backend", "memory", "--rows", "10", "--workers", "1", "--batch", "1", "--quiet"},
+		"claimstore bench dispatch": {"--backend", "sqlite", "--dsn", none, "--quiet"},
 		"claimstore bench outbox":   {"--backend", "memory", "--messages", "10", "--relays", "1", "--workers", "1", "--batch", "1", "--writers", "1", "--write-batch", "5", "--quiet", "--nats-url", nats},
 		"claimstore demo":           {"--backend", "memory", "--messages", "10", "--relays", "1", "--workers", "1", "--batch", "1", "--writers", "1", "--quiet", "--nats-url", nats},
 		"claimstore relay":          {"--backend", "sqlite", "--dsn", none, "--nats-url", nats},

@@ -198,20 +198,28 @@ func (s *sqlRun) close() {
 
 // serverVersion asks the server for its version.
 func (s *sqlRun) serverVersion(ctx context.Context) (string, error) {
+	return ServerVersion(ctx, s.admin, s.dialect)
+}
+
+// ServerVersion asks the database behind db, of the given dialect, for
+// its version: "PostgreSQL 15.20 (…)", MySQL's or MariaDB's VERSION(),
+// "SQLite 3.54.1". It returns "" for a dialect it cannot ask (SQL Server),
+// and the query's error wrapped.
+func ServerVersion(ctx context.Context, db *gorm.DB, dialect dialects.Name) (string, error) {
 	q := map[dialects.Name]string{
 		dialects.Postgres: "SHOW server_version",
 		dialects.MySQL:    "SELECT VERSION()",
 		dialects.MariaDB:  "SELECT VERSION()",
 		dialects.SQLite:   "SELECT sqlite_version()",
-	}[s.dialect]
+	}[dialect]
 	if q == "" {
 		return "", nil
 	}
 	var v string
-	if err := s.admin.WithContext(ctx).Raw(q).Scan(&v).Error; err != nil {
+	if err := db.WithContext(ctx).Raw(q).Scan(&v).Error; err != nil {
 		return "", fmt.Errorf("bench: server version: %w", err)
 	}
-	switch s.dialect {
+	switch dialect {
 	case dialects.SQLite:
 		v = "SQLite " + v
 	case dialects.Postgres:

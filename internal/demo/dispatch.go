@@ -100,9 +100,7 @@ func RunDispatch(ctx context.Context, out io.Writer, o DispatchOptions) error {
 	if o.Logs == nil {
 		o.Logs = io.Discard
 	}
-	// The children's stderr is copied by one goroutine per child: they
-	// share the writer through a lock.
-	o.Logs = &lockedWriter{w: o.Logs}
+	o.Progress, o.Logs = SyncPair(o.Progress, o.Logs) // the processes write to Logs at once
 	r := &dispatchRun{o: o, out: out, table: "dispatch_demo_" + outboxenv.RandomHex(4)}
 	closeDB, err := r.open(ctx)
 	if err != nil {
@@ -384,16 +382,4 @@ func (r *dispatchRun) stopAll() {
 			<-c.done
 		}
 	}
-}
-
-// lockedWriter serializes the writes of several goroutines to w.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
