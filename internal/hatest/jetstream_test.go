@@ -199,8 +199,10 @@ func TestJetStreamClusterFailover(t *testing.T) {
 	})
 	relayCtx, stopRelay := context.WithCancel(ctx)
 	defer stopRelay()
-	relayDone := make(chan error, 1)
-	go func() { relayDone <- relay.Run(relayCtx) }()
+	relayDone := make(chan struct{})
+	var relayErr error
+	go func() { relayErr = relay.Run(relayCtx); close(relayDone) }()
+	defer func() { stopRelay(); <-relayDone }() // before the table is dropped
 
 	published := func() int { return int(relay.Stats().Published) }
 	// Every stretch of over 0.5 s without a message marked published while
@@ -227,8 +229,8 @@ func TestJetStreamClusterFailover(t *testing.T) {
 			select {
 			case err := <-writers.Errs:
 				t.Fatalf("writer: %v", err)
-			case err := <-relayDone:
-				t.Fatalf("relay stopped while waiting for %s: %v", what, err)
+			case <-relayDone:
+				t.Fatalf("relay stopped while waiting for %s: %v", what, relayErr)
 			case <-ctx.Done():
 				t.Fatalf("timed out waiting for %s: published %d of %d, relay %+v", what, published(), n, relay.Stats())
 			case <-time.After(20 * time.Millisecond):
@@ -295,17 +297,40 @@ func TestJetStreamClusterFailover(t *testing.T) {
 	waitFor("every message published", func() bool { return published() >= n })
 	tAll := time.Now()
 	t.Logf("%s relay published all %d", since(), n)
+	// Every replica must hold the N messages within a minute of the last
+	// mark: a replica left behind is a stream running on fewer copies
+	// than it was configured with.
 	caught := make([]time.Time, len(cluster.Nodes))
-	for i := range cluster.Nodes {
-		waitFor(cluster.Nodes[i].Name+" at N", func() bool {
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		behind := ""
+		for i, node := range cluster.Nodes {
+			if !caught[i].IsZero() {
+				continue
+			}
 			r, err := cluster.StreamState(ctx, i, streamName, time.Second)
-			return err == nil && r.Messages >= uint64(n)
-		})
-		caught[i] = time.Now()
+			if err == nil && r.Messages >= uint64(n) {
+				caught[i] = time.Now()
+				continue
+			}
+			behind += fmt.Sprintf(" %s (%d messages, last sequence %d, leader %q, err %v)", node.Name, r.Messages, r.LastSeq, r.Leader, err)
+		}
+		if behind == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("replicas short of %d messages a minute after the relay's last mark:%s", n, behind)
+			for i := range caught {
+				if caught[i].IsZero() {
+					caught[i] = time.Now()
+				}
+			}
+			break
+		}
 	}
 	stopRelay()
-	if err := <-relayDone; err != nil {
-		t.Fatalf("relay: %v", err)
+	<-relayDone
+	if relayErr != nil {
+		t.Fatalf("relay: %v", relayErr)
 	}
 
 	st := relay.Stats()
