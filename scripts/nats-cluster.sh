@@ -94,7 +94,12 @@ status)
 		fi
 	done
 	;;
-kill) signal_node KILL "${2:?node}" ;;
+kill)
+	signal_node KILL "${2:?node}"
+	for _ in $(seq 50); do running "$2" || break; sleep 0.1; done
+	rm -f "$DIR/$2/pid"
+	echo "$2 killed"
+	;;
 pause) signal_node STOP "${2:?node}" ;;
 resume) signal_node CONT "${2:?node}" ;;
 stop | clean)
