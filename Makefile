@@ -6,7 +6,7 @@ PKGS     := ./...
 # Test timeouts are generous for a 2-core machine under -race.
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: test demo demo-dispatch bench bench-dispatch stress conformance lint up up-distributed down build
+.PHONY: test demo demo-dispatch bench bench-dispatch stress conformance ha lint up up-distributed down build
 
 build:
 	$(GO) build -o bin/claimstore ./cmd/claimstore
@@ -54,6 +54,18 @@ DSN ?=
 conformance:
 	CLAIMSTORE_CONFORMANCE_DB=$(DB) CLAIMSTORE_CONFORMANCE_DSN='$(DSN)' \
 		$(GO) test -count=1 -timeout 30m -v -run 'TestConformanceTool' ./conformance/tool/
+
+## ha: the multi-server failure tests on loopback ports (internal/hatest): a
+## three-node nats-server JetStream cluster (127.0.0.1:14222-14224) whose
+## stream leader is killed and a follower frozen while an outbox relay on the
+## local PostgreSQL publishes. HA_RUN narrows the tests, HA_MESSAGES sets the
+## messages per run, NATS_SERVER the nats-server binary.
+HA_RUN      ?= .
+HA_MESSAGES ?= 20000
+NATS_SERVER ?= /usr/sbin/nats-server
+ha:
+	CLAIMSTORE_HA=1 CLAIMSTORE_REQUIRE=postgres CLAIMSTORE_HA_MESSAGES=$(HA_MESSAGES) CLAIMSTORE_NATS_SERVER=$(NATS_SERVER) \
+		$(GO) test -race -count=1 -timeout 15m -run '$(HA_RUN)' -v ./internal/hatest/...
 
 ## lint: gofmt, go vet and staticcheck.
 lint:

@@ -1,0 +1,36 @@
+package hatest
+
+import (
+	"time"
+
+	"github.com/claimstore/claimstore/outbox"
+)
+
+// RetryHorizon returns the longest time, in the absence of relay crashes,
+// between the first and the last publish of one message by relays
+// configured with cfg over a repository with retry policy p (messages
+// added with MaxRetries 0, which take p.MaxRetries): the window a broker's
+// de-duplication must cover for a retried message to be stored once.
+//
+// A message is published in at most R+1 attempts (R = p.MaxRetries). An
+// attempt ends, at the latest, when its mark is written — no later than
+// cfg.Lease after the claim plus cfg.MarkTimeout — or, when the mark is
+// lost, when the lease ends; the next attempt waits the backoff before
+// retry n, p.Backoff(n) (jitter only shortens it), and up to
+// cfg.MaxPollInterval more until an idle relay polls. So
+//
+//	horizon = Σ_{n=0}^{R-1} p.Backoff(n) + (R+1) × (Lease + MarkTimeout + MaxPollInterval)
+//
+// A relay that dies after publishing a batch and before marking it leaves
+// the batch to be claimed again when the lease ends without counting a
+// retry: each such crash adds one more (Lease + MarkTimeout +
+// MaxPollInterval). cfg must have its defaults filled in ([outbox.Relay]'s
+// Config method returns it so); p is taken as valid.
+func RetryHorizon(p outbox.RetryPolicy, cfg outbox.RelayConfig) time.Duration {
+	var h time.Duration
+	for n := range p.MaxRetries {
+		h += p.Backoff(n)
+	}
+	attempt := cfg.Lease + cfg.MarkTimeout + cfg.MaxPollInterval
+	return h + time.Duration(p.MaxRetries+1)*attempt
+}

@@ -1,0 +1,34 @@
+package hatest_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/claimstore/claimstore/internal/hatest"
+	"github.com/claimstore/claimstore/outbox"
+)
+
+// The horizon of the default policy and relay: backoffs 1+2+4+…+256 s and
+// one capped at 300 s (811 s), plus 11 attempts of lease 30 s + mark
+// timeout 10 s + idle poll 5 s (495 s).
+func TestRetryHorizonDefaults(t *testing.T) {
+	cfg := outbox.RelayConfig{Lease: outbox.DefaultLease, MarkTimeout: 10 * time.Second, MaxPollInterval: 5 * time.Second}
+	got := hatest.RetryHorizon(outbox.DefaultRetryPolicy(), cfg)
+	if want := 811*time.Second + 11*45*time.Second; got != want {
+		t.Fatalf("RetryHorizon(defaults) = %v, want %v", got, want)
+	}
+}
+
+// Without retries the horizon is one attempt; each retry adds its backoff
+// and one attempt.
+func TestRetryHorizonGrowsPerRetry(t *testing.T) {
+	cfg := outbox.RelayConfig{Lease: 10 * time.Second, MarkTimeout: 2 * time.Second, MaxPollInterval: time.Second}
+	p := outbox.RetryPolicy{BaseDelay: time.Second, Multiplier: 3, MaxDelay: 5 * time.Second, MaxRetries: 0}
+	if got := hatest.RetryHorizon(p, cfg); got != 13*time.Second {
+		t.Fatalf("no retries: %v, want 13s", got)
+	}
+	p.MaxRetries = 3 // backoffs 1 s, 3 s, 5 s (capped)
+	if got, want := hatest.RetryHorizon(p, cfg), 9*time.Second+4*13*time.Second; got != want {
+		t.Fatalf("3 retries: %v, want %v", got, want)
+	}
+}
