@@ -2,9 +2,8 @@
 // availability tests run against, on this machine's loopback addresses:
 // a three-node NATS JetStream cluster of nats-server processes
 // ([StartNATSCluster]), with the means to find a stream's leader, kill,
-// stop (partition), resume and restart single nodes; and the sizing rule
-// of a stream's duplicate window from a relay's settings
-// ([RetryHorizon]).
+// stop (partition), resume and restart single nodes. The stream's
+// duplicate window is sized with outbox.RetryHorizon.
 //
 // The tests run only when CLAIMSTORE_HA=1 (make ha): they start server
 // processes, take tens of seconds and need the local PostgreSQL server.

@@ -120,7 +120,7 @@ func TestJetStreamClusterFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	horizon := hatest.RetryHorizon(haPolicy, probe.Config())
+	horizon := outbox.RetryHorizon(haPolicy, probe.Config())
 	window := horizon.Round(time.Minute) + time.Minute
 	t.Logf("%s retry horizon %v (max retries %d, lease %v, mark timeout %v, idle poll %v): duplicate window %v",
 		since(), horizon, haPolicy.MaxRetries, probe.Config().Lease, probe.Config().MarkTimeout, probe.Config().MaxPollInterval, window)

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/outbox/natsembed"
 )
 
@@ -65,12 +66,13 @@ func (b *Broker) Close() {
 }
 
 // CreateStream creates the JetStream stream name, file-stored, holding
-// subject, with a two-minute duplicate window (the window in which a
-// message id published twice is stored once). It returns a function that
+// subject, with a duplicate window (the window in which a message id
+// published twice is stored once) as long as the retry horizon of a relay
+// with default settings (outbox.RetryHorizon), rounded up to a minute. It returns a function that
 // deletes the stream (errors ignored: it is clean-up).
 func CreateStream(ctx context.Context, js jetstream.JetStream, name, subject string) (drop func(), err error) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: name, Subjects: []string{subject}, Duplicates: 2 * time.Minute, Storage: jetstream.FileStorage,
+		Name: name, Subjects: []string{subject}, Duplicates: DuplicateWindow(), Storage: jetstream.FileStorage,
 	}); err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", name, err)
 	}
@@ -79,4 +81,12 @@ func CreateStream(ctx context.Context, js jetstream.JetStream, name, subject str
 		defer cancel()
 		_ = js.DeleteStream(dctx, name)
 	}, nil
+}
+
+// DuplicateWindow returns the duplicate window CreateStream gives a
+// stream: outbox.RetryHorizon of the default retry policy and relay
+// settings, rounded up to a whole minute.
+func DuplicateWindow() time.Duration {
+	h := outbox.RetryHorizon(outbox.DefaultRetryPolicy(), outbox.RelayConfig{})
+	return (h + time.Minute - 1).Truncate(time.Minute)
 }

@@ -7,8 +7,11 @@
 // without storing it again. The relay is at-least-once — a message may be
 // published again after a crash, a lost ack or an expired lease — and the
 // stream is effectively-once as long as repeats arrive within the window.
-// Choose a window longer than the relay's lease plus its longest retry
-// delay you want covered.
+// Choose a window at least the relay's retry horizon, the longest time
+// between a message's first and last publish: outbox.RetryHorizon(policy,
+// relay.Config()), 21 min 46 s for the default retry policy and relay
+// settings. JetStream's default window, 2 min, is shorter: a message
+// retried after it is stored twice (docs/operations.md).
 //
 // A batch is published with PublishMsgAsync and its acks are collected
 // before Publish returns, so one batch costs one pass over the network

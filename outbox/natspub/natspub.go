@@ -40,7 +40,8 @@ type Config struct {
 // Publisher publishes outbox messages to NATS JetStream. Each message is
 // sent with PublishMsgAsync carrying its MessageID in Nats-Msg-Id, so the
 // stream drops a message it already stored within its duplicate window
-// (StreamConfig.Duplicates, 2 min by default); the acks of a batch are
+// (StreamConfig.Duplicates: size it with outbox.RetryHorizon, see the
+// package documentation; JetStream's default is 2 min); the acks of a batch are
 // collected before Publish returns. It implements [outbox.Publisher] and is
 // safe for concurrent use.
 type Publisher struct {

@@ -1,10 +1,6 @@
-package hatest
+package outbox
 
-import (
-	"time"
-
-	"github.com/claimstore/claimstore/outbox"
-)
+import "time"
 
 // RetryHorizon returns the longest time, in the absence of relay crashes,
 // between the first and the last publish of one message by relays
@@ -24,12 +20,24 @@ import (
 // A relay that dies after publishing a batch and before marking it leaves
 // the batch to be claimed again when the lease ends without counting a
 // retry: each such crash adds one more (Lease + MarkTimeout +
-// MaxPollInterval). cfg must have its defaults filled in ([outbox.Relay]'s
-// Config method returns it so); p is taken as valid.
-func RetryHorizon(p outbox.RetryPolicy, cfg outbox.RelayConfig) time.Duration {
+// MaxPollInterval). Zero Lease, MarkTimeout and MaxPollInterval in cfg
+// count as their defaults (DefaultLease, DefaultMarkTimeout,
+// DefaultMaxPollInterval), so RetryHorizon(DefaultRetryPolicy(),
+// RelayConfig{}) is the horizon of a relay with default settings; [Relay]'s
+// Config method returns a relay's own settings. p is taken as valid.
+func RetryHorizon(p RetryPolicy, cfg RelayConfig) time.Duration {
 	var h time.Duration
 	for n := range p.MaxRetries {
 		h += p.Backoff(n)
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = DefaultLease
+	}
+	if cfg.MarkTimeout == 0 {
+		cfg.MarkTimeout = DefaultMarkTimeout
+	}
+	if cfg.MaxPollInterval == 0 {
+		cfg.MaxPollInterval = DefaultMaxPollInterval
 	}
 	attempt := cfg.Lease + cfg.MarkTimeout + cfg.MaxPollInterval
 	return h + time.Duration(p.MaxRetries+1)*attempt

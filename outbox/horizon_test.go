@@ -1,10 +1,9 @@
-package hatest_test
+package outbox_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/claimstore/claimstore/internal/hatest"
 	"github.com/claimstore/claimstore/outbox"
 )
 
@@ -13,7 +12,7 @@ import (
 // timeout 10 s + idle poll 5 s (495 s).
 func TestRetryHorizonDefaults(t *testing.T) {
 	cfg := outbox.RelayConfig{Lease: outbox.DefaultLease, MarkTimeout: 10 * time.Second, MaxPollInterval: 5 * time.Second}
-	got := hatest.RetryHorizon(outbox.DefaultRetryPolicy(), cfg)
+	got := outbox.RetryHorizon(outbox.DefaultRetryPolicy(), cfg)
 	if want := 811*time.Second + 11*45*time.Second; got != want {
 		t.Fatalf("RetryHorizon(defaults) = %v, want %v", got, want)
 	}
@@ -24,11 +23,19 @@ func TestRetryHorizonDefaults(t *testing.T) {
 func TestRetryHorizonGrowsPerRetry(t *testing.T) {
 	cfg := outbox.RelayConfig{Lease: 10 * time.Second, MarkTimeout: 2 * time.Second, MaxPollInterval: time.Second}
 	p := outbox.RetryPolicy{BaseDelay: time.Second, Multiplier: 3, MaxDelay: 5 * time.Second, MaxRetries: 0}
-	if got := hatest.RetryHorizon(p, cfg); got != 13*time.Second {
+	if got := outbox.RetryHorizon(p, cfg); got != 13*time.Second {
 		t.Fatalf("no retries: %v, want 13s", got)
 	}
 	p.MaxRetries = 3 // backoffs 1 s, 3 s, 5 s (capped)
-	if got, want := hatest.RetryHorizon(p, cfg), 9*time.Second+4*13*time.Second; got != want {
+	if got, want := outbox.RetryHorizon(p, cfg), 9*time.Second+4*13*time.Second; got != want {
 		t.Fatalf("3 retries: %v, want %v", got, want)
+	}
+}
+
+// Zero settings count as the relay's defaults.
+func TestRetryHorizonZeroConfigIsDefaults(t *testing.T) {
+	cfg := outbox.RelayConfig{Lease: outbox.DefaultLease, MarkTimeout: outbox.DefaultMarkTimeout, MaxPollInterval: outbox.DefaultMaxPollInterval}
+	if got, want := outbox.RetryHorizon(outbox.DefaultRetryPolicy(), outbox.RelayConfig{}), outbox.RetryHorizon(outbox.DefaultRetryPolicy(), cfg); got != want {
+		t.Fatalf("RetryHorizon with a zero config = %v, with the defaults spelled out %v", got, want)
 	}
 }
