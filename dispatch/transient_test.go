@@ -3,30 +3,14 @@ package dispatch_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/claimstore/claimstore/adapters/memstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
+	"github.com/claimstore/claimstore/internal/faultstore"
 )
-
-// flakyStore fails every other Update with dao.ErrUnavailable before
-// anything is written, as a store does whose connection drops between
-// statements.
-type flakyStore struct {
-	dao.Store[dispatch.Schedule]
-	updates, failed atomic.Int64
-}
-
-func (s *flakyStore) Update(ctx context.Context, where dao.Criteria, set dao.Set) (int64, error) {
-	if s.updates.Add(1)%2 == 1 {
-		s.failed.Add(1)
-		return 0, fmt.Errorf("update: connection lost: %w", dao.ErrUnavailable)
-	}
-	return s.Store.Update(ctx, where, set)
-}
 
 // An outcome write that fails for a reason a retry can cure is tried
 // again: every once schedule ends fired after exactly one fire, with no
@@ -36,7 +20,7 @@ func TestOutcomeWriteRetriesTransientFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &flakyStore{Store: mem}
+	s := faultstore.Wrap[dispatch.Schedule](mem)
 	ctx := context.Background()
 	sc := newSchedules(t, mem, dispatch.SchedulesConfig{})
 	const n = 50
@@ -56,8 +40,8 @@ func TestOutcomeWriteRetriesTransientFailures(t *testing.T) {
 		return err == nil && c == n
 	})
 	stop()
-	t.Logf("updates %d, failed on purpose %d; worker %+v", s.updates.Load(), s.failed.Load(), w.Stats())
-	if s.failed.Load() == 0 {
+	t.Logf("updates %d, failed on purpose %d; worker %+v", s.Updates(), s.Failed(), w.Stats())
+	if s.Failed() == 0 {
 		t.Fatal("no Update failed: the test did not exercise a transient failure")
 	}
 	for i := range n {
