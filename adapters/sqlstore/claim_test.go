@@ -408,6 +408,31 @@ func TestMySQLUpdateWithoutClientFoundRows(t *testing.T) {
 	}
 }
 
+// An Update whose statement fails after the locking count (here on a
+// unique index) changed nothing, and says so: it returns 0 with the error,
+// not the count of the rolled-back transaction.
+func TestMySQLFailedUpdateWithoutClientFoundRowsCountsNothing(t *testing.T) {
+	var c roundtrip.Counter
+	db := counted(t, "mysql", testdb.MySQLDSN(), &c)
+	s := newStore(t, db)
+	ctx := context.Background()
+	seed(t, s, 2)
+	n, err := s.Update(ctx, dao.Eq("name", "job-b"), dao.Set{"name": "job-a"})
+	if !errors.Is(err, dao.ErrDuplicate) || n != 0 {
+		t.Fatalf("Update onto a duplicate name = %d, %v; want 0 and ErrDuplicate", n, err)
+	}
+	err = s.DB().Transaction(func(tx *gorm.DB) error {
+		n, err := s.WithTx(tx).Update(ctx, dao.Eq("name", "job-b"), dao.Set{"name": "job-a"})
+		if !errors.Is(err, dao.ErrDuplicate) || n != 0 {
+			t.Errorf("Update onto a duplicate name in a transaction = %d, %v; want 0 and ErrDuplicate", n, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // counted opens backend at dsn with every round trip counted by c, closes
 // the pool at cleanup, and skips (fails when required) if the server
 // cannot be reached.

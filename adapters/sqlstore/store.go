@@ -578,11 +578,18 @@ func (s *sqlDriver[T]) updateMatched(ctx context.Context, where dao.Criteria, st
 		_, err := s.exec(ctx, pool, st)
 		return err
 	}
+	// When either statement fails, the UPDATE changed nothing: MySQL rolls
+	// back a failed statement, a deadlock the whole transaction, and the
+	// transaction below is rolled back on any error. The count is then 0.
 	if s.inTx {
-		return matched, run(s.pool)
+		err = run(s.pool)
+	} else {
+		err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return run(connPool(tx)) })
 	}
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return run(connPool(tx)) })
-	return matched, mapError(err)
+	if err != nil {
+		return 0, mapError(err)
+	}
+	return matched, nil
 }
 
 // Delete removes at most limit rows matching where, smallest primary keys
