@@ -68,8 +68,11 @@
 // When the context of [Worker.Run] ends (on SIGTERM with
 // [ShutdownContext]), the readiness handler ([Worker.Ready]) answers 503 at
 // once, claiming stops, in-flight handlers get DrainTimeout to finish, and
-// the rest are cancelled (cause [ErrDrained]) and their leases released
-// (owner cleared, lease end now) so another worker takes them at once. The
+// the rest are cancelled (cause [ErrDrained]): a handler that then returns
+// a nil outcome has its lease released (owner cleared, lease end now) so
+// another worker takes the row at once, one that returns an outcome (its
+// work completed as the drain began) has it written, and the leases of
+// handlers still running WriteTimeout later are released. The
 // liveness handler ([Worker.Live]) answers 200 until the process exits.
 // Close the store after Run returns.
 //

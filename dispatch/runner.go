@@ -98,10 +98,12 @@ func (sw *ScheduleWorker) handle(ctx context.Context, job *Job[Schedule], fn Fir
 		return o.Set
 	}
 	err := sw.call(ctx, fn, Fire{Schedule: *s, Lag: lag})
-	if errors.Is(context.Cause(ctx), ErrDrained) {
-		// The drain released the lease: no outcome is written, and the
-		// fire runs again on the worker that claims the row next.
-		log.Info("fire cancelled by the drain; its lease was released", "err", err)
+	if err != nil && errors.Is(context.Cause(ctx), ErrDrained) {
+		// Cancelled by the drain before it completed: no outcome, the
+		// lease is released and the fire runs again on the worker that
+		// claims the row next. A fire that completed as the drain began
+		// has its outcome written below, so it does not run twice.
+		log.Info("fire cancelled by the drain; its lease is released", "err", err)
 		return nil
 	}
 	o := sw.policy.Decide(s, job.Now(), err)

@@ -295,11 +295,13 @@ func (w *Worker[T]) Stats() Stats {
 // Run claims and handles due rows until ctx ends, then drains: the
 // readiness handler answers 503 at once, claiming stops, in-flight
 // handlers may finish for DrainTimeout, the rest are cancelled (cause
-// [ErrDrained]) and their leases released (lease owner "", lease end now)
-// so another worker takes them at once. Run returns after the outcome and
-// release writes of the drain; a handler that ignores its cancelled
-// context may still be running then, and its late outcome write changes
-// nothing (its lease was released). Store errors are logged and retried at
+// [ErrDrained]). A cancelled handler that returns a nil outcome has its
+// lease released (lease owner "", lease end now) so another worker takes
+// the row at once; one that returns an outcome (its work completed as the
+// drain began) has it written. The leases of handlers that ignore their
+// cancelled context for WriteTimeout are released; their late outcome
+// writes change nothing. Run returns after the outcome and release writes
+// of the drain. Store errors are logged and retried at
 // the next tick; Run returns an error only for a request the store refuses
 // ([dao.ErrInvalidArgument], e.g. a field not in the model) or [ErrRunning].
 func (w *Worker[T]) Run(ctx context.Context) error {
@@ -553,7 +555,12 @@ func (w *Worker[T]) owned(rows map[string][]any) dao.Criteria {
 }
 
 // drain waits up to DrainTimeout for in-flight handlers, then cancels the
-// rest and releases their leases, and waits for the outcome writes.
+// rest (cause ErrDrained). A cancelled handler that returns within
+// WriteTimeout decides its row itself: a nil outcome releases the lease at
+// once, an outcome (a fire that completed as the drain began) is written,
+// so work that was done is not done again. The leases of handlers still
+// running after that are released, and drain waits up to WriteTimeout
+// more for the outcome writes under way.
 func (w *Worker[T]) drain(ctx context.Context) {
 	if w.inFlight.Load() > 0 {
 		w.log.Info("draining", "in_flight", w.inFlight.Load(), "timeout", w.cfg.DrainTimeout)
@@ -568,23 +575,36 @@ func (w *Worker[T]) drain(ctx context.Context) {
 		return
 	case <-t.C:
 	}
-	rows := map[string][]any{}
+	before := w.released.Load()
 	w.mu.Lock()
 	for it := range w.items {
 		if it.state == stateRunning {
-			it.state = stateReleased
 			it.cancel(ErrDrained)
-			rows[it.owner] = append(rows[it.owner], it.key)
 		}
 	}
 	w.mu.Unlock()
-	n := w.release(ctx, rows)
-	w.m.drained(ctx, true, n)
-	w.log.Info("drain timeout: leases released", "released", n)
-	// Outcome writes already under way finish within WriteTimeout.
 	t.Reset(w.cfg.WriteTimeout)
 	select {
 	case <-done:
 	case <-t.C:
+		rows := map[string][]any{}
+		w.mu.Lock()
+		for it := range w.items {
+			if it.state == stateRunning {
+				it.state = stateReleased
+				rows[it.owner] = append(rows[it.owner], it.key)
+			}
+		}
+		w.mu.Unlock()
+		w.release(ctx, rows)
+		// Outcome writes already under way finish within WriteTimeout.
+		t.Reset(w.cfg.WriteTimeout)
+		select {
+		case <-done:
+		case <-t.C:
+		}
 	}
+	n := w.released.Load() - before
+	w.m.drained(ctx, true, n)
+	w.log.Info("drain timeout: leases released", "released", n)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/claimstore/claimstore/adapters/memstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
 )
@@ -447,5 +448,43 @@ func TestWorkerConfigInvalid(t *testing.T) {
 	}
 	if _, err := dispatch.New(dispatch.Config[dispatch.Schedule]{Store: store}); !errors.Is(err, dao.ErrInvalidArgument) {
 		t.Errorf("missing fields: err %v", err)
+	}
+}
+
+// A fire that completes as the drain cancels it (its work was done, it
+// returns nil) has its outcome written: the schedule is fired once and
+// does not fire again on the next worker, although the drain cancelled its
+// context.
+func TestDrainWritesOutcomeOfCompletedFire(t *testing.T) {
+	store, err := memstore.New[dispatch.Schedule]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sc := newSchedules(t, store, dispatch.SchedulesConfig{})
+	if _, _, err := sc.Add(ctx, dispatch.Spec{Key: "report"}); err != nil {
+		t.Fatal(err)
+	}
+	f := newFires()
+	w := newScheduleWorker(t, store, func(ctx context.Context, fr dispatch.Fire) error {
+		<-ctx.Done() // the work ends just as the drain cancels it
+		f.record(fr)
+		return nil
+	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{WorkerID: "first", Tick: 10 * time.Millisecond, Lease: time.Hour, DrainTimeout: 50 * time.Millisecond})
+	stop := runWorker(t, w.Run)
+	waitFor(t, 10*time.Second, "the fire in flight", func() bool { return w.Stats().InFlight == 1 })
+	stop()
+	if s := get(t, sc, "report"); s.Status != dispatch.StatusFired || s.LeaseOwner != "" {
+		t.Fatalf("after the drain: %+v; want fired, lease cleared", s)
+	}
+	next := newScheduleWorker(t, store, func(ctx context.Context, fr dispatch.Fire) error {
+		f.record(fr)
+		return nil
+	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{WorkerID: "second", Tick: 10 * time.Millisecond})
+	stopNext := runWorker(t, next.Run)
+	time.Sleep(200 * time.Millisecond)
+	stopNext()
+	if c := f.count("report"); c != 1 {
+		t.Fatalf("report fired %d times, want once", c)
 	}
 }
