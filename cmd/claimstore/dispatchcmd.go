@@ -17,6 +17,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/dispatch"
 	"github.com/claimstore/claimstore/internal/demo"
 )
@@ -26,6 +27,7 @@ func init() { rootCmd.AddCommand(newDispatchCmd()) }
 // dispatchRunOptions are the flags of `claimstore dispatch run`.
 type dispatchRunOptions struct {
 	table        string
+	leaderTable  string
 	http         string
 	workerID     string
 	concurrency  int
@@ -73,7 +75,7 @@ until exit). SIGINT or SIGTERM drains: claiming stops, in-flight fires get
 --drain-timeout to finish, the rest are cancelled and their leases released.
 
 With --maintenance (default) the processes elect a leader over the lease
-table claimstore_leaders, which runs the rescuer (leases expired more than
+table --leader-table (claimstore_leaders), which runs the rescuer (leases expired more than
 --rescue-after ago) and, with --retention, deletes fired and failed
 schedules older than that, every --maintenance-every.
 
@@ -104,6 +106,7 @@ and tests.`,
 	f.DurationVar(&o.maintEvery, "maintenance-every", dispatch.DefaultMaintenanceEvery, "period of the maintenance tasks")
 	f.DurationVar(&o.rescueAfter, "rescue-after", dispatch.DefaultRescueAfter, "rescue leases expired longer ago than this")
 	f.DurationVar(&o.retention, "retention", 0, "delete fired and failed schedules older than this (0: keep them)")
+	f.StringVar(&o.leaderTable, "leader-table", dialects.DefaultLeaseTable, "lease table of the maintenance leader election")
 	f.DurationVar(&o.leaderTTL, "leader-ttl", coord.DefaultLeaderTTL, "lease of the maintenance leader")
 	f.Float64Var(&o.failRate, "fail-rate", 0, "fraction of fires failed on purpose, 0..1 (demos, tests)")
 	f.DurationVar(&o.work, "work", 0, "each fire takes a random time up to this (demos, tests)")
@@ -134,6 +137,9 @@ func (o *dispatchRunOptions) check() error {
 	}
 	if len(o.workerID) > dispatch.MaxWorkerIDLen {
 		return fmt.Errorf("%w: --worker-id longer than %d bytes", dao.ErrInvalidArgument, dispatch.MaxWorkerIDLen)
+	}
+	if err := dispatch.CheckTable(o.leaderTable); err != nil {
+		return fmt.Errorf("--leader-table: %w", err)
 	}
 	return checkScheduleTarget(o.table)
 }
@@ -203,7 +209,7 @@ func runDispatch(cmd *cobra.Command, o dispatchRunOptions) error {
 // maintenanceOf returns the elector and the leader-gated maintenance of
 // the run: the rescuer, and the retention sweep when --retention is set.
 func (o *dispatchRunOptions) maintenanceOf(ctx context.Context, s *scheduleDB, log *slog.Logger) (*coord.Elector, *dispatch.Maintenance, error) {
-	leases, err := sqlstore.NewLeases(s.db, "")
+	leases, err := sqlstore.NewLeases(s.db, o.leaderTable)
 	if err != nil {
 		return nil, nil, err
 	}

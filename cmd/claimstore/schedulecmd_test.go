@@ -17,6 +17,7 @@ import (
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
 	"github.com/claimstore/claimstore/internal/demo"
+	"github.com/claimstore/claimstore/internal/testdb"
 )
 
 // TestScheduleCommands: add (idempotent, upsert), list, pause, resume and
@@ -204,5 +205,30 @@ func TestDemoDispatch(t *testing.T) {
 		if !regexp.MustCompile(re).MatchString(out) {
 			t.Errorf("demo output does not match %s:\n%s", re, out)
 		}
+	}
+}
+
+// The dispatch demo on a server drops what it created: its schedule
+// table and the lease table of its worker processes' leader election.
+func TestDemoDispatchLeavesNoTables(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes")
+	}
+	pg := testdb.Postgres(t) // skips, or fails when required, if the server is down
+	tables := func() []string {
+		var names []string
+		if err := pg.Raw("SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND (tablename LIKE 'dispatch\\_demo\\_%' OR tablename = 'claimstore_leaders') ORDER BY 1").Scan(&names).Error; err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	if left := tables(); len(left) > 0 {
+		t.Fatalf("tables before the demo: %v", left)
+	}
+	out, errOut, err := execFresh(t, "demo", "dispatch", "--backend", "postgres", "--dsn", testdb.PostgresDSN(), "--log-level", "warn",
+		"--duration", "5s", "--once", "40", "--cron", "2", "--quiet")
+	t.Logf("demo: %v\n%s\n%s", err, out, errOut)
+	if left := tables(); len(left) > 0 {
+		t.Fatalf("tables left after the demo: %v", left)
 	}
 }

@@ -173,7 +173,9 @@ func (r *dispatchRun) open(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 	if !r.o.Keep {
-		cleanup = append(cleanup, func() { _ = db.Migrator().DropTable(r.table) })
+		// The worker processes create the lease table of their leader
+		// election; it goes with the schedule table.
+		cleanup = append(cleanup, func() { _ = db.Migrator().DropTable(r.table, r.leaderTable()) })
 	}
 	if r.store, err = sqlstore.New[dispatch.Schedule](db.WithContext(ctx), sqlstore.WithTable(r.table)); err != nil {
 		closeAll()
@@ -181,6 +183,10 @@ func (r *dispatchRun) open(ctx context.Context) (func(), error) {
 	}
 	return closeAll, nil
 }
+
+// leaderTable is the lease table of the worker processes' leader
+// election: the schedule table's name and "_leaders".
+func (r *dispatchRun) leaderTable() string { return r.table + "_leaders" }
 
 // seed writes the schedules: the once schedules due evenly from 1 s after
 // the workers start over five sixths of the run, and the cron schedules.
@@ -223,7 +229,8 @@ func (r *dispatchRun) spawn(ctx context.Context) error {
 			"--tick", demoTick.String(), "--lease", demoLease.String(), "--drain-timeout", demoDrainTimeout.String(),
 			"--backoff-base", demoBackoffBase.String(), "--backoff-max", demoBackoffMax.String(),
 			"--fail-rate", fmt.Sprint(r.o.FailRate), "--work", demoWork.String(),
-			"--maintenance-every", "5s", "--rescue-after", "10s", "--leader-ttl", "3s", "--log-level", "warn")
+			"--maintenance-every", "5s", "--rescue-after", "10s", "--leader-ttl", "3s", "--leader-table", r.leaderTable(),
+			"--log-level", "warn")
 		c.cmd = exec.CommandContext(ctx, r.o.Command[0], args...)
 		c.cmd.Env = append(os.Environ(), r.o.Env...)
 		c.cmd.Stderr = r.o.Logs
