@@ -80,14 +80,12 @@ func openLeases(ctx context.Context, table string) (*sqlstore.Leases, func(), er
 		return nil, nil, fmt.Errorf("%w: the memory backend lives only inside one process; use --backend postgres, mysql, mariadb or sqlite", dao.ErrInvalidArgument)
 	case dsn == "" && backend == "sqlite":
 		return nil, nil, fmt.Errorf("%w: --dsn is required for sqlite: the path of the database file", dao.ErrInvalidArgument)
-	case dsn == "":
-		d, c, err := bench.DefaultDSN(backend)
+	default:
+		d, c, err := bench.CommandDSN(backend, dsn)
 		if err != nil {
 			return nil, nil, err
 		}
 		dsn, cleanup = d, func() { _ = c() }
-	case backend == "sqlite" && !strings.Contains(dsn, "?") && !strings.HasPrefix(dsn, "file:"):
-		dsn = sqlstore.SQLiteDSN(dsn)
 	}
 	db, err := sqlstore.Open(ctx, backend, dsn)
 	if err != nil {

@@ -55,14 +55,9 @@ func checkScheduleTarget(table string) error {
 // it when migrate is set. Call checkScheduleTarget first.
 func openSchedules(ctx context.Context, table string, migrate bool, pool int) (*scheduleDB, error) {
 	backend, dsn := strings.ToLower(globalFlags.Backend), globalFlags.DSN
-	if dsn == "" {
-		d, _, err := bench.DefaultDSN(backend)
-		if err != nil {
-			return nil, err
-		}
-		dsn = d
-	} else if backend == "sqlite" && !strings.Contains(dsn, "?") && !strings.HasPrefix(dsn, "file:") {
-		dsn = sqlstore.SQLiteDSN(dsn)
+	dsn, _, err := bench.CommandDSN(backend, dsn)
+	if err != nil {
+		return nil, err
 	}
 	if backend == "sqlite" && !migrate {
 		// Opening a missing SQLite file would create it empty.

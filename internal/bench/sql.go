@@ -35,6 +35,21 @@ const (
 	VariantNaive           = "naive"
 )
 
+// CommandDSN returns the DSN a command opens for backend, given its --dsn
+// value dsn: [DefaultDSN] when dsn is empty (with its cleanup); for
+// SQLite, a bare file path (no "file:" prefix, no query) as
+// sqlstore.SQLiteDSN(path), with the recommended settings; any other dsn
+// as it is, with a cleanup that does nothing. Errors are DefaultDSN's.
+func CommandDSN(backend, dsn string) (string, func() error, error) {
+	switch {
+	case dsn == "":
+		return DefaultDSN(backend)
+	case backend == "sqlite" && !strings.Contains(dsn, "?") && !strings.HasPrefix(dsn, "file:"):
+		dsn = sqlstore.SQLiteDSN(dsn)
+	}
+	return dsn, func() error { return nil }, nil
+}
+
 // DefaultDSN returns the DSN a run uses when none is given: for postgres
 // and mysql/mariadb the local test servers of package testdb
 // (CLAIMSTORE_POSTGRES_DSN and CLAIMSTORE_MYSQL_DSN override them), for

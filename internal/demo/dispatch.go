@@ -149,14 +149,12 @@ func (r *dispatchRun) open(ctx context.Context) (func(), error) {
 			cleanup = append(cleanup, func() { _ = os.RemoveAll(dir) })
 		}
 		r.dsn = sqlstore.SQLiteDSN(r.file)
-	case r.dsn == "":
-		d, _, err := bench.DefaultDSN(backend)
+	default:
+		d, _, err := bench.CommandDSN(backend, r.dsn)
 		if err != nil {
 			return nil, err
 		}
 		r.dsn = d
-	case backend == "sqlite" && !strings.Contains(r.dsn, "?") && !strings.HasPrefix(r.dsn, "file:"):
-		r.dsn = sqlstore.SQLiteDSN(r.dsn)
 	}
 	db, err := sqlstore.Open(ctx, backend, r.dsn)
 	if err != nil {

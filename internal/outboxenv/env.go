@@ -139,9 +139,7 @@ func (e *Env) resolveDSN(o Options) (string, error) {
 		e.cleanup = append(e.cleanup, func() { _ = cleanup() })
 		return d, nil
 	case e.Backend == "sqlite":
-		if !strings.Contains(dsn, "?") && !strings.HasPrefix(dsn, "file:") {
-			dsn = sqlstore.SQLiteDSN(dsn) // a bare path gets the recommended settings
-		}
+		dsn, _, _ = bench.CommandDSN(e.Backend, dsn) // a bare path gets the recommended settings
 		e.File, _ = sqlitePath(dsn)
 		if !o.Migrate {
 			if err := checkSQLiteFile(dsn); err != nil {

@@ -151,14 +151,12 @@ func (r *run) open(ctx context.Context) (func(), error) {
 	switch {
 	case r.dsn == "" && backend == "sqlite":
 		r.dsn = sqlstore.SQLiteDSN(filepath.Join(r.dir, "dispatch.db"))
-	case r.dsn == "":
-		d, _, err := bench.DefaultDSN(backend)
+	default:
+		d, _, err := bench.CommandDSN(backend, r.dsn)
 		if err != nil {
 			return nil, err
 		}
 		r.dsn = d
-	case backend == "sqlite" && !strings.Contains(r.dsn, "?") && !strings.HasPrefix(r.dsn, "file:"):
-		r.dsn = sqlstore.SQLiteDSN(r.dsn)
 	}
 	db, err := sqlstore.Open(ctx, backend, r.dsn)
 	if err != nil {
