@@ -162,22 +162,7 @@ func TestGolden(t *testing.T) {
 			path := filepath.Join("testdata", string(n), k.kind+".golden")
 			t.Run(string(n)+"/"+k.kind, func(t *testing.T) {
 				got := goldenText(mustRenderer(t, n), k.render)
-				if *update {
-					if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-						t.Fatal(err)
-					}
-					if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-						t.Fatal(err)
-					}
-					return
-				}
-				want, err := os.ReadFile(path)
-				if err != nil {
-					t.Fatalf("%v (run go test ./dialects -run TestGolden -update to create it)", err)
-				}
-				if got != string(want) {
-					t.Errorf("%s differs from the rendered text:\n%s", path, firstDiff(string(want), got))
-				}
+				checkGolden(t, path, got)
 			})
 		}
 	}
@@ -199,4 +184,26 @@ func firstDiff(want, got string) string {
 		}
 	}
 	return "(no line differs)"
+}
+
+// checkGolden compares got with the golden file at path, or with -update
+// writes it there (creating its directory).
+func checkGolden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./dialects -run TestGolden -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from the rendered text:\n%s", path, firstDiff(string(want), got))
+	}
 }

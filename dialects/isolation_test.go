@@ -3,7 +3,6 @@ package dialects
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -29,19 +28,7 @@ func TestGoldenIsolation(t *testing.T) {
 		path := filepath.Join("testdata", string(n), "isolation.golden")
 		t.Run(string(n), func(t *testing.T) {
 			got := isolationGoldenText(n)
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./dialects -run TestGolden -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs:\n%s", path, firstDiff(string(want), got))
-			}
+			checkGolden(t, path, got)
 		})
 	}
 }

@@ -3,7 +3,6 @@ package dialects
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -58,19 +57,7 @@ func TestGoldenLeader(t *testing.T) {
 				fmt.Fprintf(&b, "%s\n-- args: %s\n\n", st.SQL, formatArgs(st.Args))
 			}
 			got := b.String()
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./dialects -run TestGolden -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from the rendered text:\n%s", path, firstDiff(string(want), got))
-			}
+			checkGolden(t, path, got)
 		})
 	}
 }

@@ -3,7 +3,6 @@ package dialects
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -85,19 +84,7 @@ func TestGoldenLock(t *testing.T) {
 			path := filepath.Join("testdata", string(n), kind+".golden")
 			t.Run(string(n)+"/"+kind, func(t *testing.T) {
 				got := lockGoldenText(mustRenderer(t, n), kind)
-				if *update {
-					if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-						t.Fatal(err)
-					}
-					return
-				}
-				want, err := os.ReadFile(path)
-				if err != nil {
-					t.Fatalf("%v (run go test ./dialects -run TestGolden -update to create it)", err)
-				}
-				if got != string(want) {
-					t.Errorf("%s differs from the rendered text:\n%s", path, firstDiff(string(want), got))
-				}
+				checkGolden(t, path, got)
 			})
 		}
 	}
