@@ -74,19 +74,17 @@ left by the database's clock ("expired" once it has run out or was released).`,
 // openLeases opens the lease table of --backend and --dsn.
 func openLeases(ctx context.Context, table string) (*sqlstore.Leases, func(), error) {
 	backend, dsn := strings.ToLower(globalFlags.Backend), globalFlags.DSN
-	cleanup := func() {}
 	switch {
 	case backend == "memory":
 		return nil, nil, fmt.Errorf("%w: the memory backend lives only inside one process; use --backend postgres, mysql, mariadb or sqlite", dao.ErrInvalidArgument)
 	case dsn == "" && backend == "sqlite":
 		return nil, nil, fmt.Errorf("%w: --dsn is required for sqlite: the path of the database file", dao.ErrInvalidArgument)
-	default:
-		d, c, err := bench.CommandDSN(backend, dsn)
-		if err != nil {
-			return nil, nil, err
-		}
-		dsn, cleanup = d, func() { _ = c() }
 	}
+	dsn, c, err := bench.CommandDSN(backend, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup := func() { _ = c() }
 	db, err := sqlstore.Open(ctx, backend, dsn)
 	if err != nil {
 		cleanup()

@@ -45,21 +45,7 @@ func benchClaim(b *testing.B, workers int) {
 	}
 	b.Cleanup(s.close) // registered first, so it runs after the tables are dropped
 	setup := func(prefix string, build func(context.Context, *table) (runner, error)) runner {
-		t, err := s.prepare(ctx, prefix)
-		b.Cleanup(func() {
-			if err := s.drop(t); err != nil {
-				b.Error(err)
-			}
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		r, err := build(ctx, t)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(r.Release)
-		return r
+		return benchRunner(ctx, b, s, prefix, build)
 	}
 	lib := setup("bench_lib", func(ctx context.Context, t *table) (runner, error) { return s.libraryRunner(ctx, t) })
 	raw := setup("bench_pgx", s.pgxRunner)
@@ -102,4 +88,26 @@ func benchClaim(b *testing.B, workers int) {
 	b.ReportMetric(float64(lib.RoundTrips()-libRT0)/n, "lib-rt/claim")
 	b.ReportMetric(float64(raw.RoundTrips()-rawRT0)/n, "raw-rt/claim")
 	b.ReportMetric(float64(rawNs.Load())/float64(libNs.Load()), "lib/raw")
+}
+
+// benchRunner creates a fresh table of the run s with prefix, dropped when
+// b ends, and returns the runner build makes over it, released when b
+// ends. A failure fails b.
+func benchRunner(ctx context.Context, b *testing.B, s *sqlRun, prefix string, build func(context.Context, *table) (runner, error)) runner {
+	b.Helper()
+	t, err := s.prepare(ctx, prefix)
+	b.Cleanup(func() {
+		if err := s.drop(t); err != nil {
+			b.Error(err)
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := build(ctx, t)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(r.Release)
+	return r
 }

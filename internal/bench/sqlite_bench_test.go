@@ -54,21 +54,7 @@ func benchSQLiteClaim(b *testing.B, workers int) {
 	}
 	b.Cleanup(s.close) // registered first, so it runs after the tables are dropped
 	setup := func(prefix string, build func(context.Context, *table) (runner, error)) runner {
-		t, err := s.prepare(ctx, prefix)
-		b.Cleanup(func() {
-			if err := s.drop(t); err != nil {
-				b.Error(err)
-			}
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		r, err := build(ctx, t)
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(r.Release)
-		return r
+		return benchRunner(ctx, b, s, prefix, build)
 	}
 	fast := setup("bench_libf", func(ctx context.Context, t *table) (runner, error) {
 		return s.libraryRunner(ctx, t, sqlstore.WithStrategy(dao.StrategyFastPath))
