@@ -3,6 +3,7 @@ package dialects
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"regexp"
@@ -239,6 +240,10 @@ func checkKey(key string) error {
 //     granted, -1 timed out, -2, -3 and -999 errors), mapped to 1, 0 or
 //     the negative code.
 //
+// CockroachDB and YugabyteDB have none (no advisory locks; YugabyteDB's
+// are off unless a server flag enables them): an error wrapping
+// [errors.ErrUnsupported].
+//
 // Each returns one row of one integer: 1 taken, 0 held by another,
 // anything else (NULL, a negative code) an error. On SQLite the lock is
 // the database write lock an immediate transaction takes (BEGIN
@@ -250,6 +255,9 @@ func (r Renderer) TryLock(key string) (Statement, error) {
 		return Statement{}, err
 	}
 	l := r.lockData()
+	if r.d != nil && !l.tryLock.defined() {
+		return Statement{}, fmt.Errorf("dialects: no try-lock on %s: %w", r.Dialect(), errors.ErrUnsupported)
+	}
 	return r.renderOwn("try-lock", l.tryLock, Table{Name: LockTableName, PrimaryKey: LockTableKey}, request{args: l.lockArgs(key)})
 }
 

@@ -96,9 +96,9 @@ func TestGoldenLock(t *testing.T) {
 func TestLockDataEveryDialect(t *testing.T) {
 	for _, n := range All() {
 		r := mustRenderer(t, n)
-		// CockroachDB and YugabyteDB have no try-lock: it is refused.
+		// CockroachDB and YugabyteDB have no try-lock: it is unsupported.
 		_, err := r.TryLock("k")
-		if noLock := n == CockroachDB || n == YugabyteDB; noLock != errors.Is(err, dao.ErrInvalidArgument) || (!noLock && err != nil) {
+		if noLock := n == CockroachDB || n == YugabyteDB; noLock != errors.Is(err, errors.ErrUnsupported) || (!noLock && err != nil) {
 			t.Errorf("%s: TryLock: %v", n, err)
 		}
 		if _, err := r.UniqueWhere(Table{Name: "t"}, UniqueWhere{Index: "i", Key: "k", Status: "s", Value: "v", Column: "c", ColumnType: "int"}); err != nil {

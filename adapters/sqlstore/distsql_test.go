@@ -1,6 +1,7 @@
 package sqlstore_test
 
 import (
+	"context"
 	"errors"
 	"regexp"
 	"strings"
@@ -155,5 +156,63 @@ func TestDistributedSQLFastPath(t *testing.T) {
 				t.Error(err)
 			}
 		})
+	}
+}
+
+// TestDistributedSQLLockerUnsupported: a Locker made from a *gorm.DB with
+// GORM's PostgreSQL dialector asks the server its version on the first
+// attempt, and on CockroachDB and YugabyteDB, which have no advisory
+// locks, refuses with errors.ErrUnsupported before any transaction, fn
+// not run; on PostgreSQL it goes on to the advisory lock.
+func TestDistributedSQLLockerUnsupported(t *testing.T) {
+	for _, version := range []string{crdbVersion, ybVersion} {
+		conn, mock, err := sqlmock.New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, err := gorm.Open(postgres.New(postgres.Config{Conn: conn}), sqlstore.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		mock.ExpectQuery(`^SELECT VERSION\(\)$`).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(version))
+		l, err := sqlstore.NewLocker(db)
+		if err != nil {
+			t.Fatalf("NewLocker: %v", err)
+		}
+		for range 2 { // the version is asked once
+			ran, err := l.TryLock(t.Context(), "k", func(context.Context, any) error { t.Error("fn ran"); return nil })
+			if ran || !errors.Is(err, errors.ErrUnsupported) {
+				t.Errorf("%.30s: TryLock = %v, %v; want false, errors.ErrUnsupported", version, ran, err)
+			}
+		}
+		if err := mock.ExpectationsWereMet(); err != nil {
+			t.Error(err)
+		}
+		conn.Close()
+	}
+
+	conn, mock, err := sqlmock.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	db, err := gorm.Open(postgres.New(postgres.Config{Conn: conn}), sqlstore.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mock.ExpectQuery(`^SELECT VERSION\(\)$`).WillReturnRows(sqlmock.NewRows([]string{"version"}).AddRow(pgVersion))
+	mock.ExpectBegin()
+	mock.ExpectQuery(`pg_try_advisory_xact_lock`).WillReturnRows(sqlmock.NewRows([]string{"ok"}).AddRow(1))
+	mock.ExpectCommit()
+	l, err := sqlstore.NewLocker(db)
+	if err != nil {
+		t.Fatalf("NewLocker: %v", err)
+	}
+	ran, err := l.TryLock(t.Context(), "k", func(context.Context, any) error { return nil })
+	if !ran || err != nil {
+		t.Errorf("PostgreSQL: TryLock = %v, %v; want true, nil", ran, err)
+	}
+	if err := mock.ExpectationsWereMet(); err != nil {
+		t.Error(err)
 	}
 }

@@ -54,8 +54,14 @@ import (
 // write with it, or bind a store with dao.Table.WithTx(tx); do not commit
 // or roll it back. A Locker is safe for concurrent use.
 type Locker struct {
-	db      *gorm.DB
-	sqlDB   *sql.DB
+	db    *gorm.DB
+	sqlDB *sql.DB
+
+	// mu guards dialect and r, which a Locker made by NewLocker over
+	// GORM's PostgreSQL dialector reads from the server on its first
+	// attempt (detect).
+	mu      sync.Mutex
+	detect  bool
 	dialect dialects.Name
 	r       dialects.Renderer
 }
@@ -69,9 +75,13 @@ var _ daodriver.Locker = (*Locker)(nil)
 const LockReleaseTimeout = 5 * time.Second
 
 // NewLocker returns the try-lock over db's pool, for coord.WithLock. The
-// dialect is read from db's GORM dialector; it does no I/O. Errors: a nil
-// db or an unknown dialector wraps [dao.ErrInvalidArgument]; a db inside
-// a transaction wraps [dao.ErrInTransaction] (the lock needs a
+// dialect is read from db's GORM dialector; it does no I/O. GORM's
+// PostgreSQL dialector also serves CockroachDB and YugabyteDB, which have
+// no advisory locks: such a Locker reads the server's version on its
+// first TryLock (dialects.Detect, one SELECT VERSION()), and on those two
+// every TryLock returns an error wrapping errors.ErrUnsupported. Errors:
+// a nil db or an unknown dialector wraps [dao.ErrInvalidArgument]; a db
+// inside a transaction wraps [dao.ErrInTransaction] (the lock needs a
 // transaction of its own on a pinned connection).
 func NewLocker(db *gorm.DB) (*Locker, error) {
 	if db == nil || db.Dialector == nil {
@@ -80,7 +90,14 @@ func NewLocker(db *gorm.DB) (*Locker, error) {
 	var name dialects.Name
 	switch db.Dialector.Name() {
 	case "postgres":
-		name = dialects.Postgres
+		// CockroachDB and YugabyteDB use the same dialector and have no
+		// advisory locks: the first attempt reads the server's version.
+		l, err := newLocker(db, dialects.Postgres)
+		if err != nil {
+			return nil, err
+		}
+		l.detect = true
+		return l, nil
 	case "mysql":
 		name = dialects.MySQL // MariaDB's lock statements are the same
 	case "sqlite", "sqlite3":
@@ -121,11 +138,15 @@ func (l *Locker) TryLock(ctx context.Context, key string, fn func(ctx context.Co
 	if fn == nil {
 		return false, fmt.Errorf("%w: nil fn", dao.ErrInvalidArgument)
 	}
-	try, err := l.r.TryLock(key)
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	dialect, r, err := l.renderer(ctx)
 	if err != nil {
 		return false, err
 	}
-	if err := ctx.Err(); err != nil {
+	try, err := r.TryLock(key)
+	if err != nil {
 		return false, err
 	}
 	conn, err := l.sqlDB.Conn(ctx)
@@ -144,7 +165,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, fn func(ctx context.Co
 	var opts *sql.TxOptions
 	restore := "" // SQLite: the statement that restores the busy timeout
 	switch {
-	case l.r.SessionLock():
+	case r.SessionLock():
 		acquired, err := scanLock(conn.QueryRowContext(ctx, try.SQL, try.Args...))
 		if err != nil || !acquired {
 			return false, lockErr(ctx, key, err)
@@ -154,7 +175,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, fn func(ctx context.Co
 				healthy = false
 			}
 		}()
-	case l.dialect == dialects.SQLite:
+	case dialect == dialects.SQLite:
 		var prev int64
 		if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&prev); err != nil {
 			return false, lockErr(ctx, key, err)
@@ -187,7 +208,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, fn func(ctx context.Co
 		}
 	}
 	if err != nil {
-		if l.dialect == dialects.SQLite && errors.Is(mapError(err), dao.ErrBusy) && ctx.Err() == nil {
+		if dialect == dialects.SQLite && errors.Is(mapError(err), dao.ErrBusy) && ctx.Err() == nil {
 			return false, nil // another connection holds the write lock
 		}
 		return false, lockErr(ctx, key, err)
@@ -199,7 +220,7 @@ func (l *Locker) TryLock(ctx context.Context, key string, fn func(ctx context.Co
 		}
 	}()
 	created := false
-	switch l.dialect {
+	switch dialect {
 	case dialects.SQLite:
 		if created, err = l.lockRow(ctx, tx, try); err != nil {
 			return false, lockErr(ctx, key, err)
@@ -224,6 +245,30 @@ func (l *Locker) TryLock(ctx context.Context, key string, fn func(ctx context.Co
 		lockTables.Store(l.sqlDB, struct{}{})
 	}
 	return true, nil
+}
+
+// renderer returns the Locker's dialect and renderer, reading the
+// dialect from the server (dialects.Detect, one SELECT VERSION()) on the
+// first call of a Locker that asks for it; a failed read is returned and
+// tried again on the next call.
+func (l *Locker) renderer(ctx context.Context) (dialects.Name, dialects.Renderer, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.detect {
+		name, err := dialects.Detect(ctx, l.db)
+		if err != nil {
+			return "", dialects.Renderer{}, fmt.Errorf("attempt: %w", mapCtxError(ctx, err))
+		}
+		if name != l.dialect {
+			r, err := dialects.NewRenderer(name)
+			if err != nil {
+				return "", dialects.Renderer{}, err
+			}
+			l.dialect, l.r = name, r
+		}
+		l.detect = false
+	}
+	return l.dialect, l.r, nil
 }
 
 // lockErr wraps the error of an attempt; nil stays nil (not acquired).
