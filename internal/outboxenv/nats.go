@@ -13,11 +13,25 @@ import (
 	"github.com/claimstore/claimstore/outbox/natsembed"
 )
 
-// ConnectNATS connects to the NATS server at url under the connection
-// name name, reconnecting forever after a lost connection. The error
-// names the URL and --nats-url.
+// Keep-alive of the connections ConnectNATS opens: a ping every
+// NATSPingInterval, and the connection is given up (and another server of
+// url tried) when NATSMaxPingsOut pings in a row go unanswered. A server
+// that keeps the socket open but answers nothing (frozen, or cut off by a
+// partition that drops packets) is thus left after about 30 s instead of
+// the client library's default of 2 min × 2.
+const (
+	NATSPingInterval = 10 * time.Second
+	NATSMaxPingsOut  = 3
+)
+
+// ConnectNATS connects to the NATS server at url (one URL, or several
+// separated by commas for a cluster) under the connection name name,
+// reconnecting forever after a lost connection, with the keep-alive of
+// [NATSPingInterval] and [NATSMaxPingsOut]. The error names the URL and
+// --nats-url.
 func ConnectNATS(url, name string) (*nats.Conn, error) {
 	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond),
+		nats.PingInterval(NATSPingInterval), nats.MaxPingsOutstanding(NATSMaxPingsOut),
 		nats.RetryOnFailedConnect(false))
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s (--nats-url): %w", url, err)
