@@ -35,7 +35,9 @@ func (e *FenceError) Is(target error) bool { return target == ErrLeaseLost }
 
 // ErrNoStream marks a publish error that says no stream at the broker
 // holds the message's subject (NATS JetStream: no stream answered the
-// publish). It is not permanent, since the stream may be created, so the
+// publish, and the server, asked which stream holds the subject, named
+// none; a stream that exists but has no leader for a moment is not
+// this error). It is not permanent, since the stream may be created, so the
 // message is retried with backoff and abandoned only past its max retries;
 // the relay logs it at ERROR once per topic with the fix. Publishers wrap
 // it with the broker's own error.

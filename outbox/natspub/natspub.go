@@ -109,8 +109,10 @@ func (p *Publisher) NewMsg(m *outbox.Message) *nats.Msg {
 // Publish sends every message of msgs asynchronously, then waits for each
 // ack until ctx ends. The result at index i is nil when JetStream stored
 // msgs[i] or reported it as a duplicate of a stored message; otherwise the
-// error: the ack's error (no stream for the subject, a disconnection, the
-// ack timeout), ctx's error wrapped, or — for a message NATS can never
+// error: the ack's error (no stream for the subject, wrapping
+// [outbox.ErrNoStream]; a stream that holds the subject but did not
+// answer, while its replicas elect a leader; a disconnection; the ack
+// timeout), ctx's error wrapped, or — for a message NATS can never
 // accept (payload over the server's limit, invalid subject) — an error
 // wrapping [outbox.ErrPermanent].
 func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
@@ -137,6 +139,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		}
 		futures[i] = f
 	}
+	var looked map[string]error // noResponse's answers, per subject
 	for i, f := range futures {
 		if f == nil {
 			continue
@@ -145,9 +148,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		case <-f.Ok():
 		case err := <-f.Err():
 			if errors.Is(err, jetstream.ErrNoStreamResponse) {
-				// No stream listens on the subject (the server
-				// answered with no responders).
-				err = fmt.Errorf("%w %q: %w", outbox.ErrNoStream, f.Msg().Subject, err)
+				err = p.noResponse(ctx, f.Msg().Subject, err, &looked)
 			}
 			errs[i] = fmt.Errorf("natspub: ack of %q: %w", msgs[i].MessageID, err)
 		case <-ctx.Done():
@@ -155,4 +156,40 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		}
 	}
 	return errs
+}
+
+// streamLookupTimeout bounds noResponse's question to the server.
+const streamLookupTimeout = 2 * time.Second
+
+// noResponse classifies err, a publish to subject that no stream answered
+// (NATS "no responders"). JetStream answers so both when no stream holds
+// the subject and when the stream that holds it has no leader (its
+// replicas are electing one after a node was lost), so it asks the server
+// which stream holds the subject, once per subject and batch (answers
+// kept in *looked): none (jetstream.ErrStreamNotFound) wraps
+// [outbox.ErrNoStream]; a stream, or no answer to the question either,
+// leaves a plain transient error that names the stream when known.
+func (p *Publisher) noResponse(ctx context.Context, subject string, err error, looked *map[string]error) error {
+	if *looked == nil {
+		*looked = make(map[string]error)
+	}
+	cls, ok := (*looked)[subject]
+	if !ok {
+		lctx, cancel := context.WithTimeout(ctx, streamLookupTimeout)
+		name, lerr := p.js.StreamNameBySubject(lctx, subject)
+		cancel()
+		switch {
+		case errors.Is(lerr, jetstream.ErrStreamNotFound):
+			cls = outbox.ErrNoStream
+		case lerr == nil:
+			cls = fmt.Errorf("stream %q holds the subject but did not answer (no leader: its replicas may be electing one)", name)
+		default:
+			cls = fmt.Errorf("no stream answered, and asking which stream holds the subject failed: %w", lerr)
+		}
+		(*looked)[subject] = cls
+	}
+	if cls == outbox.ErrNoStream {
+		return fmt.Errorf("%w %q: %w", outbox.ErrNoStream, subject, err)
+	}
+	return fmt.Errorf("%q: %w: %w", subject, cls, err)
 }
