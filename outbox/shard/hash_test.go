@@ -86,6 +86,7 @@ func TestAddingAShardMovesOnlyItsShare(t *testing.T) {
 			moved++
 		}
 		want := float64(keys) / float64(n+1)
+		t.Logf("%d -> %d shards: %d of %d keys moved (%.1f %%, rule 1/%d = %.1f %%)", n, n+1, moved, keys, 100*float64(moved)/keys, n+1, 100/float64(n+1))
 		if f := float64(moved); f < 0.9*want || f > 1.1*want {
 			t.Errorf("%d -> %d shards: %d keys of %d moved, want about %.0f", n, n+1, moved, keys, want)
 		}
