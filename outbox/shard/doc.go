@@ -61,15 +61,17 @@
 // new shard publishes, or the two relays would publish its messages out of
 // order. The procedure:
 //
-//  1. Create the new database with its outbox table ([outbox.Migrate]) and
-//     start its relays; they find nothing to do yet.
+//  1. Create the new database with its outbox table ([outbox.Migrate])
+//     and the business tables.
 //  2. Stop the writers of the moving keys (simplest: pause every writer),
-//     and move those keys' business rows to the new database.
+//     and copy those keys' business rows to the new database.
 //  3. Wait until the old shards hold no unfinished message
 //     ([Router.WaitDrained]): every message written before the pause is
 //     published.
-//  4. Switch the writers to the router with the new shard
-//     ([Router.With]), and resume them.
+//  4. Stop the relay group ([Relays.Stop] drains it), start one over the
+//     router with the new shard ([Router.With], [NewRelays]), switch the
+//     writers to that router and resume them; then delete the moved rows
+//     from the old shards.
 //
 // Keys that do not move may keep being written during steps 2 and 3 when
 // the writers can tell them apart (Index(key, n+1) < n); WaitDrained then
