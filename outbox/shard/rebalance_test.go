@@ -71,8 +71,8 @@ func TestAddShardKeepsOrder(t *testing.T) {
 		errs := make(chan error, writers)
 		for w := range writers {
 			wg.Go(func() {
-				for seq := from; seq < to; seq++ {
-					for k := w; k < keys; k += writers {
+				for k := w; k < keys; k += writers {
+					for seq := from; seq < to; seq++ {
 						key := fmt.Sprintf("account-%d", k)
 						err := r.Transaction(ctx, key, func(tx *gorm.DB, add shard.AddFunc) error {
 							if err := tx.Create(&entry{Key: key, Seq: seq}).Error; err != nil {

@@ -239,14 +239,17 @@ func TestShardedOutboxEndToEnd(t *testing.T) {
 		}
 	})
 
-	// Each writer owns the keys w, w+writers, …; it writes round after
-	// round, one message per key per round, while the relays publish.
+	// Each writer owns the keys w, w+writers, …; it writes a key's
+	// messages one after another, then the next key's, while the relays
+	// publish: a key's messages sit next to each other in the claim
+	// order, where batches published side by side would swap them (with
+	// Concurrency 4 and batches of 5 this test fails).
 	var wg sync.WaitGroup
 	errs := make(chan error, writers)
 	for w := range writers {
 		wg.Go(func() {
-			for seq := range perKey {
-				for k := w; k < keys; k += writers {
+			for k := w; k < keys; k += writers {
+				for seq := range perKey {
 					key := fmt.Sprintf("account-%d", k)
 					err := r.Transaction(ctx, key, func(tx *gorm.DB, add shard.AddFunc) error {
 						if err := tx.Create(&entry{Key: key, Seq: seq}).Error; err != nil {
