@@ -129,6 +129,25 @@ func TestRouterRejectsBadInput(t *testing.T) {
 		t.Errorf("NewRelays(-1 per shard) = %v", err)
 	}
 
+	// A group starts once and stops once.
+	g, err := shard.NewRelays(r, outbox.PublisherFunc(func(_ context.Context, ms []outbox.Message) []error { return make([]error, len(ms)) }),
+		outbox.RelayConfig{PollInterval: 10 * time.Millisecond}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Start(ctx); !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Errorf("second Start = %v, want ErrInvalidArgument", err)
+	}
+	if err := g.Stop(); err != nil {
+		t.Errorf("Stop = %v", err)
+	}
+	if err := g.Stop(); err != nil {
+		t.Errorf("Stop of a stopped group = %v", err)
+	}
+
 	k0, k1 := keyOn(t, r, "k", 0), keyOn(t, r, "k", 1)
 	for name, msgs := range map[string][]*outbox.Message{
 		"empty key":      {msg("", 1)},
@@ -148,7 +167,7 @@ func TestRouterRejectsBadInput(t *testing.T) {
 	}
 	// A message of another shard's key inside a transaction is refused,
 	// and the transaction's business row is rolled back with it.
-	err := r.Transaction(ctx, k0, func(tx *gorm.DB, add shard.AddFunc) error {
+	err = r.Transaction(ctx, k0, func(tx *gorm.DB, add shard.AddFunc) error {
 		if err := tx.Create(&entry{Key: k0, Seq: 1}).Error; err != nil {
 			return err
 		}
