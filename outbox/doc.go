@@ -61,4 +61,10 @@
 // command wraps them as "claimstore outbox status | requeue | purge", runs
 // relays with "claimstore relay", and shows the whole path end to end with
 // "claimstore demo".
+//
+// # Several databases
+//
+// Package outbox/shard partitions the outbox by partition key across
+// several databases, each with its own relays, keeping each key on one
+// database; docs/operations.md describes the deployment.
 package outbox
