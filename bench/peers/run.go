@@ -98,9 +98,9 @@ func (r Result) Exact() bool { return r.Done == r.Rows && r.Duplicates == 0 && r
 
 // Machine is where the run measured.
 type Machine struct {
-	CPUs      int       `json:"cpus"`
-	GoVersion string    `json:"go"`
-	Server    string    `json:"server_version"`
+	CPUs      int        `json:"cpus"`
+	GoVersion string     `json:"go"`
+	Server    string     `json:"server_version"`
 	LoadStart [3]float64 `json:"load_start"`
 	LoadEnd   [3]float64 `json:"load_end"`
 }
