@@ -10,7 +10,7 @@
 // exactly once. Everything a round creates (tables, River's schema) is
 // dropped before the next, also on error or interrupt.
 //
-//	cd bench/peers && go run . --rows 200000 --workers 8 --batch 100 --rounds 3
+//	cd bench/peers && go run . --rows 100000 --workers 8 --batch 100 --rounds 2
 //
 // The module is separate from claimstore's, so the library does not
 // depend on River or Watermill.
@@ -61,7 +61,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	cfg := Config{}
 	var only, jsonFile, riverWorkers string
 	fs.StringVar(&cfg.DSN, "dsn", envOr("CLAIMSTORE_POSTGRES_DSN", defaultDSN), "PostgreSQL connection URL")
-	fs.IntVar(&cfg.Rows, "rows", 200000, "rows, jobs and messages per system and round")
+	fs.IntVar(&cfg.Rows, "rows", 100000, "rows, jobs and messages per system and round")
 	fs.IntVar(&cfg.Workers, "workers", 8, "claimstore's concurrent claimers")
 	fs.StringVar(&riverWorkers, "river-max-workers", "", "River's MaxWorkers, comma-separated, each measured (default: --workers, and --workers × --batch, the rows claimstore has in flight)")
 	fs.IntVar(&cfg.Batch, "batch", 100, "rows per claimstore claim")
