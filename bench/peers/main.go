@@ -133,7 +133,7 @@ func measure(ctx context.Context, cfg Config, progress io.Writer) (*Report, erro
 		return nil, err
 	}
 	rep := &Report{Machine: m, Config: cfg}
-	fmt.Fprintln(progress, "machine:", m.CPUs, "CPU cores,", m.GoVersion, ", PostgreSQL", m.Server, ", load average", fmtLoad(m.LoadStart))
+	fmt.Fprintf(progress, "machine: %d CPU cores, %s, PostgreSQL %s, load average %s\n", m.CPUs, m.GoVersion, m.Server, fmtLoad(m.LoadStart))
 	var phases []func(context.Context) (Result, error)
 	for _, s := range cfg.Systems {
 		switch s {
