@@ -121,7 +121,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 // measure runs cfg.Rounds rounds of the selected systems, printing
 // progress to progress, and returns every result, stopping at the first
-// error.
+// error or the first phase that did not process every row exactly once.
 func measure(ctx context.Context, cfg Config, progress io.Writer) (*Report, error) {
 	db, err := openSQL(ctx, cfg.DSN, 1, nil)
 	if err != nil {
@@ -157,6 +157,10 @@ func measure(ctx context.Context, cfg Config, progress io.Writer) (*Report, erro
 			}
 			rep.Results = append(rep.Results, res)
 			fmt.Fprintf(progress, "round %d: %s (%d workers): %d rows in %v, %.0f rows/s\n", round, res.System, res.Workers, res.Done, res.Wall.Round(time.Millisecond), res.RowsPerSec())
+			if !res.Exact() {
+				rep.Machine.LoadEnd = loadAverage()
+				return rep, fmt.Errorf("peers: %s: %d of %d rows processed, %d duplicates, %d lost", res.System, res.Done, res.Rows, res.Duplicates, res.Lost)
+			}
 		}
 	}
 	rep.Machine.LoadEnd = loadAverage()

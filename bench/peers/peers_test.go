@@ -145,3 +145,28 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestTallyCountsDuplicatesAndLost checks the per-id counter every phase
+// is judged by.
+func TestTallyCountsDuplicatesAndLost(t *testing.T) {
+	tl := newTally(5)
+	for _, id := range []int64{1, 2, 2, 4, 5, 5, 5} {
+		if !tl.mark(id) {
+			t.Fatalf("mark(%d) refused", id)
+		}
+	}
+	if tl.mark(0) || tl.mark(6) {
+		t.Error("an id outside 1..5 was counted")
+	}
+	done, dup, lost := tl.count()
+	if done != 4 || dup != 3 || lost != 1 {
+		t.Errorf("done %d, duplicates %d, lost %d; want 4, 3, 1", done, dup, lost)
+	}
+	r := Result{Rows: 5, Done: done, Duplicates: dup, Lost: lost}
+	if r.Exact() {
+		t.Error("a result with duplicates and lost rows is exact")
+	}
+	if r := (Result{Rows: 5, Done: 5}); !r.Exact() {
+		t.Error("a result with every row once is not exact")
+	}
+}
