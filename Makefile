@@ -6,7 +6,7 @@ PKGS     := ./...
 # Test timeouts are generous for a 2-core machine under -race.
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: test demo demo-dispatch bench bench-dispatch stress conformance ha lint up up-distributed down build
+.PHONY: test demo demo-dispatch bench bench-dispatch bench-peers stress conformance ha lint up up-distributed down build
 
 build:
 	$(GO) build -o bin/claimstore ./cmd/claimstore
@@ -42,6 +42,16 @@ bench:
 bench-dispatch:
 	$(GO) run ./cmd/claimstore bench dispatch --backend $(if $(filter command line environment,$(origin BACKEND)),$(BACKEND),postgres)
 
+## bench-peers: claimstore's claim next to River's job burn-down and Watermill-sql's
+## pub/sub on the local PostgreSQL (module bench/peers, kept out of the library's
+## dependencies); PEERS_ROWS rows, jobs and messages each, PEERS_ROUNDS rounds
+## interleaved, PEERS_FLAGS for more (--dsn, --json FILE, --river-max-workers).
+PEERS_ROWS   ?= 100000
+PEERS_ROUNDS ?= 1
+PEERS_FLAGS  ?=
+bench-peers:
+	cd bench/peers && $(GO) run . --rows $(ROWS) --workers $(WORKERS) --batch $(BATCH) --rounds $(PEERS_ROUNDS) $(PEERS_FLAGS)
+
 ## stress: the no-double-claim check with several OS processes per backend.
 stress:
 	CLAIMSTORE_STRESS=1 $(GO) test -race=false -count=1 -timeout 60m -run 'Stress' -v ./adapters/... ./conformance/...
@@ -67,12 +77,14 @@ ha:
 	CLAIMSTORE_HA=1 CLAIMSTORE_REQUIRE=postgres CLAIMSTORE_HA_MESSAGES=$(HA_MESSAGES) CLAIMSTORE_NATS_SERVER=$(NATS_SERVER) \
 		$(GO) test -race -count=1 -timeout 15m -run '$(HA_RUN)' -v ./internal/hatest/...
 
-## lint: gofmt, go vet and staticcheck.
+## lint: gofmt, go vet and staticcheck, of the library and of the bench/peers module.
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1; }
 	$(GO) vet $(PKGS)
+	cd bench/peers && $(GO) vet ./...
 	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
 	$(GOBIN)/staticcheck $(PKGS)
+	cd bench/peers && $(GOBIN)/staticcheck ./...
 
 ## up/down: the full database matrix with Docker Compose.
 up:

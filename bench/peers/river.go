@@ -1,0 +1,153 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+)
+
+// riverPoolConns is the size of River's connection pool: its producer,
+// completer, leader election and LISTEN connection share it.
+const riverPoolConns = 10
+
+// noopArgs is the job River runs: Seq numbers it 1..Rows.
+type noopArgs struct {
+	Seq int64 `json:"seq"`
+}
+
+// Kind returns the job kind River stores and dispatches on.
+func (noopArgs) Kind() string { return "peers_noop" }
+
+// noopWorker does nothing but count which job it ran.
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+	t *tally
+}
+
+// Work records the job and returns nil, so River marks it completed.
+func (w *noopWorker) Work(_ context.Context, job *river.Job[noopArgs]) error {
+	w.t.mark(job.Args.Seq)
+	return nil
+}
+
+// runRiver migrates River's tables into a fresh schema, inserts cfg.Rows
+// jobs (InsertManyFast, COPY), then times a client with cfg.Workers
+// maxWorkers (MaxWorkers, which is also the most jobs one fetch takes) from Start until the last job's completion event.
+// The schema is dropped before it returns.
+func runRiver(ctx context.Context, cfg Config, maxWorkers int) (res Result, err error) {
+	res = Result{System: "river", Unit: "job fetched (state running), run, marked completed", Rows: cfg.Rows, Workers: maxWorkers}
+	var c counter
+	pool, err := openPool(ctx, cfg.DSN, riverPoolConns, &c)
+	if err != nil {
+		return res, err
+	}
+	defer pool.Close()
+	schema := "peers_river_" + suffix()
+	defer func() {
+		cctx, cancel := cleanupContext(ctx)
+		defer cancel()
+		if _, derr := pool.Exec(cctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); derr != nil {
+			err = errors.Join(err, fmt.Errorf("peers: drop schema %s: %w", schema, derr))
+		}
+	}()
+	setup := startTimer()
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return res, fmt.Errorf("peers: river: %w", err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	driver := riverpgxv5.New(pool)
+	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema, Logger: quiet})
+	if err != nil {
+		return res, fmt.Errorf("peers: river: migrator: %w", err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return res, fmt.Errorf("peers: river: migrate: %w", err)
+	}
+
+	t := newTally(cfg.Rows)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &noopWorker{t: t})
+	client, err := river.NewClient(driver, &river.Config{
+		Schema:            schema,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
+		Workers:           workers,
+		FetchCooldown:     cfg.RiverFetchCooldown,
+		FetchPollInterval: max(cfg.RiverFetchCooldown, 100*time.Millisecond),
+		Logger:            quiet,
+	})
+	if err != nil {
+		return res, fmt.Errorf("peers: river: client: %w", err)
+	}
+	const insertBatch = 5000
+	for first := 1; first <= cfg.Rows; first += insertBatch {
+		n := min(insertBatch, cfg.Rows-first+1)
+		params := make([]river.InsertManyParams, n)
+		for i := range params {
+			params[i] = river.InsertManyParams{Args: noopArgs{Seq: int64(first + i)}}
+		}
+		if _, err := client.InsertManyFast(ctx, params); err != nil {
+			return res, fmt.Errorf("peers: river: insert: %w", err)
+		}
+	}
+	if _, err := pool.Exec(ctx, "ANALYZE "+pgx.Identifier{schema, "river_job"}.Sanitize()); err != nil {
+		return res, fmt.Errorf("peers: river: analyze: %w", err)
+	}
+	setup.stop(&res)
+	res.Setup = res.Wall
+
+	events, unsubscribe := client.SubscribeConfig(&river.SubscribeConfig{
+		ChanSize: cfg.Rows + 1000,
+		Kinds:    []river.EventKind{river.EventKindJobCompleted, river.EventKindJobFailed},
+	})
+	defer unsubscribe()
+	tctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	before := c.n.Load()
+	timer := startTimer()
+	if err := client.Start(tctx); err != nil {
+		return res, fmt.Errorf("peers: river: start: %w", err)
+	}
+	completed, failed := 0, 0
+	for completed+failed < cfg.Rows && err == nil {
+		select {
+		case ev := <-events:
+			if ev.Kind == river.EventKindJobCompleted {
+				completed++
+			} else {
+				failed++
+			}
+		case <-tctx.Done():
+			err = fmt.Errorf("peers: river: %d of %d jobs completed: %w", completed, cfg.Rows, tctx.Err())
+		}
+	}
+	timer.stop(&res)
+	res.Statements = c.n.Load() - before
+	sctx, scancel := cleanupContext(ctx)
+	defer scancel()
+	if serr := client.Stop(sctx); serr != nil {
+		err = errors.Join(err, fmt.Errorf("peers: river: stop: %w", serr))
+	}
+	res.Done, res.Duplicates, res.Lost = t.count()
+	if err != nil {
+		return res, err
+	}
+	if failed > 0 {
+		return res, fmt.Errorf("peers: river: %d jobs failed", failed)
+	}
+	var inTable int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema, "river_job"}.Sanitize()+" WHERE state = 'completed'").Scan(&inTable); err != nil {
+		return res, fmt.Errorf("peers: river: count: %w", err)
+	}
+	if inTable != cfg.Rows {
+		return res, fmt.Errorf("peers: river: %d jobs completed in the table, want %d", inTable, cfg.Rows)
+	}
+	return res, nil
+}
