@@ -10,6 +10,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/bench/outboxbench"
+	"github.com/claimstore/claimstore/outbox"
 )
 
 // The bench command is created in bench.go, whose init runs before this
@@ -68,6 +69,7 @@ PostgreSQL backends serving the run, when the server is local.`,
 	f.IntVar(&r.Relays, "relays", 2, "relays, each with its own NATS connection")
 	f.IntVar(&r.Workers, "workers", 4, "batches in flight per relay")
 	f.IntVar(&r.Batch, "batch", 500, "messages claimed per batch")
+	f.IntVar(&r.Window, "window", 4, "batches each worker keeps claimed and not yet marked (outbox.RelayConfig.Window; 1: claim, publish, mark, then the next claim)")
 	f.IntVar(&r.Writers, "writers", 2, "concurrent writers")
 	f.IntVar(&r.WriteBatch, "write-batch", 1000, "messages per write transaction")
 	f.IntVar(&r.Payload, "payload", 128, "payload bytes per message")
@@ -92,6 +94,7 @@ func checkBenchOutbox(o benchOutboxOptions) ([]string, error) {
 	atLeast(&c, "relays", r.Relays, 1)
 	atLeast(&c, "workers", r.Workers, 1)
 	atLeast(&c, "batch", r.Batch, 1)
+	between(&c, "window", r.Window, 1, outbox.MaxWindow)
 	atLeast(&c, "writers", r.Writers, 1)
 	atLeast(&c, "write-batch", r.WriteBatch, 1)
 	atLeast(&c, "payload", r.Payload, 0)

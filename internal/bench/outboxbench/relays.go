@@ -32,12 +32,12 @@ func (v *variant) newRelays(ctx context.Context) (*relays, error) {
 			return nil, err
 		}
 		v.onExit(nc.Close)
-		pub, err := natspub.New(nc, natspub.Config{MaxPending: max(8192, 2*v.o.Batch*v.o.Workers)})
+		pub, err := natspub.New(nc, natspub.Config{MaxPending: max(8192, 2*v.o.Batch*v.o.Workers*max(1, v.o.Window))})
 		if err != nil {
 			return nil, err
 		}
 		r, err := outbox.NewRelay(v.repo, pub, outbox.RelayConfig{
-			WorkerID: fmt.Sprintf("bench-%s-%d", v.tag, i), BatchSize: v.o.Batch, Concurrency: v.o.Workers, Lease: v.o.Lease,
+			WorkerID: fmt.Sprintf("bench-%s-%d", v.tag, i), BatchSize: v.o.Batch, Concurrency: v.o.Workers, Window: v.o.Window, Lease: v.o.Lease,
 			PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, MarkTimeout: v.o.Lease, Logger: v.o.Logger,
 		})
 		if err != nil {

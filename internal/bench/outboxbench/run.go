@@ -40,6 +40,9 @@ type Options struct {
 	// a claimed batch.
 	Relays, Workers, Batch int
 	Lease                  time.Duration
+	// Window is each relay loop's window of batches claimed and not yet
+	// marked (outbox.RelayConfig.Window); 0: the relay's default.
+	Window int
 	// Writers write concurrently, WriteBatch messages per transaction.
 	Writers, WriteBatch int
 	// NATSURL is an external NATS server; empty starts an embedded one.
