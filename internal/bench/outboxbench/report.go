@@ -25,6 +25,17 @@ type Result struct {
 	// could not be read (no /proc, or not a local PostgreSQL server).
 	ClientCPU, ServerCPU time.Duration
 	CPUKnown             bool
+	// RelayClientCPU and RelayServerCPU are the same over RelayTime
+	// alone, with Options.Prefill; RelayCPUKnown says whether they were
+	// read.
+	RelayClientCPU, RelayServerCPU time.Duration
+	RelayCPUKnown                  bool
+	// Updates and HOTUpdates are, on PostgreSQL, the rows the table's
+	// UPDATEs changed and those of them that were HOT updates (heap-only
+	// tuples: no new index entry), from pg_stat_user_tables; HOTKnown is
+	// false elsewhere or when they could not be read.
+	RowUpdates, HOTUpdates int64
+	HOTKnown               bool
 	// Updates is the number of UPDATE statements the store sent.
 	Updates int64
 	// InStream is the number of messages in the stream, Distinct the
@@ -111,6 +122,15 @@ func (r *Report) writeCPU(w io.Writer) {
 		c, sv := per(res.ClientCPU), per(res.ServerCPU)
 		fmt.Fprintf(w, "%s: CPU per message %.1f µs in this process (relays, writers, embedded NATS) + %.1f µs in the PostgreSQL backends = %.1f µs; %d cores could carry about %.0f msg/s if nothing else ran\n",
 			res.Variant, c, sv, c+sv, cores, float64(cores)*1e6/(c+sv))
+		if res.RelayCPUKnown {
+			c, sv := per(res.RelayClientCPU), per(res.RelayServerCPU)
+			fmt.Fprintf(w, "%s: relay phase alone: CPU per message %.1f µs in this process + %.1f µs in the PostgreSQL backends = %.1f µs\n",
+				res.Variant, c, sv, c+sv)
+		}
+		if res.HOTKnown {
+			fmt.Fprintf(w, "%s: %d row updates, %d of them HOT (%.0f%%)\n", res.Variant, res.RowUpdates, res.HOTUpdates,
+				100*float64(res.HOTUpdates)/float64(max(1, res.RowUpdates)))
+		}
 	}
 }
 
