@@ -46,11 +46,17 @@ while --relays relays, each with --workers batches of --batch in flight,
 claim, publish with ack and mark them. The clock runs from the first write
 to the last mark; the rate is messages per second through the whole path.
 
-Two variants run in the same process, each on a fresh table and stream:
-  batched      the relay as shipped: one UPDATE ... WHERE id IN (...) per batch
+The variants (--variants) run in the same process, each on a fresh table
+and stream:
+  batched      the relay as shipped: each worker keeps --window batches
+               claimed and unmarked, one UPDATE ... WHERE id IN (...) marks
+               the acknowledged ids of the batches done
   per-message  the same relay over a store that sends one UPDATE per message
                for every mark, i.e. one round trip per message marked
-and the report gives their ratio. After each variant the stream is read
+  earlier      the relay and table of the previous release: a window of one
+               batch and, on PostgreSQL, the claim index on status with the
+               default fillfactor, so that no claim is a HOT update
+and the report gives the ratios of batched to the others. After each variant the stream is read
 back: every message must be in it exactly once, else the command fails.
 
 On PostgreSQL the table is analyzed every --analyze-every while a variant

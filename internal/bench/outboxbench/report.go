@@ -61,8 +61,8 @@ type Report struct {
 }
 
 // WriteText writes the report as text to w: the set-up, a table of the
-// variants, each variant's CPU per message, and the ratio of the batched
-// to the per-message variant when both ran. It returns the first write
+// variants, each variant's CPU per message, and the ratios of the batched
+// variant to the others. It returns the first write
 // error.
 func (r *Report) WriteText(w io.Writer) error {
 	ew := &bench.ErrWriter{W: w}
@@ -134,24 +134,33 @@ func (r *Report) writeCPU(w io.Writer) {
 	}
 }
 
-// writeRatio writes the ratio of the batched to the per-message variant
-// when both ran.
+// writeRatio writes the ratio of the batched variant to the per-message
+// and earlier variants that ran.
 func (r *Report) writeRatio(w io.Writer) {
-	var batched, single *Result
+	byName := map[string]*Result{}
 	for i := range r.Results {
-		switch r.Results[i].Variant {
-		case VariantBatched:
-			batched = &r.Results[i]
-		case VariantPerMessage:
-			single = &r.Results[i]
-		}
+		byName[r.Results[i].Variant] = &r.Results[i]
 	}
-	if batched == nil || single == nil {
+	batched := byName[VariantBatched]
+	if batched == nil {
 		return
 	}
-	fmt.Fprintf(w, "\nratio batched / per-message marks: %.2fx end to end", batched.Rate()/single.Rate())
-	if r.Options.Prefill {
-		fmt.Fprintf(w, ", %.2fx relay only", single.RelayTime.Seconds()/batched.RelayTime.Seconds())
+	wrote := false
+	for _, o := range []struct{ name, what string }{
+		{VariantPerMessage, "per-message marks"},
+		{VariantEarlier, "earlier relay and table"},
+	} {
+		other := byName[o.name]
+		if other == nil {
+			continue
+		}
+		wrote = true
+		fmt.Fprintf(w, "\nratio batched / %s: %.2fx end to end", o.what, batched.Rate()/other.Rate())
+		if r.Options.Prefill {
+			fmt.Fprintf(w, ", %.2fx relay only", other.RelayTime.Seconds()/batched.RelayTime.Seconds())
+		}
 	}
-	fmt.Fprintln(w)
+	if wrote {
+		fmt.Fprintln(w)
+	}
 }

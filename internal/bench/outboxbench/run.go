@@ -20,10 +20,18 @@ const (
 	// VariantPerMessage is the same relay over a store that sends one
 	// UPDATE per message for every mark.
 	VariantPerMessage = "per-message"
+	// VariantEarlier is the relay and table layout of the previous
+	// release: a window of one batch per loop and, on PostgreSQL, the
+	// claim index on status IN ('pending', 'processing', 'failed') with
+	// the default fillfactor (so that no claim is a HOT update), as a
+	// table made by an earlier outbox.Migrate keeps.
+	VariantEarlier = "earlier"
 )
 
 // KnownVariant reports whether name is one of the variants.
-func KnownVariant(name string) bool { return name == VariantBatched || name == VariantPerMessage }
+func KnownVariant(name string) bool {
+	return name == VariantBatched || name == VariantPerMessage || name == VariantEarlier
+}
 
 // Options describe one benchmark run. The counts must be >= 1 (Payload
 // >= 0), Lease and Timeout > 0 and Analyze >= 0, and every variant known

@@ -88,7 +88,9 @@ func (v *variant) openTable(ctx context.Context) error {
 	}
 	env, err := outboxenv.Open(ctx, outboxenv.Options{
 		Backend: v.o.Backend, DSN: dsn, Table: v.table, Migrate: true, TempSQLite: true,
-		Pool: v.o.Relays*v.o.Workers + v.o.Writers + 2,
+		// A loop claims and marks at once when its window holds more
+		// than one batch.
+		Pool: v.o.Relays*v.o.Workers*min(2, max(1, v.o.Window)) + v.o.Writers + 2,
 	})
 	if err != nil {
 		return err
@@ -98,9 +100,36 @@ func (v *variant) openTable(ctx context.Context) error {
 	if env.DB != nil {
 		v.onExit(func() { _ = env.DB.Migrator().DropTable(v.table) })
 	}
+	if v.name == VariantEarlier && env.DB != nil && env.DB.Dialector.Name() == "postgres" {
+		if err := earlierLayout(ctx, env.DB, v.table); err != nil {
+			return err
+		}
+	}
 	wrap := wrapper(v.name, &v.updates)
 	v.repo, err = outboxenv.Wrapped(env.Repo.Store(), wrap, wrap, outbox.WithLease(v.o.Lease))
 	return err
+}
+
+// earlierLayout gives the empty PostgreSQL table the layout an earlier
+// outbox.Migrate made: the claim index on status IN ('pending',
+// 'processing', 'failed') and the default fillfactor.
+func earlierLayout(ctx context.Context, db *gorm.DB, table string) error {
+	claim, _ := outbox.IndexNames(db, table)
+	db = db.WithContext(ctx)
+	for _, q := range []string{
+		"DROP INDEX ?",
+		"CREATE INDEX ? ON ? (target_broker, priority DESC, created_at, id) WHERE status IN ('pending', 'processing', 'failed')",
+		"ALTER TABLE ? RESET (fillfactor)",
+	} {
+		args := []any{clause.Column{Name: claim}, clause.Table{Name: table}}
+		if strings.HasPrefix(q, "ALTER") {
+			args = args[1:]
+		}
+		if err := db.Exec(q, args...).Error; err != nil {
+			return fmt.Errorf("earlier table layout: %w", err)
+		}
+	}
+	return nil
 }
 
 // openStream creates the variant's stream (deleted at the end).
