@@ -42,8 +42,9 @@ func newBenchOutboxCmd() *cobra.Command {
 		Long: `bench outbox measures the transactional outbox end to end on the database of
 --backend/--dsn and NATS JetStream (an embedded server unless --nats-url):
 --writers writers add --messages messages in transactions of --write-batch
-while --relays relays, each with --workers batches of --batch in flight,
-claim, publish with ack and mark them. The clock runs from the first write
+while --relays relays, each with --workers loops that keep up to --window
+batches of --batch claimed and unmarked, claim, publish with ack and mark
+them. The clock runs from the first write
 to the last mark; the rate is messages per second through the whole path.
 
 The variants (--variants) run in the same process, each on a fresh table

@@ -78,8 +78,8 @@ func (r *Report) WriteText(w io.Writer) error {
 func (r *Report) writeSetup(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "bench outbox: backend %s, NATS %s\n", o.Backend, r.NATS)
-	fmt.Fprintf(w, "%d messages of %d bytes per variant; %d writers x %d per transaction; %d relays x %d batches of %d in flight\n",
-		o.Messages, o.Payload, o.Writers, o.WriteBatch, o.Relays, o.Workers, o.Batch)
+	fmt.Fprintf(w, "%d messages of %d bytes per variant; %d writers x %d per transaction; %d relays x %d workers x a window of %d batches of %d\n",
+		o.Messages, o.Payload, o.Writers, o.WriteBatch, o.Relays, o.Workers, max(1, o.Window), o.Batch)
 	mode := "writers and relays run at once"
 	if o.Prefill {
 		mode = "all messages written first, then relayed (--prefill)"

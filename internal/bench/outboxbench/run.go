@@ -44,7 +44,7 @@ type Options struct {
 	// each.
 	Messages, Payload int
 	// Relays run concurrently, each with its own NATS connection and
-	// Workers batches of Batch messages in flight; Lease is the lease of
+	// Workers loops claiming batches of Batch messages; Lease is the lease of
 	// a claimed batch.
 	Relays, Workers, Batch int
 	Lease                  time.Duration

@@ -115,17 +115,17 @@ func (v *variant) openTable(ctx context.Context) error {
 // 'processing', 'failed') and the default fillfactor.
 func earlierLayout(ctx context.Context, db *gorm.DB, table string) error {
 	claim, _ := outbox.IndexNames(db, table)
+	idx, tbl := clause.Column{Name: claim}, clause.Table{Name: table}
 	db = db.WithContext(ctx)
-	for _, q := range []string{
-		"DROP INDEX ?",
-		"CREATE INDEX ? ON ? (target_broker, priority DESC, created_at, id) WHERE status IN ('pending', 'processing', 'failed')",
-		"ALTER TABLE ? RESET (fillfactor)",
+	for _, st := range []struct {
+		sql  string
+		args []any
+	}{
+		{"DROP INDEX ?", []any{idx}},
+		{"CREATE INDEX ? ON ? (target_broker, priority DESC, created_at, id) WHERE status IN ('pending', 'processing', 'failed')", []any{idx, tbl}},
+		{"ALTER TABLE ? RESET (fillfactor)", []any{tbl}},
 	} {
-		args := []any{clause.Column{Name: claim}, clause.Table{Name: table}}
-		if strings.HasPrefix(q, "ALTER") {
-			args = args[1:]
-		}
-		if err := db.Exec(q, args...).Error; err != nil {
+		if err := db.Exec(st.sql, st.args...).Error; err != nil {
 			return fmt.Errorf("earlier table layout: %w", err)
 		}
 	}
