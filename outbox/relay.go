@@ -143,8 +143,8 @@ type Relay struct {
 // NewRelay returns a relay that claims from repo and publishes with pub.
 // It fails with an error wrapping [dao.ErrInvalidArgument] when repo or pub
 // is nil or a setting is out of range (a negative size or duration, Window
-// above [MaxWindow], MaxPollInterval below PollInterval), and with the meter's error when an
-// instrument cannot be created.
+// above [MaxWindow], MaxPollInterval below PollInterval), and with the
+// meter's error when an instrument cannot be created.
 func NewRelay(repo *Repository, pub Publisher, cfg RelayConfig) (*Relay, error) {
 	if repo == nil || pub == nil {
 		return nil, fmt.Errorf("outbox: new relay: %w: nil repository or publisher", dao.ErrInvalidArgument)
