@@ -127,3 +127,43 @@ func TestMigrateKeepsEarlierPostgresTable(t *testing.T) {
 		t.Fatalf("%d row updates, %d HOT; want %d, none HOT", upd, hot, 2*n)
 	}
 }
+
+// The statements docs/operations.md gives bring a table of the earlier
+// layout to the current one while it is in use: Migrate then finds the
+// claim index under its name, and claims become HOT updates.
+func TestConvertEarlierPostgresTable(t *testing.T) {
+	ctx := context.Background()
+	db := testdb.Postgres(t)
+	table := testdb.Table(t, db, "outbox_conv")
+	if err := db.Table(table).AutoMigrate(&outbox.Message{}); err != nil {
+		t.Fatal(err)
+	}
+	claim, _ := outbox.IndexNames(db, table)
+	idx, tmp, tbl := clause.Column{Name: claim}, clause.Column{Name: claim + "_hot"}, clause.Table{Name: table}
+	for _, st := range []struct {
+		sql  string
+		args []any
+	}{
+		{"CREATE INDEX ? ON ? (target_broker, priority DESC, created_at, id) WHERE status IN ('pending', 'processing', 'failed')", []any{idx, tbl}},
+		// docs/operations.md, "Outbox table on PostgreSQL: HOT claims":
+		{"ALTER TABLE ? SET (fillfactor = 50)", []any{tbl}},
+		{"CREATE INDEX CONCURRENTLY ? ON ? (target_broker, priority DESC, created_at, id) WHERE published_at IS NULL", []any{tmp, tbl}},
+		{"DROP INDEX CONCURRENTLY ?", []any{idx}},
+		{"ALTER INDEX ? RENAME TO ?", []any{tmp, idx}},
+	} {
+		if err := db.Exec(st.sql, st.args...).Error; err != nil {
+			t.Fatalf("%s: %v", st.sql, err)
+		}
+	}
+	if err := outbox.Migrate(ctx, db, table); err != nil {
+		t.Fatal(err)
+	}
+	rel, pred := pgTableLayout(t, db, table)
+	if rel != "fillfactor=50" || pred != "(published_at IS NULL)" {
+		t.Fatalf("converted table: reloptions %q, claim index predicate %q", rel, pred)
+	}
+	const n = 100
+	if upd, hot := hotClaims(t, db, table, n); upd != 2*n || hot < n*8/10 {
+		t.Fatalf("%d row updates, %d HOT; want %d, most claims HOT", upd, hot, 2*n)
+	}
+}
