@@ -10,10 +10,16 @@ import (
 
 // claimable returns the eligibility of a claim at now for broker: pending
 // rows, failed rows whose retry time has come, and processing rows whose
-// lease has expired.
+// lease has expired. None of them has a PublishedAt ([Repository.Add]
+// refuses one, and only the mark published sets it); the criteria say so,
+// so that PostgreSQL may use the claim index [Migrate] creates, whose
+// predicate is published_at IS NULL (a partial index serves a query only
+// when the query's WHERE implies its predicate: PostgreSQL manual,
+// section 11.8).
 func claimable(broker string, now time.Time) dao.Criteria {
 	return dao.And(
 		dao.Eq(colTargetBroker, broker),
+		dao.IsNull(colPublishedAt),
 		dao.Or(
 			dao.Eq(colStatus, string(StatusPending)),
 			dao.And(dao.Eq(colStatus, string(StatusFailed)), dao.Le(colNextRetryAt, now)),

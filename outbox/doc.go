@@ -5,7 +5,9 @@
 // # Writing
 //
 // [Migrate] creates the message table ([Message]; default name
-// outbox_messages) and the indexes that serve the claim. [Repository.Add]
+// outbox_messages) and the indexes that serve the claim; on PostgreSQL the
+// table's layout lets claims be HOT updates (see [Migrate] and
+// docs/operations.md for tables made by earlier versions). [Repository.Add]
 // inserts messages inside the caller's GORM transaction, so the business
 // rows and their messages commit or roll back together. Each message has a
 // MessageID, its idempotency key, unique per target broker.
@@ -24,6 +26,12 @@
 // [ErrLeaseLost]. Failures back off exponentially with jitter, capped
 // ([RetryPolicy]); past its retries a message is abandoned with its last
 // error kept. Nothing is dropped silently.
+//
+// With RelayConfig.Window above 1 a loop does not wait for a batch's acks
+// before it claims the next: up to Window batches per loop are published
+// at once, and the acknowledged messages of the batches whose publish has
+// ended are marked together. The relay promises no order across batches
+// (nor across retries), with or without a window.
 //
 // Delivery is at least once: a message can be published again when a
 // relay dies after publishing and before marking, or when an ack is lost.

@@ -17,6 +17,10 @@ import "time"
 //
 //	horizon = Σ_{n=0}^{R-1} p.Backoff(n) + (R+1) × (Lease + MarkTimeout + MaxPollInterval)
 //
+// With cfg.Window above 1 a batch's mark may first wait for the loop's
+// previous mark, which takes up to MarkTimeout too: each attempt then
+// counts Lease + 2 × MarkTimeout + MaxPollInterval.
+//
 // A relay that dies after publishing a batch and before marking it leaves
 // the batch to be claimed again when the lease ends without counting a
 // retry: each such crash adds one more (Lease + MarkTimeout +
@@ -39,6 +43,10 @@ func RetryHorizon(p RetryPolicy, cfg RelayConfig) time.Duration {
 	if cfg.MaxPollInterval == 0 {
 		cfg.MaxPollInterval = DefaultMaxPollInterval
 	}
-	attempt := cfg.Lease + cfg.MarkTimeout + cfg.MaxPollInterval
+	marks := time.Duration(1)
+	if cfg.Window > 1 {
+		marks = 2
+	}
+	attempt := cfg.Lease + marks*cfg.MarkTimeout + cfg.MaxPollInterval
 	return h + time.Duration(p.MaxRetries+1)*attempt
 }

@@ -39,3 +39,17 @@ func TestRetryHorizonZeroConfigIsDefaults(t *testing.T) {
 		t.Fatalf("RetryHorizon with a zero config = %v, with the defaults spelled out %v", got, want)
 	}
 }
+
+// With a window of batches a mark may wait for the previous one: each
+// attempt counts a second MarkTimeout.
+func TestRetryHorizonWindow(t *testing.T) {
+	cfg := outbox.RelayConfig{Lease: 10 * time.Second, MarkTimeout: 2 * time.Second, MaxPollInterval: time.Second, Window: 1}
+	p := outbox.RetryPolicy{BaseDelay: time.Second, Multiplier: 3, MaxDelay: 5 * time.Second, MaxRetries: 3}
+	if got, want := outbox.RetryHorizon(p, cfg), 9*time.Second+4*13*time.Second; got != want {
+		t.Fatalf("window 1: %v, want %v", got, want)
+	}
+	cfg.Window = 4
+	if got, want := outbox.RetryHorizon(p, cfg), 9*time.Second+4*15*time.Second; got != want {
+		t.Fatalf("window 4: %v, want %v", got, want)
+	}
+}

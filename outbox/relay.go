@@ -26,6 +26,11 @@ const (
 	DefaultMaxPollInterval = 5 * time.Second
 	DefaultShutdownTimeout = 10 * time.Second
 	DefaultMarkTimeout     = 10 * time.Second
+	// DefaultWindow is the default [RelayConfig.Window]: one batch per
+	// loop, claimed, published and marked before the next claim.
+	DefaultWindow = 1
+	// MaxWindow is the largest [RelayConfig.Window] a relay accepts.
+	MaxWindow = 64
 	// claimTimeout bounds one claim, which runs to completion even when
 	// the relay is asked to stop, so that what it claimed can be released.
 	claimTimeout = 30 * time.Second
@@ -66,9 +71,27 @@ type RelayConfig struct {
 	// publish starts; default and maximum Lease/2, so that a batch is
 	// marked well before its lease ends.
 	PublishTimeout time.Duration
-	// Concurrency is the number of batches in flight at once, each claimed,
-	// published and marked by its own loop; default 1.
+	// Concurrency is the number of batch loops, each claiming, publishing
+	// and marking batches of its own; default 1.
 	Concurrency int
+	// Window is the most batches one loop holds claimed and not yet
+	// marked, counted in batches; default [DefaultWindow] (1), at most
+	// [MaxWindow]. With Window 1 a loop claims a batch, publishes it, waits
+	// for the broker's acks, marks it, and only then claims the next. With
+	// Window n it claims the next batch as soon as fewer than n are
+	// unmarked, so up to n publishes are in flight while the loop claims,
+	// and the acknowledged messages of every batch whose publish has ended
+	// by the time the previous mark returns are marked together (one
+	// UPDATE per 1000 ids). A relay thus holds at most
+	// Concurrency × Window × BatchSize messages claimed at once; each
+	// batch still publishes within its own lease and PublishTimeout, and
+	// a failed or unacknowledged message is never marked published. The
+	// batches of a window, like those of concurrent loops, may reach the
+	// broker in any order relative to each other: the relay promises no
+	// order across batches (nor across retries). Size the publisher's
+	// limit on pending acks (natspub.Config.MaxPending) to at least
+	// Concurrency × Window × BatchSize.
+	Window int
 	// ShutdownTimeout is how long in-flight batches may still publish after
 	// the context of Run ends; what is not acknowledged by then is released
 	// back to pending. Default 10 s.
@@ -119,15 +142,19 @@ type Relay struct {
 
 // NewRelay returns a relay that claims from repo and publishes with pub.
 // It fails with an error wrapping [dao.ErrInvalidArgument] when repo or pub
-// is nil or a setting is out of range, and with the meter's error when an
-// instrument cannot be created.
+// is nil or a setting is out of range (a negative size or duration, Window
+// above [MaxWindow], MaxPollInterval below PollInterval), and with the
+// meter's error when an instrument cannot be created.
 func NewRelay(repo *Repository, pub Publisher, cfg RelayConfig) (*Relay, error) {
 	if repo == nil || pub == nil {
 		return nil, fmt.Errorf("outbox: new relay: %w: nil repository or publisher", dao.ErrInvalidArgument)
 	}
 	if cfg.BatchSize < 0 || cfg.PollInterval < 0 || cfg.MaxPollInterval < 0 || cfg.Lease < 0 ||
-		cfg.PublishTimeout < 0 || cfg.Concurrency < 0 || cfg.ShutdownTimeout < 0 || cfg.MarkTimeout < 0 {
+		cfg.PublishTimeout < 0 || cfg.Concurrency < 0 || cfg.ShutdownTimeout < 0 || cfg.MarkTimeout < 0 || cfg.Window < 0 {
 		return nil, fmt.Errorf("outbox: new relay: %w: negative setting in %+v", dao.ErrInvalidArgument, cfg)
+	}
+	if cfg.Window > MaxWindow {
+		return nil, fmt.Errorf("outbox: new relay: %w: window %d above the maximum %d", dao.ErrInvalidArgument, cfg.Window, MaxWindow)
 	}
 	if cfg.WorkerID == "" {
 		cfg.WorkerID = defaultWorkerID()
@@ -152,6 +179,9 @@ func NewRelay(repo *Repository, pub Publisher, cfg RelayConfig) (*Relay, error) 
 	}
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = 1
+	}
+	if cfg.Window == 0 {
+		cfg.Window = DefaultWindow
 	}
 	if cfg.ShutdownTimeout == 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
@@ -219,7 +249,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return fmt.Errorf("outbox: relay: register metrics callback: %w", err)
 	}
 	defer unregister()
-	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency, "lease", r.cfg.Lease)
+	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency, "window", r.cfg.Window, "lease", r.cfg.Lease)
 
 	loopCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -261,9 +291,13 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// loop is one batch loop: claim, publish, mark, until ctx ends.
+// loop is one batch loop: claim, publish, mark, until ctx ends, with up to
+// Window batches claimed and not yet marked. When it returns, the batches
+// still in its window have finished publishing and are marked or released.
 func (r *Relay) loop(ctx context.Context, worker string) error {
 	log := r.log.With("loop", worker)
+	w := r.newWindow(ctx, log, worker)
+	defer w.drain()
 	var idle time.Duration
 	backoff := func() bool {
 		if idle == 0 {
@@ -274,24 +308,30 @@ func (r *Relay) loop(ctx context.Context, worker string) error {
 		return sleep(ctx, idle)
 	}
 	for ctx.Err() == nil {
+		if !w.acquire(ctx) {
+			return nil
+		}
 		start := time.Now()
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 		batch, err := r.repo.ClaimBatchLease(cctx, worker, r.cfg.BatchSize, r.cfg.TargetBroker, r.cfg.Lease)
 		cancel()
 		r.metrics.claimDur.Record(context.Background(), time.Since(start).Seconds(), r.metrics.attrs)
-		if len(batch) > 0 {
+		if len(batch) == 0 {
+			w.free(1)
+		} else {
 			r.claimed.Add(int64(len(batch)))
 			r.metrics.batchSize.Record(context.Background(), int64(len(batch)), r.metrics.attrs)
 			if ctx.Err() != nil {
 				if !r.hardStop {
 					r.release(ctx, log, worker, batch)
 				}
+				w.free(1)
 				return nil
 			}
 			// The lease began no earlier than the claim was sent: start +
 			// Lease on the local monotonic clock is a lower bound of its
 			// end, whatever the clock that wrote LockedUntil says.
-			r.process(ctx, log, worker, batch, start.Add(r.cfg.Lease))
+			w.publish(batch, start.Add(r.cfg.Lease))
 		}
 		if err != nil {
 			if errors.Is(err, dao.ErrInvalidArgument) {
@@ -320,12 +360,24 @@ func (r *Relay) loop(ctx context.Context, worker string) error {
 	return nil
 }
 
-// process publishes one claimed batch and marks the outcome. leaseEnd is
-// the end of the batch's lease on the local monotonic clock (time.Now plus
-// a duration), which the publish deadline never passes. The batch's
-// LockedUntil is not used: it was computed by the repository's clock, which
-// may be skewed against this host's by any amount.
-func (r *Relay) process(ctx context.Context, log *slog.Logger, worker string, batch []Message, leaseEnd time.Time) {
+// outcome is what the publish of one batch came to: the ids the broker
+// acknowledged, the failures to record and the messages left unfinished
+// by a shutdown.
+type outcome struct {
+	size       int
+	ok         []int64
+	failures   []Failure
+	unfinished []Message
+}
+
+// publish publishes one claimed batch and sorts the results into an
+// outcome; crashed is true when the relay stopped hard meanwhile (no mark,
+// no release). leaseEnd is the end of the batch's lease on the local
+// monotonic clock (time.Now plus a duration), which the publish deadline
+// never passes. The batch's LockedUntil is not used: it was computed by
+// the repository's clock, which may be skewed against this host's by any
+// amount.
+func (r *Relay) publish(ctx context.Context, log *slog.Logger, batch []Message, leaseEnd time.Time) (o outcome, crashed bool) {
 	deadline := time.Now().Add(r.cfg.PublishTimeout)
 	if leaseEnd.Before(deadline) {
 		deadline = leaseEnd
@@ -346,7 +398,7 @@ func (r *Relay) process(ctx context.Context, log *slog.Logger, worker string, ba
 
 	results := r.pub.Publish(pctx, batch)
 	if r.hardStop && ctx.Err() != nil {
-		return // crash: no marks, no release
+		return o, true // crash: no marks, no release
 	}
 	if len(results) != len(batch) {
 		err := fmt.Errorf("outbox: publisher returned %d results for %d messages", len(results), len(batch))
@@ -356,27 +408,38 @@ func (r *Relay) process(ctx context.Context, log *slog.Logger, worker string, ba
 		}
 	}
 	stopping := ctx.Err() != nil
-	var ok []int64
-	var failures []Failure
-	var unfinished []Message
+	o.size = len(batch)
 	for i, err := range results {
 		switch {
 		case err == nil:
-			ok = append(ok, batch[i].ID)
+			o.ok = append(o.ok, batch[i].ID)
 		case stopping && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
-			unfinished = append(unfinished, batch[i])
+			o.unfinished = append(o.unfinished, batch[i])
 		default:
-			failures = append(failures, Failed(&batch[i], err))
+			o.failures = append(o.failures, Failed(&batch[i], err))
 			if errors.Is(err, ErrNoStream) {
 				r.reportNoStream(log, batch[i].Topic, err)
 			}
 		}
 	}
+	return o, false
+}
+
+// mark writes the outcomes of one or more batches: the acknowledged ids of
+// all of them in one MarkPublished (one UPDATE per 1000 ids), then each
+// batch's failures and unfinished messages.
+func (r *Relay) mark(ctx context.Context, log *slog.Logger, worker string, outs []outcome) {
 	// Marks that fail for a reason a retry can cure (a busy database, a
 	// lost connection) are tried again until MarkTimeout: left undone,
 	// the batch would be published again after its lease.
 	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.MarkTimeout)
 	defer mcancel()
+	var ok []int64
+	size := 0
+	for i := range outs {
+		ok = append(ok, outs[i].ok...)
+		size += outs[i].size
+	}
 	if len(ok) > 0 {
 		refused, err := retry.Retryable(mctx, 0, func() ([]int64, error) { return r.repo.MarkPublished(mctx, worker, ok...) })
 		n := int64(len(ok) - len(refused))
@@ -387,23 +450,30 @@ func (r *Relay) process(ctx context.Context, log *slog.Logger, worker string, ba
 		r.metrics.published.Add(mctx, n, r.metrics.attrs)
 		r.markError(log, "mark published", len(ok), refused, err)
 	}
-	if len(failures) > 0 {
-		res, err := retry.Retryable(mctx, 0, func() (FailResult, error) { return r.repo.MarkFailed(mctx, worker, failures...) })
-		r.failed.Add(int64(len(res.Retrying)))
-		r.abandoned.Add(int64(len(res.Abandoned)))
-		r.metrics.failed.Add(mctx, int64(len(res.Retrying)), r.metrics.attrs)
-		r.metrics.abandoned.Add(mctx, int64(len(res.Abandoned)), r.metrics.attrs)
-		r.markError(log, "mark failed", len(failures), res.NotApplied, err)
-		if len(res.Abandoned) > 0 {
-			log.Warn("messages abandoned", "count", len(res.Abandoned), "ids", res.Abandoned, "err", failures[0].Err)
-		} else {
-			log.Debug("publish failed", "count", len(res.Retrying), "err", failures[0].Err)
+	var failed, released int
+	for _, o := range outs {
+		// One MarkFailed per batch: each batch draws its own retry
+		// jitter, as the loops of separate batches always did.
+		if failures := o.failures; len(failures) > 0 {
+			failed += len(failures)
+			res, err := retry.Retryable(mctx, 0, func() (FailResult, error) { return r.repo.MarkFailed(mctx, worker, failures...) })
+			r.failed.Add(int64(len(res.Retrying)))
+			r.abandoned.Add(int64(len(res.Abandoned)))
+			r.metrics.failed.Add(mctx, int64(len(res.Retrying)), r.metrics.attrs)
+			r.metrics.abandoned.Add(mctx, int64(len(res.Abandoned)), r.metrics.attrs)
+			r.markError(log, "mark failed", len(failures), res.NotApplied, err)
+			if len(res.Abandoned) > 0 {
+				log.Warn("messages abandoned", "count", len(res.Abandoned), "ids", res.Abandoned, "err", failures[0].Err)
+			} else {
+				log.Debug("publish failed", "count", len(res.Retrying), "err", failures[0].Err)
+			}
+		}
+		if len(o.unfinished) > 0 {
+			released += len(o.unfinished)
+			r.release(mctx, log, worker, o.unfinished)
 		}
 	}
-	if len(unfinished) > 0 {
-		r.release(mctx, log, worker, unfinished)
-	}
-	log.Debug("batch done", "size", len(batch), "published", len(ok), "failed", len(failures), "released", len(unfinished))
+	log.Debug("batches done", "batches", len(outs), "size", size, "published", len(ok), "failed", failed, "released", released)
 }
 
 // markError logs and counts the outcome of a mark of n rows.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/bench/outboxbench"
+	"github.com/claimstore/claimstore/outbox"
 )
 
 // The bench command is created in bench.go, whose init runs before this
@@ -41,15 +42,22 @@ func newBenchOutboxCmd() *cobra.Command {
 		Long: `bench outbox measures the transactional outbox end to end on the database of
 --backend/--dsn and NATS JetStream (an embedded server unless --nats-url):
 --writers writers add --messages messages in transactions of --write-batch
-while --relays relays, each with --workers batches of --batch in flight,
-claim, publish with ack and mark them. The clock runs from the first write
+while --relays relays, each with --workers loops that keep up to --window
+batches of --batch claimed and unmarked, claim, publish with ack and mark
+them. The clock runs from the first write
 to the last mark; the rate is messages per second through the whole path.
 
-Two variants run in the same process, each on a fresh table and stream:
-  batched      the relay as shipped: one UPDATE ... WHERE id IN (...) per batch
+The variants (--variants) run in the same process, each on a fresh table
+and stream:
+  batched      the relay as shipped: each worker keeps --window batches
+               claimed and unmarked, one UPDATE ... WHERE id IN (...) marks
+               the acknowledged ids of the batches done
   per-message  the same relay over a store that sends one UPDATE per message
                for every mark, i.e. one round trip per message marked
-and the report gives their ratio. After each variant the stream is read
+  earlier      the relay and table of the previous release: a window of one
+               batch and, on PostgreSQL, the claim index on status with the
+               default fillfactor, so that no claim is a HOT update
+and the report gives the ratios of batched to the others. After each variant the stream is read
 back: every message must be in it exactly once, else the command fails.
 
 On PostgreSQL the table is analyzed every --analyze-every while a variant
@@ -68,6 +76,7 @@ PostgreSQL backends serving the run, when the server is local.`,
 	f.IntVar(&r.Relays, "relays", 2, "relays, each with its own NATS connection")
 	f.IntVar(&r.Workers, "workers", 4, "batches in flight per relay")
 	f.IntVar(&r.Batch, "batch", 500, "messages claimed per batch")
+	f.IntVar(&r.Window, "window", 4, "batches each worker keeps claimed and not yet marked (outbox.RelayConfig.Window; 1: claim, publish, mark, then the next claim)")
 	f.IntVar(&r.Writers, "writers", 2, "concurrent writers")
 	f.IntVar(&r.WriteBatch, "write-batch", 1000, "messages per write transaction")
 	f.IntVar(&r.Payload, "payload", 128, "payload bytes per message")
@@ -92,6 +101,7 @@ func checkBenchOutbox(o benchOutboxOptions) ([]string, error) {
 	atLeast(&c, "relays", r.Relays, 1)
 	atLeast(&c, "workers", r.Workers, 1)
 	atLeast(&c, "batch", r.Batch, 1)
+	between(&c, "window", r.Window, 1, outbox.MaxWindow)
 	atLeast(&c, "writers", r.Writers, 1)
 	atLeast(&c, "write-batch", r.WriteBatch, 1)
 	atLeast(&c, "payload", r.Payload, 0)

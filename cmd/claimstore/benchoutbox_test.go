@@ -12,13 +12,13 @@ import (
 func TestBenchOutboxCommand(t *testing.T) {
 	out, errOut, err := execCLI(context.Background(), "--backend", "memory", "--dsn", "", "--log-level", "warn",
 		"bench", "outbox", "--messages", "300", "--relays", "1", "--workers", "2", "--batch", "50", "--writers", "2",
-		"--write-batch", "100", "--nats-url", "", "--variants", "batched", "--prefill", "--quiet=false")
+		"--write-batch", "100", "--window", "3", "--nats-url", "", "--variants", "batched", "--prefill", "--quiet=false")
 	if err != nil {
 		t.Fatalf("bench outbox: %v\n%s\n%s", err, out, errOut)
 	}
 	for _, want := range []string{
 		"bench outbox: backend memory, NATS nats://", "(embedded, file storage)",
-		"300 messages of 128 bytes per variant; 2 writers x 100 per transaction; 1 relays x 2 batches of 50 in flight",
+		"300 messages of 128 bytes per variant; 2 writers x 100 per transaction; 1 relays x 2 workers x a window of 3 batches of 50",
 		"all messages written first, then relayed (--prefill); median of 1 run(s) per variant",
 		"batched: CPU per message not measured",
 	} {

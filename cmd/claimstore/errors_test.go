@@ -160,6 +160,7 @@ func TestNumericFlagsNamed(t *testing.T) {
 		{"retry-max", "--retry-base 2s --retry-max 1s"},
 		{"max-poll", "--poll 1s --max-poll 500ms"},
 		{"batch", "--batch 0"},
+		{"window", "--window 65"},
 	} {
 		_, _, err := execFresh(t, append(append([]string{"relay"}, relay...), strings.Fields(tc.args)...)...)
 		if !errors.Is(err, dao.ErrInvalidArgument) || !strings.Contains(err.Error(), "--"+tc.flag+" ") {

@@ -27,6 +27,7 @@ type relayOptions struct {
 	workerID        string
 	batch           int
 	workers         int
+	window          int
 	lease           time.Duration
 	poll            time.Duration
 	maxPoll         time.Duration
@@ -65,6 +66,7 @@ JetStream stream; --stream with --subjects creates or updates one at start.`,
 	f.StringVar(&o.workerID, "worker-id", "", "worker id recorded in locked_by (default host-pid-random)")
 	f.IntVar(&o.batch, "batch", outbox.DefaultBatchSize, "messages claimed per batch")
 	f.IntVar(&o.workers, "workers", 1, "batches in flight at once (claim, publish and mark loops)")
+	f.IntVar(&o.window, "window", outbox.DefaultWindow, "batches each worker keeps claimed and not yet marked, publishing while it claims the next (1: claim, publish, mark, then the next claim)")
 	f.DurationVar(&o.lease, "lease", outbox.DefaultLease, "how long a claimed batch stays locked to this relay")
 	f.DurationVar(&o.poll, "poll", outbox.DefaultPollInterval, "wait after a short batch, and first wait when idle")
 	f.DurationVar(&o.maxPoll, "max-poll", outbox.DefaultMaxPollInterval, "longest idle wait (the wait doubles while idle)")
@@ -91,6 +93,7 @@ func checkRelay(o relayOptions) error {
 	var c flagChecks
 	atLeast(&c, "batch", o.batch, 1)
 	atLeast(&c, "workers", o.workers, 1)
+	between(&c, "window", o.window, 1, outbox.MaxWindow)
 	above(&c, "lease", o.lease, 0)
 	above(&c, "poll", o.poll, 0)
 	atLeast(&c, "max-poll", o.maxPoll, max(o.poll, 1))
@@ -120,7 +123,7 @@ func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
 		return err
 	}
 	defer nc.Close()
-	pub, err := natspub.New(nc, natspub.Config{MaxPending: max(8192, 2*o.batch*o.workers)})
+	pub, err := natspub.New(nc, natspub.Config{MaxPending: max(8192, 2*o.batch*o.workers*o.window)})
 	if err != nil {
 		return err
 	}
@@ -142,7 +145,7 @@ func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
 		}
 	}
 	relay, err := outbox.NewRelay(env.Repo, pub, outbox.RelayConfig{
-		WorkerID: o.workerID, TargetBroker: o.broker, BatchSize: o.batch, Concurrency: o.workers, Lease: o.lease,
+		WorkerID: o.workerID, TargetBroker: o.broker, BatchSize: o.batch, Concurrency: o.workers, Window: o.window, Lease: o.lease,
 		PollInterval: o.poll, MaxPollInterval: o.maxPoll, ShutdownTimeout: o.shutdownTimeout,
 	})
 	if err != nil {

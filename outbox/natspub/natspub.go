@@ -30,7 +30,7 @@ type Config struct {
 	// MaxPending is the most asynchronous publishes awaiting their ack on
 	// this publisher; a batch that would exceed it waits for acks first
 	// (nats.go's stall). Default 8192; keep it at least the relay's
-	// BatchSize × Concurrency.
+	// BatchSize × Concurrency × Window.
 	MaxPending int
 	// AckTimeout is the longest wait for one message's ack, in addition to
 	// the deadline of the context given to Publish; default 10 s.

@@ -26,18 +26,22 @@ func (v *variant) newRelays(ctx context.Context) (*relays, error) {
 	rl := &relays{}
 	rl.ctx, rl.cancel = context.WithCancel(ctx)
 	v.onExit(rl.stop)
+	window := v.o.Window
+	if v.name == VariantEarlier {
+		window = 1
+	}
 	for i := range v.o.Relays {
 		nc, err := outboxenv.ConnectNATS(v.broker.URL, fmt.Sprintf("claimstore bench relay %d", i))
 		if err != nil {
 			return nil, err
 		}
 		v.onExit(nc.Close)
-		pub, err := natspub.New(nc, natspub.Config{MaxPending: max(8192, 2*v.o.Batch*v.o.Workers)})
+		pub, err := natspub.New(nc, natspub.Config{MaxPending: max(8192, 2*v.o.Batch*v.o.Workers*max(1, window))})
 		if err != nil {
 			return nil, err
 		}
 		r, err := outbox.NewRelay(v.repo, pub, outbox.RelayConfig{
-			WorkerID: fmt.Sprintf("bench-%s-%d", v.tag, i), BatchSize: v.o.Batch, Concurrency: v.o.Workers, Lease: v.o.Lease,
+			WorkerID: fmt.Sprintf("bench-%s-%d", v.tag, i), BatchSize: v.o.Batch, Concurrency: v.o.Workers, Window: window, Lease: v.o.Lease,
 			PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, MarkTimeout: v.o.Lease, Logger: v.o.Logger,
 		})
 		if err != nil {

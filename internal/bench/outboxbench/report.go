@@ -25,6 +25,17 @@ type Result struct {
 	// could not be read (no /proc, or not a local PostgreSQL server).
 	ClientCPU, ServerCPU time.Duration
 	CPUKnown             bool
+	// RelayClientCPU and RelayServerCPU are the same over RelayTime
+	// alone, with Options.Prefill; RelayCPUKnown says whether they were
+	// read.
+	RelayClientCPU, RelayServerCPU time.Duration
+	RelayCPUKnown                  bool
+	// Updates and HOTUpdates are, on PostgreSQL, the rows the table's
+	// UPDATEs changed and those of them that were HOT updates (heap-only
+	// tuples: no new index entry), from pg_stat_user_tables; HOTKnown is
+	// false elsewhere or when they could not be read.
+	RowUpdates, HOTUpdates int64
+	HOTKnown               bool
 	// Updates is the number of UPDATE statements the store sent.
 	Updates int64
 	// InStream is the number of messages in the stream, Distinct the
@@ -50,8 +61,8 @@ type Report struct {
 }
 
 // WriteText writes the report as text to w: the set-up, a table of the
-// variants, each variant's CPU per message, and the ratio of the batched
-// to the per-message variant when both ran. It returns the first write
+// variants, each variant's CPU per message, and the ratios of the batched
+// variant to the others. It returns the first write
 // error.
 func (r *Report) WriteText(w io.Writer) error {
 	ew := &bench.ErrWriter{W: w}
@@ -67,8 +78,8 @@ func (r *Report) WriteText(w io.Writer) error {
 func (r *Report) writeSetup(w io.Writer) {
 	o := r.Options
 	fmt.Fprintf(w, "bench outbox: backend %s, NATS %s\n", o.Backend, r.NATS)
-	fmt.Fprintf(w, "%d messages of %d bytes per variant; %d writers x %d per transaction; %d relays x %d batches of %d in flight\n",
-		o.Messages, o.Payload, o.Writers, o.WriteBatch, o.Relays, o.Workers, o.Batch)
+	fmt.Fprintf(w, "%d messages of %d bytes per variant; %d writers x %d per transaction; %d relays x %d workers x a window of %d batches of %d\n",
+		o.Messages, o.Payload, o.Writers, o.WriteBatch, o.Relays, o.Workers, max(1, o.Window), o.Batch)
 	mode := "writers and relays run at once"
 	if o.Prefill {
 		mode = "all messages written first, then relayed (--prefill)"
@@ -111,27 +122,45 @@ func (r *Report) writeCPU(w io.Writer) {
 		c, sv := per(res.ClientCPU), per(res.ServerCPU)
 		fmt.Fprintf(w, "%s: CPU per message %.1f µs in this process (relays, writers, embedded NATS) + %.1f µs in the PostgreSQL backends = %.1f µs; %d cores could carry about %.0f msg/s if nothing else ran\n",
 			res.Variant, c, sv, c+sv, cores, float64(cores)*1e6/(c+sv))
+		if res.RelayCPUKnown {
+			c, sv := per(res.RelayClientCPU), per(res.RelayServerCPU)
+			fmt.Fprintf(w, "%s: relay phase alone: CPU per message %.1f µs in this process + %.1f µs in the PostgreSQL backends = %.1f µs\n",
+				res.Variant, c, sv, c+sv)
+		}
+		if res.HOTKnown {
+			fmt.Fprintf(w, "%s: %d row updates, %d of them HOT (%.0f%%)\n", res.Variant, res.RowUpdates, res.HOTUpdates,
+				100*float64(res.HOTUpdates)/float64(max(1, res.RowUpdates)))
+		}
 	}
 }
 
-// writeRatio writes the ratio of the batched to the per-message variant
-// when both ran.
+// writeRatio writes the ratio of the batched variant to the per-message
+// and earlier variants that ran.
 func (r *Report) writeRatio(w io.Writer) {
-	var batched, single *Result
+	byName := map[string]*Result{}
 	for i := range r.Results {
-		switch r.Results[i].Variant {
-		case VariantBatched:
-			batched = &r.Results[i]
-		case VariantPerMessage:
-			single = &r.Results[i]
-		}
+		byName[r.Results[i].Variant] = &r.Results[i]
 	}
-	if batched == nil || single == nil {
+	batched := byName[VariantBatched]
+	if batched == nil {
 		return
 	}
-	fmt.Fprintf(w, "\nratio batched / per-message marks: %.2fx end to end", batched.Rate()/single.Rate())
-	if r.Options.Prefill {
-		fmt.Fprintf(w, ", %.2fx relay only", single.RelayTime.Seconds()/batched.RelayTime.Seconds())
+	wrote := false
+	for _, o := range []struct{ name, what string }{
+		{VariantPerMessage, "per-message marks"},
+		{VariantEarlier, "earlier relay and table"},
+	} {
+		other := byName[o.name]
+		if other == nil {
+			continue
+		}
+		wrote = true
+		fmt.Fprintf(w, "\nratio batched / %s: %.2fx end to end", o.what, batched.Rate()/other.Rate())
+		if r.Options.Prefill {
+			fmt.Fprintf(w, ", %.2fx relay only", other.RelayTime.Seconds()/batched.RelayTime.Seconds())
+		}
 	}
-	fmt.Fprintln(w)
+	if wrote {
+		fmt.Fprintln(w)
+	}
 }

@@ -20,10 +20,18 @@ const (
 	// VariantPerMessage is the same relay over a store that sends one
 	// UPDATE per message for every mark.
 	VariantPerMessage = "per-message"
+	// VariantEarlier is the relay and table layout of the previous
+	// release: a window of one batch per loop and, on PostgreSQL, the
+	// claim index on status IN ('pending', 'processing', 'failed') with
+	// the default fillfactor (so that no claim is a HOT update), as a
+	// table made by an earlier outbox.Migrate keeps.
+	VariantEarlier = "earlier"
 )
 
 // KnownVariant reports whether name is one of the variants.
-func KnownVariant(name string) bool { return name == VariantBatched || name == VariantPerMessage }
+func KnownVariant(name string) bool {
+	return name == VariantBatched || name == VariantPerMessage || name == VariantEarlier
+}
 
 // Options describe one benchmark run. The counts must be >= 1 (Payload
 // >= 0), Lease and Timeout > 0 and Analyze >= 0, and every variant known
@@ -36,10 +44,13 @@ type Options struct {
 	// each.
 	Messages, Payload int
 	// Relays run concurrently, each with its own NATS connection and
-	// Workers batches of Batch messages in flight; Lease is the lease of
+	// Workers loops claiming batches of Batch messages; Lease is the lease of
 	// a claimed batch.
 	Relays, Workers, Batch int
 	Lease                  time.Duration
+	// Window is each relay loop's window of batches claimed and not yet
+	// marked (outbox.RelayConfig.Window); 0: the relay's default.
+	Window int
 	// Writers write concurrently, WriteBatch messages per transaction.
 	Writers, WriteBatch int
 	// NATSURL is an external NATS server; empty starts an embedded one.

@@ -88,7 +88,9 @@ func (v *variant) openTable(ctx context.Context) error {
 	}
 	env, err := outboxenv.Open(ctx, outboxenv.Options{
 		Backend: v.o.Backend, DSN: dsn, Table: v.table, Migrate: true, TempSQLite: true,
-		Pool: v.o.Relays*v.o.Workers + v.o.Writers + 2,
+		// A loop claims and marks at once when its window holds more
+		// than one batch.
+		Pool: v.o.Relays*v.o.Workers*min(2, max(1, v.o.Window)) + v.o.Writers + 2,
 	})
 	if err != nil {
 		return err
@@ -98,9 +100,36 @@ func (v *variant) openTable(ctx context.Context) error {
 	if env.DB != nil {
 		v.onExit(func() { _ = env.DB.Migrator().DropTable(v.table) })
 	}
+	if v.name == VariantEarlier && env.DB != nil && env.DB.Dialector.Name() == "postgres" {
+		if err := earlierLayout(ctx, env.DB, v.table); err != nil {
+			return err
+		}
+	}
 	wrap := wrapper(v.name, &v.updates)
 	v.repo, err = outboxenv.Wrapped(env.Repo.Store(), wrap, wrap, outbox.WithLease(v.o.Lease))
 	return err
+}
+
+// earlierLayout gives the empty PostgreSQL table the layout an earlier
+// outbox.Migrate made: the claim index on status IN ('pending',
+// 'processing', 'failed') and the default fillfactor.
+func earlierLayout(ctx context.Context, db *gorm.DB, table string) error {
+	claim, _ := outbox.IndexNames(db, table)
+	idx, tbl := clause.Column{Name: claim}, clause.Table{Name: table}
+	db = db.WithContext(ctx)
+	for _, st := range []struct {
+		sql  string
+		args []any
+	}{
+		{"DROP INDEX ?", []any{idx}},
+		{"CREATE INDEX ? ON ? (target_broker, priority DESC, created_at, id) WHERE status IN ('pending', 'processing', 'failed')", []any{idx, tbl}},
+		{"ALTER TABLE ? RESET (fillfactor)", []any{tbl}},
+	} {
+		if err := db.Exec(st.sql, st.args...).Error; err != nil {
+			return fmt.Errorf("earlier table layout: %w", err)
+		}
+	}
+	return nil
 }
 
 // openStream creates the variant's stream (deleted at the end).
@@ -167,17 +196,57 @@ func (v *variant) measure(ctx context.Context, rl *relays, analyze func()) (Resu
 	}
 	meter := cpuMeter{db: v.env.DB, app: v.app}
 	meter.start(ctx)
+	relayMeter := cpuMeter{db: v.env.DB, app: v.app}
 	start := time.Now()
 	w := v.startWriters(ctx)
-	if err := v.wait(ctx, w, rl, analyze, start, &res); err != nil {
+	if err := v.wait(ctx, w, rl, analyze, &relayMeter, start, &res); err != nil {
 		return res, err
 	}
 	res.Total = time.Since(start)
 	res.RelayTime = res.Total - res.WriteTime
 	meter.stop(ctx, &res)
+	if v.o.Prefill {
+		var rr Result
+		relayMeter.stop(ctx, &rr)
+		res.RelayClientCPU, res.RelayServerCPU, res.RelayCPUKnown = rr.ClientCPU, rr.ServerCPU, rr.CPUKnown
+	}
 	rl.stop()
 	res.Updates = v.updates.Load()
+	v.hotUpdates(ctx, &res)
 	return res, nil
+}
+
+// hotUpdates reads, on PostgreSQL, the table's row updates and HOT updates
+// from pg_stat_user_tables into res. A backend reports its counts when its
+// transaction ends, at most once a second while it is busy, and when it
+// exits: the run's idle connections are closed first, and the counts read
+// until they stop growing.
+func (v *variant) hotUpdates(ctx context.Context, res *Result) {
+	if v.env.DB == nil || v.env.DB.Dialector.Name() != "postgres" {
+		return
+	}
+	if sqlDB, err := v.env.DB.DB(); err == nil {
+		sqlDB.SetMaxIdleConns(0) // the backends exit and report their counts
+		defer sqlDB.SetMaxIdleConns(2)
+	}
+	var last [2]int64
+	for range 20 {
+		var row struct{ Upd, Hot int64 }
+		err := v.env.DB.WithContext(ctx).Raw("SELECT n_tup_upd AS upd, n_tup_hot_upd AS hot FROM pg_stat_user_tables WHERE relname = ?", v.table).Scan(&row).Error
+		if err != nil {
+			return
+		}
+		if row.Upd == last[0] && row.Hot == last[1] && row.Upd > 0 {
+			break
+		}
+		last = [2]int64{row.Upd, row.Hot}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	res.RowUpdates, res.HOTUpdates, res.HOTKnown = last[0], last[1], true
 }
 
 // startWriters starts o.Writers writers that together add o.Messages
@@ -205,9 +274,9 @@ func (v *variant) startWriters(ctx context.Context) *outboxenv.Writers {
 
 // wait waits until every message is published, a write fails or ctx
 // ends, printing a progress line every second. When the writers are done
-// it sets res.WriteTime and, with o.Prefill, analyzes the table and
-// starts the relays.
-func (v *variant) wait(ctx context.Context, w *outboxenv.Writers, rl *relays, analyze func(), start time.Time, res *Result) error {
+// it sets res.WriteTime and, with o.Prefill, analyzes the table, takes
+// relayMeter's first reading and starts the relays.
+func (v *variant) wait(ctx context.Context, w *outboxenv.Writers, rl *relays, analyze func(), relayMeter *cpuMeter, start time.Time, res *Result) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	writersDone := w.Done
@@ -223,6 +292,7 @@ func (v *variant) wait(ctx context.Context, w *outboxenv.Writers, rl *relays, an
 			res.WriteTime = time.Since(start)
 			if v.o.Prefill {
 				analyze()
+				relayMeter.start(ctx)
 				rl.start()
 			}
 		case <-tick.C:
