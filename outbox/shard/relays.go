@@ -29,10 +29,10 @@ type Relays struct {
 // each relay draws its own default id. Each relay logs to cfg.Logger
 // (default slog.Default()) with the attribute shard=<i>.
 //
-// Per-key order on a shard holds only with one relay of Concurrency 1 per
-// shard and target broker (see the package documentation); more relays
-// per shard, or Concurrency > 1, publish more in parallel and give that
-// order up.
+// Per-key order on a shard holds only with one relay of Concurrency 1 and
+// Window 1 per shard and target broker (see the package documentation);
+// more relays per shard, Concurrency > 1 or Window > 1 publish more in
+// parallel and give that order up.
 //
 // Errors wrap [dao.ErrInvalidArgument] for a nil router or publisher or a
 // negative perShard, and are otherwise those of [outbox.NewRelay].
