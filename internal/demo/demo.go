@@ -157,7 +157,7 @@ func (r *run) openStream(ctx context.Context) error {
 	if r.js, err = jetstream.New(admin); err != nil {
 		return err
 	}
-	drop, err := outboxenv.CreateStream(ctx, r.js, r.stream, r.subject)
+	drop, err := outboxenv.CreateStream(ctx, r.js, r.stream, r.subject, outboxenv.DuplicateWindow(r.relayConfig(0)))
 	if err != nil {
 		return err
 	}

@@ -51,10 +51,15 @@ func (r *run) newRelay(i int) (*outbox.Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	return outbox.NewRelay(r.env.Repo, pub, outbox.RelayConfig{
+	return outbox.NewRelay(r.env.Repo, pub, r.relayConfig(i))
+}
+
+// relayConfig returns the settings of demo relay i.
+func (r *run) relayConfig(i int) outbox.RelayConfig {
+	return outbox.RelayConfig{
 		WorkerID: fmt.Sprintf("demo-relay-%d-%s", i, r.tag), BatchSize: r.o.Batch, Concurrency: r.o.Workers,
 		Lease: r.o.Lease, PollInterval: 20 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond, Logger: r.o.Logger,
-	})
+	}
 }
 
 // stop stops the relays, waits for them, and returns the first error one

@@ -80,13 +80,13 @@ func (b *Broker) Close() {
 }
 
 // CreateStream creates the JetStream stream name, file-stored, holding
-// subject, with a duplicate window (the window in which a message id
-// published twice is stored once) as long as the retry horizon of a relay
-// with default settings (outbox.RetryHorizon), rounded up to a minute. It returns a function that
-// deletes the stream (errors ignored: it is clean-up).
-func CreateStream(ctx context.Context, js jetstream.JetStream, name, subject string) (drop func(), err error) {
+// subject, with the duplicate window dup (the window in which a message
+// id published twice is stored once; give it [DuplicateWindow] of the
+// relays that publish to the stream). It returns a function that deletes
+// the stream (errors ignored: it is clean-up).
+func CreateStream(ctx context.Context, js jetstream.JetStream, name, subject string, dup time.Duration) (drop func(), err error) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: name, Subjects: []string{subject}, Duplicates: DuplicateWindow(), Storage: jetstream.FileStorage,
+		Name: name, Subjects: []string{subject}, Duplicates: dup, Storage: jetstream.FileStorage,
 	}); err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", name, err)
 	}
@@ -97,10 +97,11 @@ func CreateStream(ctx context.Context, js jetstream.JetStream, name, subject str
 	}, nil
 }
 
-// DuplicateWindow returns the duplicate window CreateStream gives a
-// stream: outbox.RetryHorizon of the default retry policy and relay
-// settings, rounded up to a whole minute.
-func DuplicateWindow() time.Duration {
-	h := outbox.RetryHorizon(outbox.DefaultRetryPolicy(), outbox.RelayConfig{})
+// DuplicateWindow returns the duplicate window of a stream that relays
+// with settings cfg publish to (zero settings count as the defaults):
+// outbox.RetryHorizon of the default retry policy and cfg, rounded up to
+// a whole minute; 22 min for the default settings.
+func DuplicateWindow(cfg outbox.RelayConfig) time.Duration {
+	h := outbox.RetryHorizon(outbox.DefaultRetryPolicy(), cfg)
 	return (h + time.Minute - 1).Truncate(time.Minute)
 }

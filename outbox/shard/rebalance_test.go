@@ -59,7 +59,7 @@ func TestAddShardKeepsOrder(t *testing.T) {
 	js := pub.JetStream()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: "REBALANCE", Subjects: []string{"shard.>"}, Storage: jetstream.FileStorage,
-		Duplicates: outboxenv.DuplicateWindow(),
+		Duplicates: outboxenv.DuplicateWindow(outbox.RelayConfig{}),
 	}); err != nil {
 		t.Fatal(err)
 	}

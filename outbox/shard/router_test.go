@@ -237,7 +237,7 @@ func TestShardedOutboxEndToEnd(t *testing.T) {
 	js := pub.JetStream()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: "SHARDS", Subjects: []string{"shard.>"}, Storage: jetstream.FileStorage,
-		Duplicates: outboxenv.DuplicateWindow(),
+		Duplicates: outboxenv.DuplicateWindow(outbox.RelayConfig{}),
 	}); err != nil {
 		t.Fatal(err)
 	}

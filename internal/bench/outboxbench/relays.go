@@ -26,30 +26,37 @@ func (v *variant) newRelays(ctx context.Context) (*relays, error) {
 	rl := &relays{}
 	rl.ctx, rl.cancel = context.WithCancel(ctx)
 	v.onExit(rl.stop)
-	window := v.o.Window
-	if v.name == VariantEarlier {
-		window = 1
-	}
 	for i := range v.o.Relays {
 		nc, err := outboxenv.ConnectNATS(v.broker.URL, fmt.Sprintf("claimstore bench relay %d", i))
 		if err != nil {
 			return nil, err
 		}
 		v.onExit(nc.Close)
-		pub, err := natspub.New(nc, natspub.Config{MaxPending: max(8192, 2*v.o.Batch*v.o.Workers*max(1, window))})
+		cfg := v.relayConfig(i)
+		pub, err := natspub.New(nc, natspub.Config{MaxPending: max(8192, 2*v.o.Batch*v.o.Workers*max(1, cfg.Window))})
 		if err != nil {
 			return nil, err
 		}
-		r, err := outbox.NewRelay(v.repo, pub, outbox.RelayConfig{
-			WorkerID: fmt.Sprintf("bench-%s-%d", v.tag, i), BatchSize: v.o.Batch, Concurrency: v.o.Workers, Window: window, Lease: v.o.Lease,
-			PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, MarkTimeout: v.o.Lease, Logger: v.o.Logger,
-		})
+		r, err := outbox.NewRelay(v.repo, pub, cfg)
 		if err != nil {
 			return nil, err
 		}
 		rl.all = append(rl.all, r)
 	}
 	return rl, nil
+}
+
+// relayConfig returns the settings of relay i of the variant: the
+// earlier variant runs without a publish window.
+func (v *variant) relayConfig(i int) outbox.RelayConfig {
+	window := v.o.Window
+	if v.name == VariantEarlier {
+		window = 1
+	}
+	return outbox.RelayConfig{
+		WorkerID: fmt.Sprintf("bench-%s-%d", v.tag, i), BatchSize: v.o.Batch, Concurrency: v.o.Workers, Window: window, Lease: v.o.Lease,
+		PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, MarkTimeout: v.o.Lease, Logger: v.o.Logger,
+	}
 }
 
 // start starts every relay; call it once.

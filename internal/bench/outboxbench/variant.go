@@ -142,7 +142,7 @@ func (v *variant) openStream(ctx context.Context) error {
 	if v.js, err = jetstream.New(admin); err != nil {
 		return err
 	}
-	drop, err := outboxenv.CreateStream(ctx, v.js, v.stream, v.subject)
+	drop, err := outboxenv.CreateStream(ctx, v.js, v.stream, v.subject, outboxenv.DuplicateWindow(v.relayConfig(0)))
 	if err != nil {
 		return err
 	}
