@@ -158,8 +158,15 @@ func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]
 		rows, err = s.queryRanked(run, conn, st)
 	default:
 		// One statement in autocommit: query returns its rows only once
-		// the server reported it complete and committed.
-		rows, err = s.query(run, conn, st)
+		// the server reported it complete and committed. It runs with the
+		// backend's driver natively where the connection allows it.
+		err = errNotNative
+		if s.native != nil {
+			rows, err = s.queryNative(run, conn, st, req.Limit)
+		}
+		if errors.Is(err, errNotNative) {
+			rows, err = s.query(run, conn, st)
+		}
 	}
 	return rows, s.claimErr(ctx, run, err)
 }
