@@ -276,8 +276,8 @@ func TestPostgresNativeScanMatchesFind(t *testing.T) {
 
 // serialRow has a serializer field, which only GORM's scanner reads.
 type serialRow struct {
-	ID     int64  `gorm:"primaryKey"`
-	Status string `gorm:"size:16"`
+	ID     int64             `gorm:"primaryKey"`
+	Status string            `gorm:"size:16"`
 	Meta   map[string]string `gorm:"serializer:json"`
 }
 

@@ -34,7 +34,7 @@ type sqlDriver[T any] struct {
 	// scanning through plan; see queryNative.
 	native func(dc any) NativeConn
 	plan   scanPlan
-	inTx    bool // bound to a caller's transaction: Claim is refused
+	inTx   bool // bound to a caller's transaction: Claim is refused
 	// foundRows: MySQL and MariaDB report matched rather than changed rows
 	// (CLIENT_FOUND_ROWS, DSN clientFoundRows=true). Always true elsewhere.
 	foundRows bool
