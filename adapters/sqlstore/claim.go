@@ -28,7 +28,9 @@ import (
 //
 // On PostgreSQL, on the fast-path allow-list by default, it runs the one
 // statement of dialects.Renderer.Claim in autocommit: one round trip, in
-// READ COMMITTED, PostgreSQL's default isolation. When New found
+// READ COMMITTED, PostgreSQL's default isolation, with pgx natively on
+// the connection database/sql holds where the connection is pgx's (see
+// the package documentation; queryNative). When New found
 // that the server's default isolation is stricter, the statement runs in a
 // READ COMMITTED transaction instead (BEGIN, statement, COMMIT: three
 // round trips), because under REPEATABLE READ or SERIALIZABLE a row
