@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 	gormpg "gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -303,5 +304,27 @@ func TestPostgresSerializerClaimsThroughDatabaseSQL(t *testing.T) {
 	}
 	if native, viaSQL := log.take(); native != 0 || viaSQL != 1 {
 		t.Fatalf("%d native, %d database/sql claim statements; want 0, 1", native, viaSQL)
+	}
+}
+
+// A database error of the native claim is mapped as on database/sql: a
+// unique violation is dao.ErrDuplicate with the pgx error reachable, and
+// the statement claimed nothing.
+func TestPostgresNativeClaimErrorMapped(t *testing.T) {
+	var log claimLog
+	s := newStore(t, openTraced(t, &log, false, nil))
+	ctx := context.Background()
+	seed(t, s, 3)
+	log.take()
+	rows, err := s.Claim(ctx, dao.ClaimRequest{Where: dao.Eq("status", "pending"), Set: dao.Set{"name": "same"}, Limit: 2})
+	var pgErr *pgconn.PgError
+	if !errors.Is(err, dao.ErrDuplicate) || !errors.As(err, &pgErr) || pgErr.Code != "23505" || rows != nil {
+		t.Fatalf("claim writing one unique value to two rows = %v, %v; want no rows, ErrDuplicate wrapping SQLSTATE 23505", rows, err)
+	}
+	if native, viaSQL := log.take(); native != 1 || viaSQL != 0 {
+		t.Fatalf("%d native, %d database/sql claim statements; want 1, 0", native, viaSQL)
+	}
+	if n, err := s.Count(ctx, dao.Eq("status", "pending")); err != nil || n != 3 {
+		t.Fatalf("after the failed claim: %d pending, %v; want 3", n, err)
 	}
 }
