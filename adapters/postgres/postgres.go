@@ -16,6 +16,7 @@ func init() {
 	sqlstore.Register(sqlstore.Backend{
 		Dialector: func(dsn string) (gorm.Dialector, error) { return gormpg.Open(dsn), nil },
 		Classify:  classify,
+		Native:    native,
 	}, dialects.Postgres, dialects.CockroachDB, dialects.YugabyteDB)
 }
 

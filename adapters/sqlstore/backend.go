@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"context"
 	"sync"
 
 	"github.com/claimstore/claimstore/dialects"
@@ -22,6 +23,13 @@ type Backend struct {
 	// MatchedRows reports whether an UPDATE's affected-row count on db is
 	// the number of rows it matched; nil means it always is.
 	MatchedRows func(db *gorm.DB) bool
+	// Native returns a [NativeConn] over dc, a driver connection as
+	// (*sql.Conn).Raw hands it, when dc is a connection of the backend's
+	// own driver; nil otherwise (another driver, or the backend's wrapped
+	// by a driver hook such as a tracing or counting middleware), and then
+	// the store runs its statements through database/sql. A nil Native
+	// means the backend has no native path.
+	Native func(dc any) NativeConn
 }
 
 var (
@@ -65,4 +73,31 @@ func classifiers() []func(error) error {
 // that of its family (dialects.Family), whose driver it runs on.
 func backendPackage(name dialects.Name) string {
 	return "github.com/claimstore/claimstore/adapters/" + string(dialects.Family(name))
+}
+
+// NativeConn runs a statement with a backend's own driver on a connection
+// that database/sql holds, without database/sql's per-value conversions:
+// the rows are scanned straight into their destinations with the driver's
+// own scanning. A backend returns one from [Backend.Native].
+type NativeConn interface {
+	// Query sends sql with args bound (the driver's own binding, as
+	// through database/sql) and returns the rows. An error means the
+	// statement's result is not known to have been read; it is the
+	// driver's native error, which the store maps like every database
+	// error.
+	Query(ctx context.Context, sql string, args []any) (NativeRows, error)
+}
+
+// NativeRows is the result of [NativeConn.Query].
+type NativeRows interface {
+	// Columns returns the result column names in order.
+	Columns() []string
+	// Next advances to the next row and reports whether there is one.
+	Next() bool
+	// Scan copies the current row's columns into dest, one pointer per
+	// column, with the driver's conversions; a nil entry skips its column.
+	Scan(dest ...any) error
+	// Close releases the rows, reading what is left of the result, and
+	// returns the error that ended the result, if any (as Err).
+	Close() error
 }

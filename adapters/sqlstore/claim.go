@@ -28,7 +28,9 @@ import (
 //
 // On PostgreSQL, on the fast-path allow-list by default, it runs the one
 // statement of dialects.Renderer.Claim in autocommit: one round trip, in
-// READ COMMITTED, PostgreSQL's default isolation. When New found
+// READ COMMITTED, PostgreSQL's default isolation, with pgx natively on
+// the connection database/sql holds where the connection is pgx's (see
+// the package documentation; queryNative). When New found
 // that the server's default isolation is stricter, the statement runs in a
 // READ COMMITTED transaction instead (BEGIN, statement, COMMIT: three
 // round trips), because under REPEATABLE READ or SERIALIZABLE a row
@@ -158,8 +160,15 @@ func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]
 		rows, err = s.queryRanked(run, conn, st)
 	default:
 		// One statement in autocommit: query returns its rows only once
-		// the server reported it complete and committed.
-		rows, err = s.query(run, conn, st)
+		// the server reported it complete and committed. It runs with the
+		// backend's driver natively where the connection allows it.
+		err = errNotNative
+		if s.native != nil {
+			rows, err = s.queryNative(run, conn, st, req.Limit)
+		}
+		if errors.Is(err, errNotNative) {
+			rows, err = s.query(run, conn, st)
+		}
 	}
 	return rows, s.claimErr(ctx, run, err)
 }

@@ -16,7 +16,23 @@
 // serializer fields, straight into the fields with database/sql's
 // conversions (far fewer allocations, which matters for a 100-row claim);
 // otherwise with gorm.DB.ScanRows. GORM hooks (AfterFind and the like) do
-// not run for these reads. Create goes through GORM, which writes a
+// not run for these reads.
+//
+// The PostgreSQL fast-path claim (the one statement in autocommit) goes one
+// step further when the handle's connections are pgx's own database/sql
+// driver (jackc/pgx/v5/stdlib, which gorm.io/driver/postgres opens): it
+// takes the connection from database/sql, runs the statement with pgx on
+// it ((*sql.Conn).Raw, then pgx.Conn.Query in the connection's query exec
+// mode, by default the cached prepared statement, as database/sql's
+// statements on it run) and scans each column with pgx straight into the
+// field of T that the model schema names, through a column-to-field plan
+// New builds once; database/sql's conversion of every value to a
+// driver.Value and back is skipped. Same statement, same single round trip,
+// same connection pool and error mapping. When the connection is not
+// pgx's (a driver middleware that wraps it, such as a tracing or counting
+// sqlmw driver), the model has serializer fields, or the claim runs in the
+// READ COMMITTED transaction of a stricter server default, the claim runs
+// through database/sql as above. Create goes through GORM, which writes a
 // multi-row INSERT and fills generated primary keys back into the items;
 // Migrate is GORM's AutoMigrate on the store's table.
 //

@@ -29,7 +29,12 @@ type sqlDriver[T any] struct {
 	r       dialects.Renderer
 	claimTx bool // wrap the PostgreSQL fast path in a READ COMMITTED transaction
 	direct  bool // scan rows with scanDirect instead of GORM's ScanRows
-	inTx    bool // bound to a caller's transaction: Claim is refused
+	// native runs the PostgreSQL fast-path claim with the backend's driver
+	// on the connection database/sql holds (Backend.Native; nil: none),
+	// scanning through plan; see queryNative.
+	native func(dc any) NativeConn
+	plan   scanPlan
+	inTx   bool // bound to a caller's transaction: Claim is refused
 	// foundRows: MySQL and MariaDB report matched rather than changed rows
 	// (CLIENT_FOUND_ROWS, DSN clientFoundRows=true). Always true elsewhere.
 	foundRows bool
@@ -238,6 +243,10 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 	}
 	if name == dialects.SQLite {
 		s.ranked = rankedType[T]()
+	}
+	if s.direct && b.Native != nil {
+		s.native = b.Native
+		s.plan = newScanPlan[T](model.Schema())
 	}
 	s.inTx = inTransaction(s.pool)
 	if err := checkHandle(ctx, db, s.pool, name, s.inTx); err != nil {

@@ -12,14 +12,15 @@ import (
 )
 
 // BenchmarkClaim compares, on PostgreSQL, the library's Store.Claim (fast
-// path, through GORM and database/sql) with pgx running the same statement
+// path, run with pgx on the connection of the GORM handle's database/sql
+// pool) with pgx running the same statement
 // text, in one benchmark: every iteration claims one batch of 100 rows
 // with each, one right after the other, on two tables of the same shape
 // loaded with enough rows for b.N claims, so drift of the server or the
 // machine hits both alike. Metrics:
 //
 //	lib-µs/claim, raw-µs/claim  mean latency of one claim call
-//	lib-rt/claim, raw-rt/claim  round trips per call (roundtrip hook, pgx tracer)
+//	lib-rt/claim, raw-rt/claim  round trips per call (pgx tracers: roundtrip's, QueryCounter)
 //	lib/raw                     raw time / library time = library throughput relative to raw
 //
 // workers=1 runs the calls serially; workers=8 from 8 goroutines.

@@ -5,8 +5,13 @@
 // detected exactly. It measures wall time, claim calls and rows per second,
 // claim latency percentiles and database round trips per claim, the latter
 // counted exactly by a driver hook: the internal/roundtrip package for
-// database/sql (and so for GORM), a pgx QueryTracer for the raw pgx
-// baseline.
+// database/sql (and so for GORM; on PostgreSQL a pgx tracer inside pgx's
+// database/sql driver, which also sees the statements the library runs
+// with pgx natively on those connections), a pgx QueryTracer for the raw
+// pgx baseline. The library's handle and both raw PostgreSQL baselines
+// run in pgx's default query exec mode (QueryExecModeCacheStatement: each
+// connection prepares a statement text once and then runs it in one round
+// trip), so every variant runs the claim as the same prepared statement.
 //
 // A run compares variants on fresh tables of the same shape and size in one
 // process: the library's Store.Claim, the raw driver executing the same SQL,

@@ -441,7 +441,7 @@ func (s *sqlRun) libraryRunner(ctx context.Context, t *table, opts ...sqlstore.O
 func (s *sqlRun) describeLibrary(c dao.Capabilities) string {
 	switch {
 	case c.Strategy == dao.StrategyFastPath && s.dialect == dialects.Postgres:
-		return "fast path: one statement (WITH … AS MATERIALIZED (SELECT … FOR UPDATE SKIP LOCKED), … UPDATE … RETURNING) SELECT … ORDER BY), Store.Claim over GORM/database/sql"
+		return "fast path: one statement (WITH … AS MATERIALIZED (SELECT … FOR UPDATE SKIP LOCKED), … UPDATE … RETURNING) SELECT … ORDER BY), Store.Claim on the GORM handle's connection, run with pgx natively"
 	case c.Strategy == dao.StrategyFastPath:
 		return "fast path (opt-in): READ COMMITTED transaction: SELECT … FOR UPDATE SKIP LOCKED, UPDATE … WHERE id IN (…), COMMIT; Store.Claim over GORM/database/sql"
 	}

@@ -121,6 +121,41 @@ func (i interceptor) TxRollback(ctx context.Context, tx driver.Tx) error {
 	return i.NullInterceptor.TxRollback(ctx, tx)
 }
 
+// pgxCounter counts the round trips of a PostgreSQL connection with pgx's
+// own tracing hooks (pgx.QueryTracer, pgx.PrepareTracer), which see every
+// statement the connection sends, whether it came through database/sql or
+// was run with pgx on the connection database/sql holds ((*sql.Conn).Raw,
+// as sqlstore's native claim path does). A driver wrapper such as sqlmw
+// would hide the pgx connection from such code, so the PostgreSQL counter
+// sits inside the driver instead. What it counts is what [Counter] lists:
+// through pgx's database/sql driver, BeginTx, Commit and Rollback are one
+// statement each, a prepared statement's execution is one query; a
+// prepare is counted unless the statement was already prepared on the
+// connection or the prepare is the statement cache's own (the cache's
+// statement names start with "stmtcache_").
+type pgxCounter struct{ c *Counter }
+
+func (p pgxCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	p.c.n.Add(1)
+	return ctx
+}
+
+func (pgxCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// prepareKey carries the name of the statement a prepare traced.
+type prepareKey struct{}
+
+func (pgxCounter) TracePrepareStart(ctx context.Context, _ *pgx.Conn, data pgx.TracePrepareStartData) context.Context {
+	return context.WithValue(ctx, prepareKey{}, data.Name)
+}
+
+func (p pgxCounter) TracePrepareEnd(ctx context.Context, _ *pgx.Conn, data pgx.TracePrepareEndData) {
+	name, _ := ctx.Value(prepareKey{}).(string)
+	if !data.AlreadyPrepared && !strings.HasPrefix(name, "stmtcache_") {
+		p.c.n.Add(1)
+	}
+}
+
 // Driver returns d wrapped with github.com/ngrok/sqlmw so that every round
 // trip (see [Counter]) through it adds one to c.
 func Driver(d driver.Driver, c *Counter) driver.Driver {
@@ -159,7 +194,10 @@ func registered(name string) (driver.Driver, error) {
 // Open opens a *sql.DB for backend ("postgres", "mysql", "mariadb",
 // "sqlite" or "sqlserver") on dsn whose round trips count into c:
 //
-//   - postgres: pgx (pgx.ParseConfig, stdlib.GetConnector);
+//   - postgres: pgx (pgx.ParseConfig, stdlib.OpenDB), counted with pgx's
+//     tracing hooks inside the driver rather than by a wrapping driver,
+//     so that code running pgx natively on a database/sql connection is
+//     counted too (see pgxCounter);
 //   - mysql, mariadb: go-sql-driver (mysql.ParseDSN, mysql.NewConnector),
 //     dsn used as given;
 //   - sqlite: the pure-Go driver registered by
@@ -176,7 +214,8 @@ func Open(backend, dsn string, c *Counter) (*sql.DB, error) {
 		if err != nil {
 			return nil, fmt.Errorf("roundtrip: postgres dsn: %w", err)
 		}
-		return sql.OpenDB(Connector(stdlib.GetConnector(*cfg), c)), nil
+		cfg.Tracer = pgxCounter{c}
+		return stdlib.OpenDB(*cfg), nil
 	case "mysql", "mariadb":
 		cfg, err := gomysql.ParseDSN(dsn)
 		if err != nil {
