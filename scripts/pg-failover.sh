@@ -7,6 +7,7 @@
 #   scripts/pg-failover.sh status         # each node's state as the monitor sees it
 #   scripts/pg-failover.sh primary        # prints the writable node (primary or wait_primary)
 #   scripts/pg-failover.sh stop node1     # immediate stop of one node's keeper and server
+#   scripts/pg-failover.sh kill node1     # SIGKILL to one node's keeper, server and backends: a crash
 #   scripts/pg-failover.sh start node1    # start one node again (it rejoins as secondary)
 #   scripts/pg-failover.sh wait           # wait until one node is primary and one secondary
 #   scripts/pg-failover.sh stop           # stop every node and the monitor, keep the data
@@ -140,6 +141,32 @@ stop_one() { # stop_one NAME [--immediate]: stops the keeper and its server
 	echo "$n stopped"
 }
 
+# kill_one NAME: SIGKILL to the keeper's processes, the postmaster and
+# every server process (each runs in a session of its own), as a machine
+# that lost power; the data directory needs crash recovery at its next
+# start.
+kill_one() {
+	local n=$1 kp pm pids
+	pids=""
+	if running "$n"; then
+		kp=$(head -1 "$DIR/run/pg_autoctl$DIR/$n/pg_autoctl.pid")
+		pids=$(ps -o pid= -s "$kp" || true)
+	fi
+	if [ -f "$DIR/$n/postmaster.pid" ]; then
+		pm=$(head -1 "$DIR/$n/postmaster.pid")
+		if kill -0 "$pm" 2>/dev/null; then
+			pids="$pids $pm $(ps -o pid= --ppid "$pm" || true)"
+		fi
+	fi
+	# shellcheck disable=SC2086
+	[ -n "${pids// /}" ] && kill -KILL $pids 2>/dev/null || true
+	for _ in $(seq 100); do
+		running "$n" || { [ -n "${pm:-}" ] && kill -0 "$pm" 2>/dev/null; } || break
+		sleep 0.1
+	done
+	echo "$n killed"
+}
+
 # states prints "name reportedstate goalstate" per node.
 states() { mon_sql 'select nodename, reportedstate, goalstate from pgautofailover.node order by nodeid' 2>/dev/null | tr '|' ' '; }
 
@@ -195,6 +222,10 @@ status)
 	done
 	running monitor && states | sed 's/^/  /'
 	;;
+kill)
+	port_of "${2:?node}" >/dev/null
+	kill_one "$2"
+	;;
 stop | clean)
 	if [ "$cmd" = stop ] && [ $# -ge 2 ]; then
 		port_of "$2" >/dev/null
@@ -207,5 +238,5 @@ stop | clean)
 	done
 	if [ "$cmd" = clean ]; then rm -rf "$DIR" && echo "removed $DIR"; fi
 	;;
-*) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+*) awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"; exit 2 ;;
 esac
