@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"sort"
 	"strconv"
@@ -12,13 +14,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"gorm.io/gorm"
 
 	"github.com/claimstore/claimstore/adapters/postgres"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/hatest"
+	"github.com/claimstore/claimstore/internal/outboxenv"
 	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/outbox"
+	"github.com/claimstore/claimstore/outbox/natsembed"
+	"github.com/claimstore/claimstore/outbox/natspub"
 )
 
 // The pg_auto_failover formation is started once, by the first test that
@@ -413,5 +421,208 @@ func TestPostgresFailoverClaimBurnDown(t *testing.T) {
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Error("ran out of time")
+	}
+}
+
+// An outbox on the pg_auto_failover formation relays to a JetStream stream
+// (an embedded server) while writers add messages in their own
+// transactions. When a third is published the primary is killed; writers
+// and relay retry (the writers' transaction errors through
+// sqlstore.MapError and dao.IsRetryable) and go on on the new primary; the
+// old primary rejoins as secondary. Afterwards the stream holds every
+// message exactly once (Nats-Msg-Id, within the duplicate window) and every
+// row is marked published.
+func TestPostgresFailoverOutboxRelay(t *testing.T) {
+	haEnabled(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	f := pgFormation(ctx, t)
+	n := haMessages(t)
+	start := time.Now()
+	since := func() string { return fmt.Sprintf("%6.2fs", time.Since(start).Seconds()) }
+
+	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	nc, err := nats.Connect(srv.URL(), nats.Name("pg-ha-relay"), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	db := openFormation(ctx, t, f, 8)
+	table := testdb.Table(t, db, "ha_pgoutbox")
+	if err := outbox.Migrate(ctx, db, table); err != nil {
+		t.Fatal(err)
+	}
+	store, err := postgres.New[outbox.Message](db, sqlstore.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, err := outbox.New(store, outbox.WithRetryPolicy(haPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := outboxenv.RandomHex(4)
+	streamName, subject := "PGHA_"+tag, "pgha."+tag
+	rc := haRelay
+	rc.WorkerID = "pgha-" + tag
+	rc.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	pub, err := natspub.New(nc, natspub.Config{Subject: func(*outbox.Message) string { return subject }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay, err := outbox.NewRelay(repo, pub, rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	horizon := outbox.RetryHorizon(haPolicy, relay.Config())
+	window := horizon.Round(time.Minute) + time.Minute
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: streamName, Subjects: []string{subject}, Storage: jetstream.FileStorage, Duplicates: window}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s stream %s, duplicate window %v (retry horizon %v); outbox table %s on the formation", since(), streamName, window, horizon, table)
+
+	// Writers add groups of messages in their own transactions, at a
+	// steady pace over about 15 s, and retry a transaction that failed
+	// for a reason a retry cures. A retried group whose first commit did
+	// land meets its own message ids: dao.ErrDuplicate, already written.
+	var out outage
+	var writeRetries, alreadyWritten atomic.Int64
+	writeCtx, stopWriting := context.WithCancel(ctx)
+	defer stopWriting()
+	const group = 100
+	pace := 15 * time.Second / time.Duration(n/group)
+	writers := outboxenv.StartWriters(writeCtx, 2, group, n, func(ctx context.Context, first, count int) error {
+		next := time.Now().Add(pace)
+		for attempt := 0; ; {
+			msgs := make([]*outbox.Message, count)
+			for i := range msgs {
+				msgs[i] = &outbox.Message{MessageID: msgID(first + i), Topic: "pgha", Payload: []byte(`{"n":` + strconv.Itoa(first+i) + `}`)}
+			}
+			sent := time.Now()
+			err := sqlstore.MapError(db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return repo.Add(ctx, tx, msgs...) }))
+			switch {
+			case err == nil:
+				out.ok(sent)
+			case attempt > 0 && errors.Is(err, dao.ErrDuplicate):
+				out.ok(sent)
+				alreadyWritten.Add(1)
+			case ctx.Err() == nil && out.fail(fmt.Errorf("add: %w", err)):
+				writeRetries.Add(1)
+				attempt++
+				if !backoffSleep(ctx, attempt) {
+					return ctx.Err()
+				}
+				continue
+			default:
+				return err
+			}
+			time.Sleep(time.Until(next))
+			return nil
+		}
+	})
+	relayCtx, stopRelay := context.WithCancel(ctx)
+	defer stopRelay()
+	relayDone := make(chan struct{})
+	var relayErr error
+	go func() { relayErr = relay.Run(relayCtx); close(relayDone) }()
+	defer func() { stopRelay(); <-relayDone }() // before the table is dropped
+	published := func() int { return int(relay.Stats().Published) }
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			select {
+			case err := <-writers.Errs:
+				t.Fatalf("writer: %v", err)
+			case <-relayDone:
+				t.Fatalf("relay stopped while waiting for %s: %v", what, relayErr)
+			case <-ctx.Done():
+				t.Fatalf("timed out waiting for %s: published %d of %d, relay %+v", what, published(), n, relay.Stats())
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+
+	waitFor("a third published", func() bool { return published() >= n/3 })
+	primary, err := f.Primary(ctx)
+	if err != nil || primary == "" {
+		t.Fatalf("no primary: %q, %v", primary, err)
+	}
+	tKill := time.Now()
+	if err := f.KillNode(ctx, primary); err != nil {
+		t.Fatal(err)
+	}
+	atKill, writtenAtKill := published(), int(writers.Written.Load())
+	t.Logf("%s killed primary %s (SIGKILL) at %d published, %d written", since(), primary, atKill, writtenAtKill)
+	waitFor("writes on the new primary", func() bool { return out.unwritable() > 0 })
+	t.Logf("%s writers wrote again %.2fs after the kill (%.2fs from their first failure)", since(), out.recovered.Sub(tKill).Seconds(), out.unwritable().Seconds())
+	waitFor("a message written after the kill published", func() bool { return published() > writtenAtKill })
+	t.Logf("%s relay publishing again (%d published)", since(), published())
+	tStart := time.Now()
+	if err := f.StartNode(ctx, primary); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-writers.Done:
+	case err := <-writers.Errs:
+		t.Fatalf("writer: %v", err)
+	case <-ctx.Done():
+		t.Fatal("writers did not finish")
+	}
+	waitFor("every message published", func() bool { return published() >= n })
+	t.Logf("%s relay published all %d", since(), n)
+	// Rows whose mark was lost in the switch are published again after
+	// their lease; wait until none is left unpublished.
+	waitFor("every row marked published", func() bool {
+		c, err := repo.Counts(ctx)
+		return err == nil && c[outbox.StatusPublished] >= int64(n)
+	})
+	stopRelay()
+	<-relayDone
+	if relayErr != nil {
+		t.Fatalf("relay: %v", relayErr)
+	}
+	if err := f.Wait(ctx, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s %s rejoined as secondary %.2fs after its start", since(), primary, time.Since(tStart).Seconds())
+	out.log(t, "writer")
+	if len(out.nonRetryable) > 0 {
+		t.Errorf("%d writer errors were not retryable, first: %v", len(out.nonRetryable), out.nonRetryable[0])
+	}
+
+	st := relay.Stats()
+	audit := auditStream(ctx, t, js, streamName)
+	lost := 0
+	for i := range n {
+		if audit.IDs[msgID(i)] == 0 {
+			lost++
+		}
+	}
+	counts, err := repo.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("relay totals: claimed %d, published %d, failed attempts %d, abandoned %d, released %d, lease lost %d, mark errors %d",
+		st.Claimed, st.Published, st.Failed, st.Abandoned, st.Released, st.LeaseLost, st.MarkErrors)
+	t.Logf("FIGURES outbox relay: t_unwritable=%.2fs messages=%d in_stream=%d distinct=%d duplicates=%d lost=%d rows_published=%d write_retries=%d groups_found_written=%d republished=%d",
+		out.unwritable().Seconds(), n, audit.Messages, audit.Distinct(), audit.Duplicates(), lost, counts[outbox.StatusPublished],
+		writeRetries.Load(), alreadyWritten.Load(), st.Published-int64(n))
+	if audit.Messages != uint64(n) || audit.Distinct() != n || audit.Duplicates() != 0 || audit.NoID != 0 || lost != 0 {
+		t.Errorf("stream holds %d messages (%d distinct, %d duplicates, %d lost), want %d exactly once",
+			audit.Messages, audit.Distinct(), audit.Duplicates(), lost, n)
+	}
+	if counts[outbox.StatusPublished] != int64(n) || st.Abandoned != 0 {
+		t.Errorf("table: %v, relay abandoned %d; want %d published, none abandoned", counts, st.Abandoned, n)
+	}
+	if out.failures == 0 {
+		t.Error("no write failed though the primary was killed")
 	}
 }
