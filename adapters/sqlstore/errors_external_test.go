@@ -13,6 +13,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/jackc/pgx/v5/pgconn"
 	mssql "github.com/microsoft/go-mssqldb"
 	gormpg "gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -83,6 +84,18 @@ func TestMapErrorOfCallerTransaction(t *testing.T) {
 		t.Fatalf("the raw error is already retryable (%v): the case below checks nothing", err)
 	}
 	if got := sqlstore.MapError(err); !dao.IsRetryable(got) || !errors.Is(got, dao.ErrUnavailable) || !errors.Is(got, err) {
+		t.Errorf("sqlstore.MapError(%v) = %v; want dao.ErrUnavailable wrapping it", err, got)
+	}
+}
+
+// pgx reports a statement on a connection it has already closed (its
+// socket went away under an earlier statement: a primary killed during a
+// failover) as pgconn.ErrConnClosed, wrapped; nothing was sent, so a retry
+// on a new connection is safe. A writer's COMMIT after its INSERT lost the
+// connection failed so in the failover test (internal/hatest).
+func TestMapErrorPgxConnClosed(t *testing.T) {
+	err := fmt.Errorf("commit: %w", pgconn.ErrConnClosed)
+	if got := sqlstore.MapError(err); !errors.Is(got, dao.ErrUnavailable) || !errors.Is(got, pgconn.ErrConnClosed) || !dao.IsRetryable(got) {
 		t.Errorf("sqlstore.MapError(%v) = %v; want dao.ErrUnavailable wrapping it", err, got)
 	}
 }

@@ -113,11 +113,11 @@ type haJob struct {
 // outage records the write failures of a run: the first one, and the
 // first success of a statement sent after it.
 type outage struct {
-	mu          sync.Mutex
-	firstFail   time.Time
-	recovered   time.Time
-	failures    int
-	kinds       map[string]int // error text -> count, for the log
+	mu           sync.Mutex
+	firstFail    time.Time
+	recovered    time.Time
+	failures     int
+	kinds        map[string]int // error text -> count, for the log
 	nonRetryable []error
 }
 
@@ -331,6 +331,10 @@ func TestPostgresFailoverClaimBurnDown(t *testing.T) {
 	newPrimary, _ := f.Primary(ctx)
 	t.Logf("%s writes resumed on %s at %d done; without a writable primary for %.2fs (from the first failed statement), %.2fs after the stop",
 		since(), newPrimary, done.Load(), out.unwritable().Seconds(), out.recovered.Sub(tStop).Seconds())
+	var aloneSync string
+	if err := db.Raw(`SELECT current_setting('synchronous_standby_names')`).Row().Scan(&aloneSync); err == nil {
+		t.Logf("%s new primary alone: synchronous_standby_names %q", since(), aloneSync)
+	}
 	tStart := time.Now()
 	if err := f.StartNode(ctx, primary); err != nil {
 		t.Fatal(err)
@@ -350,6 +354,9 @@ func TestPostgresFailoverClaimBurnDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%s %s rejoined as secondary %.2fs after its start", since(), primary, time.Since(tStart).Seconds())
+	if err := db.Raw(`SELECT current_setting('synchronous_standby_names')`).Row().Scan(&aloneSync); err == nil {
+		t.Logf("%s after the rejoin: synchronous_standby_names %q", since(), aloneSync)
+	}
 
 	// 3. Rows left claimed were committed by a claim whose answer was
 	// lost: no worker holds them. They come back when their lease ends.
