@@ -202,7 +202,7 @@ func backoffSleep(ctx context.Context, attempt int) bool {
 // end every row is done and was returned to exactly one claimer.
 func TestPostgresFailoverClaimBurnDown(t *testing.T) {
 	haEnabled(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := pgFormation(ctx, t)
 	n := haRows(t)
@@ -441,7 +441,7 @@ func TestPostgresFailoverClaimBurnDown(t *testing.T) {
 // row is marked published.
 func TestPostgresFailoverOutboxRelay(t *testing.T) {
 	haEnabled(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	f := pgFormation(ctx, t)
 	n := haMessages(t)
