@@ -84,6 +84,32 @@ run_keeper() {
 	as_pg setsid pg_autoctl run --pgdata "$DIR/$1" >>"$DIR/$1.log" 2>&1 </dev/null &
 }
 
+# create NAME ARGS...: pg_autoctl create ARGS in a session of its own,
+# whose pid is kept in $DIR/NAME.create.pid until it ends, so that stop can
+# end a creation cut short (a killed test).
+create() {
+	local n=$1 rc=0
+	shift
+	as_pg setsid pg_autoctl create "$@" >>"$DIR/$n.log" 2>&1 </dev/null &
+	echo $! >"$DIR/$n.create.pid"
+	wait $! || rc=$?
+	rm -f "$DIR/$n.create.pid"
+	return "$rc"
+}
+
+# end_create NAME: ends a creation of NAME still running (its session).
+end_create() {
+	local r p
+	[ -f "$DIR/$1.create.pid" ] || return 0
+	r=$(cat "$DIR/$1.create.pid")
+	if kill -0 "$r" 2>/dev/null; then
+		for p in $(ps -o pid= --ppid "$r"); do kill -KILL -- "-$p" 2>/dev/null || true; done
+		kill -KILL "$r" 2>/dev/null || true
+		echo "$1: creation ended"
+	fi
+	rm -f "$DIR/$1.create.pid"
+}
+
 mon_sql() { # mon_sql SQL: one query on the monitor's database, unaligned
 	as_pg psql -X -q -At -h "$HOST" -p "$PORT" -U autoctl_node -d pg_auto_failover -c "$1"
 }
@@ -92,8 +118,8 @@ start_monitor() {
 	if running monitor; then echo "monitor already running"; return; fi
 	if [ ! -f "$DIR/config/pg_autoctl$DIR/monitor/pg_autoctl.cfg" ]; then
 		rm -rf "${DIR:?}/monitor"
-		as_pg pg_autoctl create monitor --pgdata "$DIR/monitor" --pgport "$PORT" --hostname "$HOST" --listen "$HOST" \
-			--auth trust --no-ssl --pgctl "$PGBIN/pg_ctl" >>"$DIR/monitor.log" 2>&1 || die "create monitor failed; see $DIR/monitor.log"
+		create monitor monitor --pgdata "$DIR/monitor" --pgport "$PORT" --hostname "$HOST" --listen "$HOST" \
+			--auth trust --no-ssl --pgctl "$PGBIN/pg_ctl" || die "create monitor failed; see $DIR/monitor.log"
 	fi
 	run_keeper monitor
 	wait_listening monitor 60
@@ -118,9 +144,9 @@ start_node() {
 	if [ ! -f "$DIR/$n/PG_VERSION" ] || [ ! -f "$DIR/config/pg_autoctl$DIR/$n/pg_autoctl.cfg" ]; then
 		# A node whose creation did not finish starts over.
 		rm -rf "${DIR:?}/$n" "$DIR/config/pg_autoctl$DIR/$n" "$DIR/share/pg_autoctl$DIR/$n"
-		as_pg pg_autoctl create postgres --pgdata "$DIR/$n" --pgport "$p" --pghost "$HOST" --listen "$HOST" \
+		create "$n" postgres --pgdata "$DIR/$n" --pgport "$p" --pghost "$HOST" --listen "$HOST" \
 			--hostname "$HOST" --name "$n" --dbname test --username postgres --auth trust --no-ssl \
-			--monitor "$MONITOR_URI" --pgctl "$PGBIN/pg_ctl" >>"$DIR/$n.log" 2>&1 ||
+			--monitor "$MONITOR_URI" --pgctl "$PGBIN/pg_ctl" ||
 			die "create $n failed; see $DIR/$n.log"
 	fi
 	run_keeper "$n"
@@ -234,7 +260,8 @@ stop | clean)
 	fi
 	[ -d "$DIR" ] || { echo "nothing under $DIR"; exit 0; }
 	for n in "${NODES[@]}" monitor; do
-		[ -d "$DIR/$n" ] && stop_one "$n"
+		end_create "$n"
+		if [ -d "$DIR/$n" ]; then stop_one "$n"; fi
 	done
 	if [ "$cmd" = clean ]; then rm -rf "$DIR" && echo "removed $DIR"; fi
 	;;
