@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 }
 
 // pgFormation returns the formation with one node primary and the other
-// its synchronous secondary, starting it on first use (about 30 s).
+// its synchronous secondary, starting it on first use (7–30 s).
 func pgFormation(ctx context.Context, t *testing.T) *hatest.PGFormation {
 	t.Helper()
 	haEnabled(t)
