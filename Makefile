@@ -68,13 +68,19 @@ conformance:
 ## ha: the multi-server failure tests on loopback ports (internal/hatest): a
 ## three-node nats-server JetStream cluster (127.0.0.1:14222-14224) whose
 ## stream leader is killed and a follower frozen while an outbox relay on the
-## local PostgreSQL publishes. HA_RUN narrows the tests, HA_MESSAGES sets the
-## messages per run, NATS_SERVER the nats-server binary.
+## local PostgreSQL publishes; a pg_auto_failover formation
+## (scripts/pg-failover.sh: monitor 127.0.0.1:15500, nodes 15501-15502, run as
+## the postgres user; installs postgresql-15-auto-failover when missing) whose
+## primary is killed during a claim burn-down and during an outbox relay run.
+## HA_RUN narrows the tests (HA_RUN=TestPostgresFailover, HA_RUN=TestJetStream),
+## HA_MESSAGES sets the messages per run, HA_ROWS the burn-down's rows,
+## NATS_SERVER the nats-server binary.
 HA_RUN      ?= .
 HA_MESSAGES ?= 20000
+HA_ROWS     ?= 20000
 NATS_SERVER ?= /usr/sbin/nats-server
 ha:
-	CLAIMSTORE_HA=1 CLAIMSTORE_REQUIRE=postgres CLAIMSTORE_HA_MESSAGES=$(HA_MESSAGES) CLAIMSTORE_NATS_SERVER=$(NATS_SERVER) \
+	CLAIMSTORE_HA=1 CLAIMSTORE_REQUIRE=postgres CLAIMSTORE_HA_MESSAGES=$(HA_MESSAGES) CLAIMSTORE_HA_ROWS=$(HA_ROWS) CLAIMSTORE_NATS_SERVER=$(NATS_SERVER) \
 		$(GO) test -race -count=1 -timeout 15m -run '$(HA_RUN)' -v ./internal/hatest/...
 
 ## lint: gofmt, go vet and staticcheck, of the library and of the bench/peers module.

@@ -52,8 +52,13 @@ func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
 // query_canceled (statement_timeout, or a cancel request) -> ErrBusy;
 // class 08 (connection exception), 57P01 admin_shutdown, 57P02
 // crash_shutdown and 57P03 cannot_connect_now -> ErrUnavailable;
-// pgconn.ConnectError -> ErrUnavailable. Other errors are nil.
+// pgconn.ConnectError -> ErrUnavailable; pgconn.ErrConnClosed (a statement,
+// COMMIT included, on a connection pgx had already closed after losing its
+// socket; nothing was sent) -> ErrUnavailable. Other errors are nil.
 func classify(err error) error {
+	if errors.Is(err, pgconn.ErrConnClosed) {
+		return dao.ErrUnavailable
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch code := pgErr.Code; {

@@ -15,6 +15,19 @@ import (
 	"gorm.io/gorm"
 )
 
+// MapError gives an error from the caller's own use of a store's GORM
+// handle — a transaction (db.Transaction, Begin, Commit), a raw statement
+// — the dao sentinel that the stores give the same native error, so that
+// [dao.IsRetryable] and errors.Is work on it too: a refused or lost
+// connection (the old primary of a failover, a restarting server) is
+// dao.ErrUnavailable, a unique violation dao.ErrDuplicate, a deadlock or
+// serialization failure dao.ErrConflict, a lock wait past its limit
+// dao.ErrBusy, by the rules of the backend packages linked in (import
+// adapters/postgres and the others). The result wraps the sentinel and
+// err; err comes back unchanged when it already carries a sentinel, is a
+// context cancellation or deadline, or no rule covers it. nil stays nil.
+func MapError(err error) error { return mapError(err) }
+
 // mapCtxError maps err like [mapError] and, when ctx has ended, makes the
 // result wrap ctx.Err() too, so that errors.Is(err, context.Canceled) (or
 // context.DeadlineExceeded) holds whatever words the driver used for the

@@ -13,7 +13,9 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/jackc/pgx/v5/pgconn"
 	mssql "github.com/microsoft/go-mssqldb"
+	gormpg "gorm.io/driver/postgres"
 	"gorm.io/gorm"
 )
 
@@ -56,5 +58,44 @@ func TestMapErrorSQLServerAndGeneric(t *testing.T) {
 	already := fmt.Errorf("%w: %w", dao.ErrBusy, io.EOF)
 	if got := sqlstore.MapError(already); got != already {
 		t.Errorf("an error with a sentinel was mapped again: %v", got)
+	}
+}
+
+// A transaction the caller runs on a store's handle — the transactional
+// outbox's own transaction, for one — returns the driver's error from
+// BEGIN or COMMIT as it is; sqlstore.MapError gives it the sentinel the
+// stores would, so that dao.IsRetryable tells a server that went away (a
+// PostgreSQL failover: the old primary refuses connections) from a bad
+// request. Nothing listens on 127.0.0.1:1.
+func TestMapErrorOfCallerTransaction(t *testing.T) {
+	db, err := gorm.Open(gormpg.Open("postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=2"), sqlstore.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close()
+	}
+	ran := false
+	err = db.WithContext(context.Background()).Transaction(func(*gorm.DB) error { ran = true; return nil })
+	if err == nil || ran {
+		t.Fatalf("transaction on a closed port: err %v, body ran %v; want BEGIN to fail", err, ran)
+	}
+	if dao.IsRetryable(err) {
+		t.Fatalf("the raw error is already retryable (%v): the case below checks nothing", err)
+	}
+	if got := sqlstore.MapError(err); !dao.IsRetryable(got) || !errors.Is(got, dao.ErrUnavailable) || !errors.Is(got, err) {
+		t.Errorf("sqlstore.MapError(%v) = %v; want dao.ErrUnavailable wrapping it", err, got)
+	}
+}
+
+// pgx reports a statement on a connection it has already closed (its
+// socket went away under an earlier statement: a primary killed during a
+// failover) as pgconn.ErrConnClosed, wrapped; nothing was sent, so a retry
+// on a new connection is safe. A writer's COMMIT after its INSERT lost the
+// connection failed so in the failover test (internal/hatest).
+func TestMapErrorPgxConnClosed(t *testing.T) {
+	err := fmt.Errorf("commit: %w", pgconn.ErrConnClosed)
+	if got := sqlstore.MapError(err); !errors.Is(got, dao.ErrUnavailable) || !errors.Is(got, pgconn.ErrConnClosed) || !dao.IsRetryable(got) {
+		t.Errorf("sqlstore.MapError(%v) = %v; want dao.ErrUnavailable wrapping it", err, got)
 	}
 }

@@ -4,7 +4,6 @@ package sqlstore
 // backends registered (they import the backend packages, which import
 // this one).
 var (
-	MapError           = mapError
 	MapCtxError        = mapCtxError
 	ClassifyClaimWrite = classifyClaimWrite
 	ExecOutcome        = execOutcome

@@ -26,7 +26,7 @@ import (
 func haEnabled(t *testing.T) {
 	t.Helper()
 	if os.Getenv("CLAIMSTORE_HA") != "1" {
-		t.Skip("starts a 3-node nats-server cluster on 127.0.0.1:14222-14224 and needs PostgreSQL: run with CLAIMSTORE_HA=1 (make ha)")
+		t.Skip("starts server processes on 127.0.0.1 (a 3-node nats-server cluster on ports 14222-14224, a pg_auto_failover formation on 15500-15502) and needs PostgreSQL: run with CLAIMSTORE_HA=1 (make ha)")
 	}
 }
 

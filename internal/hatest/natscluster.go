@@ -105,7 +105,7 @@ func StartNATSCluster(o NATSClusterOptions) (*NATSCluster, error) {
 		}
 		for _, p := range []int{o.ClientPort + i, o.ClusterPort + i, o.MonitorPort + i} {
 			if err := portFree(o.Host, p); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("hatest: nats cluster: %w (another cluster still running? scripts/nats-cluster.sh stop)", err)
 			}
 		}
 		node := &NATSNode{
@@ -148,13 +148,14 @@ cluster {
 	return c, nil
 }
 
-// portFree fails when something already listens on host:port.
+// portFree fails when something already listens on host:port; the error
+// names the address.
 func portFree(host string, port int) error {
 	addr := net.JoinHostPort(host, fmt.Sprint(port))
 	conn, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err == nil {
 		conn.Close()
-		return fmt.Errorf("hatest: nats cluster: %s is in use (another cluster still running? scripts/nats-cluster.sh stop)", addr)
+		return fmt.Errorf("%s is in use", addr)
 	}
 	return nil
 }
