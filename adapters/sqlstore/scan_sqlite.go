@@ -39,8 +39,9 @@ import (
 //   - NULL leaves the field at its zero value (nil for a pointer), as
 //     ScanRows does, also in a field whose type cannot hold NULL;
 //   - any other field (a named type such as type Status string, a field of
-//     a struct embedded through a pointer): GORM's own per-field scan,
-//     Field.NewValuePool and Field.Set, exactly as ScanRows runs it;
+//     a struct embedded through a pointer, which GORM allocates on the
+//     way): GORM's own per-field scan, Field.NewValuePool and Field.Set,
+//     exactly as ScanRows runs it;
 //   - a column that names no readable field is read and dropped.
 //
 // A model with a serializer field is scanned with ScanRows (newDriver
@@ -104,8 +105,8 @@ func (c *sqlitePlans) plan(sch *schema.Schema, cols []string) *sqlitePlan {
 
 // sqliteConvFor returns the conversion for field f, or nil when f is
 // scanned with GORM's per-field scan: a field of a struct embedded through
-// a pointer (GORM allocates that struct only for a non-NULL value), or of
-// a type this file has no conversion for.
+// a pointer (left to GORM's setters, which allocate that struct), or of a
+// type this file has no conversion for.
 func sqliteConvFor(f *schema.Field) sqliteConv {
 	if slices.ContainsFunc(f.StructField.Index, func(i int) bool { return i < 0 }) {
 		return nil
