@@ -135,7 +135,7 @@ func TestClaimInTransaction(t *testing.T) {
 
 // fastStores returns, per database, a function that opens a store on the
 // fast path in the subtest it is given (which skips when its server is
-// down): PostgreSQL by default, MySQL or MariaDB and SQLite opted in.
+// down): PostgreSQL and SQLite (their default), MySQL or MariaDB opted in.
 func fastStores() map[string]func(*testing.T) *store {
 	return map[string]func(*testing.T) *store{
 		"postgres": func(t *testing.T) *store { return newStore(t, testdb.Postgres(t)) },

@@ -107,10 +107,10 @@ func WithLockWaitLimit(d time.Duration) Option {
 func WithTable(name string) Option { return func(o *options) { o.table = name } }
 
 // WithStrategy sets the claim strategy (see [dao.WithStrategy]). By default
-// PostgreSQL claims on its fast path and every other dialect on the
+// PostgreSQL and SQLite (one UPDATE … RETURNING; the bundled SQLite is
+// 3.35.0 or later) claim on their fast path and every other dialect on the
 // portable default; [dao.StrategyFastPath] opts in MySQL 8.0.1+ and
-// MariaDB 10.6+ (SKIP LOCKED), SQLite (one UPDATE … RETURNING; the
-// bundled SQLite is 3.35.0 or later) and SQL Server (one UPDATE through a
+// MariaDB 10.6+ (SKIP LOCKED) and SQL Server (one UPDATE through a
 // READPAST, UPDLOCK read, OUTPUT INSERTED.*). On MySQL or MariaDB servers
 // older than that the fast path's first claim fails with the server's
 // syntax error.
@@ -384,7 +384,7 @@ func (s *sqlDriver[T]) mariaDBLockWait() time.Duration {
 //	cockroachdb,     as postgres (the same statement; YugabyteDB's without
 //	yugabytedb       MATERIALIZED), opt-in; New checks READ COMMITTED is enabled
 //	mysql, mariadb   4 round trips (BEGIN, locking read, UPDATE, COMMIT), opt-in
-//	sqlite           1 statement (in-process), opt-in
+//	sqlite           1 statement (in-process), on by default
 //	sqlserver        1 round trip, opt-in
 //
 // The fast paths of PostgreSQL, MySQL, MariaDB and SQL Server skip a row
