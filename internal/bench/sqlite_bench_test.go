@@ -133,3 +133,60 @@ func benchSQLiteClaim(b *testing.B, workers int) {
 	b.ReportMetric(float64(sides[1].ns.Load())/float64(sides[0].ns.Load()), "fast/raw")
 	b.ReportMetric(float64(sides[2].ns.Load())/float64(sides[0].ns.Load()), "fast/portable")
 }
+
+// BenchmarkSQLiteAllocs counts, on SQLite, the heap allocations of
+// one claim of 100 rows on each of the three sides of BenchmarkSQLiteClaim
+// (fast path, raw statement, portable default), with testing.AllocsPerRun
+// over 50 claims per side in one run, after one warm-up claim each.
+// Metrics: fast-allocs/claim, raw-allocs/claim, portable-allocs/claim, and
+// fast/raw-allocs, the fast path's allocations over the raw statement's.
+func BenchmarkSQLiteAllocs(b *testing.B) {
+	ctx := context.Background()
+	const batch, runs = 100, 50
+	dsn := sqlstore.SQLiteDSN(b.TempDir() + "/bench.db")
+	calls := int64(b.N) * (runs + 2)
+	cfg := Config{Backend: "sqlite", DSN: dsn, Rows: calls * batch, Workers: 1, Batch: batch}
+	s, err := openSQLRun(ctx, cfg, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.close)
+	setup := func(prefix string, build func(context.Context, *table) (runner, error)) runner {
+		return benchRunner(ctx, b, s, prefix, build)
+	}
+	sides := []runner{
+		setup("bench_libf", func(ctx context.Context, t *table) (runner, error) {
+			return s.libraryRunner(ctx, t, sqlstore.WithStrategy(dao.StrategyFastPath))
+		}),
+		setup("bench_sqlf", func(ctx context.Context, t *table) (runner, error) {
+			return s.sqlRunner(ctx, func(db *sql.DB) (ClaimFunc, error) {
+				stmts, err := s.claimStatements(t.name)
+				if err != nil {
+					return nil, err
+				}
+				return SQLClaim(db, stmts), nil
+			})
+		}),
+		setup("bench_libp", func(ctx context.Context, t *table) (runner, error) {
+			return s.libraryRunner(ctx, t, sqlstore.WithStrategy(dao.StrategyPortable))
+		}),
+	}
+	var allocs [3]float64
+	b.ResetTimer()
+	for range b.N {
+		for i, r := range sides {
+			claim := func() {
+				if got, err := r.Claim(ctx, 0, batch); err != nil || len(got) != batch {
+					b.Fatalf("claim: %d rows, %v", len(got), err)
+				}
+			}
+			claim()
+			allocs[i] += testing.AllocsPerRun(runs, claim)
+		}
+	}
+	n := float64(b.N)
+	for i, name := range []string{"fast", "raw", "portable"} {
+		b.ReportMetric(allocs[i]/n, name+"-allocs/claim")
+	}
+	b.ReportMetric(allocs[0]/allocs[1], "fast/raw-allocs")
+}
