@@ -12,7 +12,7 @@ type Strategy int
 // The claim strategies.
 const (
 	// StrategyDefault lets [New] choose: the backend's fast path when its
-	// dialect is on the fast-path allow-list (PostgreSQL, memory), else
+	// dialect is on the fast-path allow-list (PostgreSQL, SQLite, memory), else
 	// the portable default. Capabilities never shows it.
 	StrategyDefault Strategy = iota
 	// StrategyPortable is the guarded per-row claim, the correctness floor
@@ -52,7 +52,7 @@ type options struct {
 
 // WithStrategy sets the claim strategy (default [StrategyDefault]).
 // [StrategyFastPath] opts a backend in whose fast path is not on by
-// default (MySQL, MariaDB, SQLite, SQL Server); [StrategyPortable] makes every claim run the
+// default (MySQL, MariaDB, SQL Server); [StrategyPortable] makes every claim run the
 // guarded per-row default, which benchmarks use to measure what the fast
 // path buys.
 func WithStrategy(s Strategy) Option { return func(o *options) { o.strategy = s } }

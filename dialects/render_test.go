@@ -418,13 +418,15 @@ func TestTooManyParams(t *testing.T) {
 }
 
 func TestFastPathAllowList(t *testing.T) {
-	if got := DefaultFastPath(); !reflect.DeepEqual(got, []Name{Postgres}) {
+	if got := DefaultFastPath(); !reflect.DeepEqual(got, []Name{Postgres, SQLite}) {
 		t.Fatalf("DefaultFastPath = %v", got)
 	}
-	if !FastPathAllowed(Postgres, DefaultFastPath()) {
-		t.Error("Postgres not allowed by default")
+	for _, n := range []Name{Postgres, SQLite} {
+		if !FastPathAllowed(n, DefaultFastPath()) {
+			t.Errorf("%s not allowed by default", n)
+		}
 	}
-	for _, n := range []Name{MySQL, MariaDB, SQLite, SQLServer} {
+	for _, n := range []Name{MySQL, MariaDB, SQLServer} {
 		if FastPathAllowed(n, DefaultFastPath()) {
 			t.Errorf("%s allowed by default", n)
 		}
@@ -432,7 +434,7 @@ func TestFastPathAllowList(t *testing.T) {
 	if !FastPathAllowed(MariaDB, append(DefaultFastPath(), MariaDB)) {
 		t.Error("MariaDB not allowed when opted in")
 	}
-	for _, n := range []Name{SQLite, SQLServer} {
+	for _, n := range []Name{SQLServer} {
 		if !HasFastPath(n) || !FastPathAllowed(n, append(DefaultFastPath(), n)) {
 			t.Errorf("%s not allowed when opted in", n)
 		}

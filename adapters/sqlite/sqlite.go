@@ -24,11 +24,12 @@ func init() {
 // New returns the store of T over db, an SQLite handle opened with
 // github.com/ncruces/go-sqlite3/gormlite (by [Open] or by the caller): see
 // sqlstore.New, which it calls, for what it reads at start, the options
-// and the errors. Claims run the portable default, or with
-// sqlstore.WithStrategy(dao.StrategyFastPath) one UPDATE ... RETURNING
-// statement per claim (see dialects.Renderer.Claim); either way writers
-// serialize, so a claimer that cannot get the write lock within the busy
-// timeout gets dao.ErrBusy.
+// and the errors. Claims run one UPDATE ... RETURNING statement each (the
+// fast path, see dialects.Renderer.Claim), or with
+// sqlstore.WithStrategy(dao.StrategyPortable) the portable default (one
+// SELECT, then one guarded UPDATE per row); either way writers serialize,
+// so a claimer that cannot get the write lock within the busy timeout gets
+// dao.ErrBusy.
 func New[T any](db *gorm.DB, opts ...sqlstore.Option) (*dao.Table[T], error) {
 	return sqlstore.New[T](db, opts...)
 }

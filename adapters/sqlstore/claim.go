@@ -157,7 +157,7 @@ func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]
 	case s.dialect == dialects.SQLite:
 		// One statement; RETURNING gives each row's rank in the claim's
 		// order.
-		rows, err = s.queryRanked(run, conn, st)
+		rows, err = s.queryRanked(run, conn, st, req.Limit)
 	default:
 		// One statement in autocommit: query returns its rows only once
 		// the server reported it complete and committed. It runs with the
@@ -175,21 +175,28 @@ func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]
 
 // queryRanked runs the SQLite claim statement st (dialects.Renderer.Claim)
 // on pool and returns its rows sorted by the rank column
-// (dialects.RankColumn) it returns beside each row. The rows are scanned
-// with GORM's scanner, as query scans them, into a struct type that embeds
-// T and adds the rank (rankedType), so every field of T is read as GORM
-// reads it. Rows are returned only when the whole result was read and the
-// statement completed, as with query.
-func (s *sqlDriver[T]) queryRanked(ctx context.Context, pool gorm.ConnPool, st dialects.Statement) ([]T, error) {
+// (dialects.RankColumn) it returns beside each row; limit is the claim's
+// Limit, the most rows it returns. The rows are scanned with scanSQLite,
+// as query scans them, or, for a model scanSQLite does not scan, with
+// GORM's scanner into a struct type that embeds T and adds the rank
+// (rankedType), so every field of T is read as GORM reads it. Rows are
+// returned only when the whole result was read and the statement
+// completed, as with query.
+func (s *sqlDriver[T]) queryRanked(ctx context.Context, pool gorm.ConnPool, st dialects.Statement, limit int) ([]T, error) {
 	rows, err := pool.QueryContext(ctx, st.SQL, st.Args...)
 	if err != nil {
 		return nil, mapCtxError(ctx, err)
 	}
 	defer rows.Close()
-	ranked := reflect.New(reflect.SliceOf(s.ranked))
-	if rows.Next() {
-		// ScanRows expects the cursor on the first row and scans the rest.
-		err = s.db.WithContext(ctx).ScanRows(rows, ranked.Interface())
+	var out []T
+	var ranks []int64
+	if s.direct {
+		out, ranks, err = s.scanSQLite(ctx, rows, limit)
+		if err == nil && len(out) > 0 && len(ranks) != len(out) {
+			err = fmt.Errorf("claim statement returned no %s column", dialects.RankColumn)
+		}
+	} else {
+		out, ranks, err = s.scanRanked(ctx, rows)
 	}
 	if err == nil {
 		err = rows.Err()
@@ -200,19 +207,48 @@ func (s *sqlDriver[T]) queryRanked(ctx context.Context, pool gorm.ConnPool, st d
 	if err != nil {
 		return nil, mapCtxError(ctx, err)
 	}
+	sortByRank(out, ranks)
+	return out, nil
+}
+
+// scanRanked scans the rows of the SQLite claim with GORM's ScanRows into
+// rankedType, and returns them with their ranks.
+func (s *sqlDriver[T]) scanRanked(ctx context.Context, rows *sql.Rows) ([]T, []int64, error) {
+	ranked := reflect.New(reflect.SliceOf(s.ranked))
+	if !rows.Next() {
+		return nil, nil, nil
+	}
+	// ScanRows expects the cursor on the first row and scans the rest.
+	if err := s.db.WithContext(ctx).ScanRows(rows, ranked.Interface()); err != nil {
+		return nil, nil, err
+	}
 	list := ranked.Elem()
-	idx := make([]int, list.Len())
+	out := make([]T, list.Len())
+	ranks := make([]int64, list.Len())
+	for i := range out {
+		out[i] = list.Index(i).Field(0).Interface().(T)
+		ranks[i] = list.Index(i).Field(1).Int()
+	}
+	return out, ranks, nil
+}
+
+// sortByRank sorts rows by ascending ranks[i], the rank of rows[i] (ties
+// keep their order); ranks is left as it is. The statement usually
+// returns the rows in that order already.
+func sortByRank[T any](rows []T, ranks []int64) {
+	if slices.IsSorted(ranks) {
+		return
+	}
+	idx := make([]int, len(rows))
 	for i := range idx {
 		idx[i] = i
 	}
-	slices.SortStableFunc(idx, func(a, b int) int {
-		return cmp.Compare(list.Index(a).Field(1).Int(), list.Index(b).Field(1).Int())
-	})
-	out := make([]T, len(idx))
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(ranks[a], ranks[b]) })
+	sorted := make([]T, len(rows))
 	for i, j := range idx {
-		out[i] = list.Index(j).Field(0).Interface().(T)
+		sorted[i] = rows[j]
 	}
-	return out, nil
+	copy(rows, sorted)
 }
 
 // rankedType returns struct { Row T `gorm:"embedded"`; Rank int64

@@ -133,20 +133,27 @@ func TestClaimInTransaction(t *testing.T) {
 	})
 }
 
-// fastStores returns, per server, a store on the fast path: PostgreSQL by
-// default, MySQL or MariaDB opted in.
-func fastStores(t *testing.T) map[string]*store {
-	return map[string]*store{
-		"postgres": newStore(t, testdb.Postgres(t)),
-		"mysql":    newStore(t, testdb.MySQL(t), sqlstore.WithStrategy(dao.StrategyFastPath)),
+// fastStores returns, per database, a function that opens a store on the
+// fast path in the subtest it is given (which skips when its server is
+// down): PostgreSQL and SQLite (their default), MySQL or MariaDB opted in.
+func fastStores() map[string]func(*testing.T) *store {
+	return map[string]func(*testing.T) *store{
+		"postgres": func(t *testing.T) *store { return newStore(t, testdb.Postgres(t)) },
+		"mysql": func(t *testing.T) *store {
+			return newStore(t, testdb.MySQL(t), sqlstore.WithStrategy(dao.StrategyFastPath))
+		},
+		"sqlite": func(t *testing.T) *store {
+			return newStore(t, testdb.SQLite(t), sqlstore.WithStrategy(dao.StrategyFastPath))
+		},
 	}
 }
 
 // On the fast path, concurrent claimers take disjoint rows and together
 // take every row.
 func TestFastPathConcurrentClaimsDisjoint(t *testing.T) {
-	for name, s := range fastStores(t) {
+	for name, open := range fastStores() {
 		t.Run(name, func(t *testing.T) {
+			s := open(t)
 			if s.Capabilities().Strategy != dao.StrategyFastPath {
 				t.Fatal("store not on the fast path")
 			}

@@ -90,7 +90,8 @@ func raceEnabled() bool {
 
 func TestConformance(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
-		// A database file in the test's temporary directory.
+		// A database file in the test's temporary directory; the default
+		// claim, the one statement (UPDATE … RETURNING).
 		h := sqlstoretest.Harness(sqliteFile(t))
 		if raceEnabled() {
 			// The pure-Go SQLite is C translated to Go: under the race
@@ -101,9 +102,9 @@ func TestConformance(t *testing.T) {
 		}
 		conformance.Run(t, h)
 	})
-	t.Run("sqlite_fast_path", func(t *testing.T) {
-		// The one-statement claim (UPDATE … RETURNING), opted in.
-		h := sqlstoretest.Harness(sqliteFile(t), sqlstore.WithStrategy(dao.StrategyFastPath))
+	t.Run("sqlite_portable", func(t *testing.T) {
+		// The portable default (one SELECT, one guarded UPDATE per row).
+		h := sqlstoretest.Harness(sqliteFile(t), sqlstore.WithStrategy(dao.StrategyPortable))
 		if raceEnabled() {
 			h.Rows = 1000
 		}

@@ -87,7 +87,7 @@ func TestDifferential(t *testing.T) {
 		opts []sqlstore.Option
 	}{
 		{"sqlite", sqliteFile, nil},
-		{"sqlite_fast_path", sqliteFile, []sqlstore.Option{sqlstore.WithStrategy(dao.StrategyFastPath)}},
+		{"sqlite_portable", sqliteFile, []sqlstore.Option{sqlstore.WithStrategy(dao.StrategyPortable)}},
 		{"postgres", testdb.Postgres, nil},
 		{"postgres_portable", testdb.Postgres, []sqlstore.Option{sqlstore.WithStrategy(dao.StrategyPortable)}},
 		{"mysql", testdb.MySQL, nil},

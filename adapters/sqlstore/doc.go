@@ -15,8 +15,11 @@
 // T by the model's GORM schema: on PostgreSQL, for a model without
 // serializer fields, straight into the fields with database/sql's
 // conversions (far fewer allocations, which matters for a 100-row claim);
-// otherwise with gorm.DB.ScanRows. GORM hooks (AfterFind and the like) do
-// not run for these reads.
+// on SQLite, for such a model, with the same conversions applied to
+// SQLite's dynamically typed values through a scan plan per result shape
+// (NULL reads as the zero value, as with GORM); otherwise with
+// gorm.DB.ScanRows. GORM hooks (AfterFind and the like) do not run for
+// these reads.
 //
 // The PostgreSQL fast-path claim (the one statement in autocommit) goes one
 // step further when the handle's connections are pgx's own database/sql
@@ -41,7 +44,8 @@
 // [New] detects the dialect (dialects.Detect); the claim strategy
 // ([WithStrategy], dao.Strategy) says how to claim, by default the
 // dialect's fast path when it is on the allow-list
-// (dialects.DefaultFastPath: PostgreSQL), else the portable default:
+// (dialects.DefaultFastPath: PostgreSQL and SQLite), else the portable
+// default:
 //
 //	dialect      claim path                         round trips   lost race
 //	postgres     one statement (FOR UPDATE SKIP     1             row skipped, no error
@@ -52,18 +56,20 @@
 //	sqlserver    portable default                   1 + N         as mysql
 //	cockroachdb  portable default                   1 + N         as mysql
 //	yugabytedb   portable default                   1 + N         as mysql
-//	sqlite       portable default                   1 + N         writers serialize; a write that cannot get
-//	                                                              the lock within busy_timeout is ErrBusy
+//	sqlite       one statement (UPDATE ... WHERE    1             writers serialize; a claim that cannot get
+//	             pk IN (ranked ids) RETURNING *,                  the lock within busy_timeout is ErrBusy,
+//	             sorted by rank)                                  with no rows
 //
-// SQLite and SQL Server can be opted in with
-// WithStrategy(dao.StrategyFastPath): one statement each
-// (dialects.Renderer.Claim). On SQLite an UPDATE ... WHERE pk IN (the
-// ranked ids of a materialized CTE) RETURNING *, each row with its rank
-// in the claim's order, by which the store sorts the rows; the lost race
-// stays ErrBusy past the busy timeout, with no rows. On SQL Server an
-// UPDATE through a TOP (n) common table expression read WITH (ROWLOCK,
-// READPAST, UPDLOCK), OUTPUT INSERTED.*, the rows sorted by OrderBy in Go;
-// a locked row is skipped.
+// On SQLite the one statement is an UPDATE ... WHERE pk IN (the ranked ids
+// of a materialized CTE) RETURNING *, each row with its rank in the
+// claim's order, by which the store sorts the rows (dialects.Renderer.Claim);
+// WithStrategy(dao.StrategyPortable) claims with the portable default
+// instead (1 + N statements; the lost race is ErrBusy too).
+//
+// SQL Server can be opted in with WithStrategy(dao.StrategyFastPath): one
+// statement (dialects.Renderer.Claim), an UPDATE through a TOP (n) common
+// table expression read WITH (ROWLOCK, READPAST, UPDLOCK), OUTPUT
+// INSERTED.*, the rows sorted by OrderBy in Go; a locked row is skipped.
 //
 // CockroachDB and YugabyteDB (PostgreSQL wire protocol, detected from
 // SELECT version()) can be opted in with WithStrategy(dao.StrategyFastPath):

@@ -435,10 +435,11 @@ func cancelWindow(t *testing.T, s *store, claimers, limit int, l *ledger) time.D
 // is a context error.
 func TestFastPathCancellationSweep(t *testing.T) {
 	calls := faultRounds(800)
-	stores := fastStores(t)
-	stores["postgres-transaction"] = newStore(t, serializablePostgres(t))
-	for name, s := range stores {
+	stores := fastStores()
+	stores["postgres-transaction"] = func(t *testing.T) *store { return newStore(t, serializablePostgres(t)) }
+	for name, open := range stores {
 		t.Run(name, func(t *testing.T) {
+			s := open(t)
 			seedJobs(t, s, calls*3)
 			l := newLedger()
 			window := cancelWindow(t, s, 8, 5, l)

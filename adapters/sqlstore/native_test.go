@@ -275,8 +275,8 @@ func TestPostgresNativeScanMatchesFind(t *testing.T) {
 	}
 }
 
-// serialRow has a serializer field, which only GORM's scanner reads.
-type serialRow struct {
+// pgSerialRow has a serializer field, which only GORM's scanner reads.
+type pgSerialRow struct {
 	ID     int64             `gorm:"primaryKey"`
 	Status string            `gorm:"size:16"`
 	Meta   map[string]string `gorm:"serializer:json"`
@@ -286,7 +286,7 @@ func TestPostgresSerializerClaimsThroughDatabaseSQL(t *testing.T) {
 	var log claimLog
 	db := openTraced(t, &log, false, nil)
 	table := testdb.Table(t, db, "native_serial")
-	s, err := sqlstore.New[serialRow](db, sqlstore.WithTable(table))
+	s, err := sqlstore.New[pgSerialRow](db, sqlstore.WithTable(table))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestPostgresSerializerClaimsThroughDatabaseSQL(t *testing.T) {
 	if err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Create(ctx, &serialRow{Status: "pending", Meta: map[string]string{"a": "b"}}); err != nil {
+	if err := s.Create(ctx, &pgSerialRow{Status: "pending", Meta: map[string]string{"a": "b"}}); err != nil {
 		t.Fatal(err)
 	}
 	log.take()

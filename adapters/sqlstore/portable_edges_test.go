@@ -433,7 +433,7 @@ func TestPortableClaimContentionWithoutErrors(t *testing.T) {
 // the claim stops there with context.Canceled.
 func TestPortableClaimSQLiteCanceledAtSend(t *testing.T) {
 	db := openHookedSQLite(t, 0)
-	s := newStore(t, db)
+	s := newStore(t, db, sqlstore.WithStrategy(dao.StrategyPortable))
 	all := seedOrdered(t, s, 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -28,7 +28,7 @@ type sqlDriver[T any] struct {
 	dialect dialects.Name
 	r       dialects.Renderer
 	claimTx bool // wrap the PostgreSQL fast path in a READ COMMITTED transaction
-	direct  bool // scan rows with scanDirect instead of GORM's ScanRows
+	direct  bool // scan rows with scanDirect (scanSQLite on SQLite) instead of GORM's ScanRows
 	// native runs the PostgreSQL fast-path claim with the backend's driver
 	// on the connection database/sql holds (Backend.Native; nil: none),
 	// scanning through plan; see queryNative.
@@ -44,9 +44,12 @@ type sqlDriver[T any] struct {
 	claimTimeout time.Duration
 	lockWait     time.Duration
 	collation    dao.Collation // read once by New; see readCollation
-	// ranked is the row type of the SQLite claim's scan (rankedType);
-	// nil on the other dialects.
+	// ranked is the row type of the SQLite claim's scan with ScanRows
+	// (rankedType), for a model that scanSQLite does not scan; nil on the
+	// other dialects.
 	ranked reflect.Type
+	// plans caches scanSQLite's scan plan; nil on the other dialects.
+	plans *sqlitePlans
 }
 
 var (
@@ -109,10 +112,10 @@ func WithLockWaitLimit(d time.Duration) Option {
 func WithTable(name string) Option { return func(o *options) { o.table = name } }
 
 // WithStrategy sets the claim strategy (see [dao.WithStrategy]). By default
-// PostgreSQL claims on its fast path and every other dialect on the
+// PostgreSQL and SQLite (one UPDATE … RETURNING; the bundled SQLite is
+// 3.35.0 or later) claim on their fast path and every other dialect on the
 // portable default; [dao.StrategyFastPath] opts in MySQL 8.0.1+ and
-// MariaDB 10.6+ (SKIP LOCKED), SQLite (one UPDATE … RETURNING; the
-// bundled SQLite is 3.35.0 or later) and SQL Server (one UPDATE through a
+// MariaDB 10.6+ (SKIP LOCKED) and SQL Server (one UPDATE through a
 // READPAST, UPDLOCK read, OUTPUT INSERTED.*). On MySQL or MariaDB servers
 // older than that the fast path's first claim fails with the server's
 // syntax error.
@@ -233,16 +236,18 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 		dialect: name,
 		r:       r,
 		// pgx returns every column as a Go type database/sql converts into
-		// the model's fields; the other drivers return some as text (SQLite
-		// times) that only GORM's scanner parses. Serializer fields always
-		// need GORM.
-		direct:       dialects.Family(name) == dialects.Postgres && !slices.ContainsFunc(model.Schema().Fields, func(f *schema.Field) bool { return f.Serializer != nil }),
+		// the model's fields; SQLite's dynamic values are converted by
+		// scanSQLite. The MySQL and SQL Server drivers return some values
+		// as text that only GORM's scanner converts. Serializer fields
+		// always need GORM.
+		direct:       (dialects.Family(name) == dialects.Postgres || name == dialects.SQLite) && !slices.ContainsFunc(model.Schema().Fields, func(f *schema.Field) bool { return f.Serializer != nil }),
 		claimTimeout: cmp.Or(max(o.claimTimeout, 0), DefaultClaimTimeout),
 		lockWait:     cmp.Or(max(o.lockWait, 0), DefaultLockWaitLimit),
 		foundRows:    b.MatchedRows == nil || b.MatchedRows(db),
 	}
 	if name == dialects.SQLite {
 		s.ranked = rankedType[T]()
+		s.plans = &sqlitePlans{}
 	}
 	if s.direct && b.Native != nil {
 		s.native = b.Native
@@ -388,7 +393,7 @@ func (s *sqlDriver[T]) mariaDBLockWait() time.Duration {
 //	cockroachdb,     as postgres (the same statement; YugabyteDB's without
 //	yugabytedb       MATERIALIZED), opt-in; New checks READ COMMITTED is enabled
 //	mysql, mariadb   4 round trips (BEGIN, locking read, UPDATE, COMMIT), opt-in
-//	sqlite           1 statement (in-process), opt-in
+//	sqlite           1 statement (in-process), on by default
 //	sqlserver        1 round trip, opt-in
 //
 // The fast paths of PostgreSQL, MySQL, MariaDB and SQL Server skip a row
@@ -613,7 +618,7 @@ func (s *sqlDriver[T]) Delete(ctx context.Context, where dao.Criteria, limit int
 }
 
 // query runs st on pool and scans every row into a T with GORM's scanner
-// (gorm.DB.ScanRows), or with scanDirect, so column-to-field mapping,
+// (gorm.DB.ScanRows), or with scanDirect or scanSQLite, so column-to-field mapping,
 // serializers and scanners behave as in GORM's own finders. Rows are
 // returned only when the whole result was read and the statement
 // completed: the last row scanned, rows.Err() nil (the driver saw the
@@ -628,9 +633,12 @@ func (s *sqlDriver[T]) query(ctx context.Context, pool gorm.ConnPool, st dialect
 	}
 	defer rows.Close()
 	var out []T
-	if s.direct {
+	switch {
+	case s.direct && s.plans != nil:
+		out, _, err = s.scanSQLite(ctx, rows, 0)
+	case s.direct:
 		out, err = s.scanDirect(ctx, rows)
-	} else if rows.Next() {
+	case rows.Next():
 		// ScanRows expects the cursor on the first row and scans the rest.
 		err = s.db.WithContext(ctx).ScanRows(rows, &out)
 	}

@@ -232,7 +232,7 @@ func TestCapabilities(t *testing.T) {
 			ClaimTimeout: sqlstore.DefaultClaimTimeout, LockWaitLimit: sqlstore.DefaultLockWaitLimit},
 		dialects.MySQL: {Backend: "mysql", Strategy: dao.StrategyPortable, Transactions: true, DatabaseClock: true, ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceSkip,
 			ClaimTimeout: sqlstore.DefaultClaimTimeout},
-		dialects.SQLite: {Backend: "sqlite", Strategy: dao.StrategyPortable, Transactions: true, DatabaseClock: true, ClaimRoundTrips: dao.RoundTrips{Fixed: 1, PerRow: 1}, LostRace: dao.LostRaceBusy},
+		dialects.SQLite: {Backend: "sqlite", Strategy: dao.StrategyFastPath, Transactions: true, DatabaseClock: true, ClaimRoundTrips: dao.RoundTrips{Fixed: 1}, LostRace: dao.LostRaceBusy},
 	}
 	each(t, func(t *testing.T, s *store) {
 		got := s.Capabilities()
@@ -245,6 +245,13 @@ func TestCapabilities(t *testing.T) {
 		s := newStore(t, testdb.Postgres(t), sqlstore.WithStrategy(dao.StrategyPortable))
 		if got := s.Capabilities(); got.Strategy != dao.StrategyPortable || got.ClaimRoundTrips != (dao.RoundTrips{Fixed: 1, PerRow: 1}) ||
 			got.LockWaitLimit != sqlstore.DefaultLockWaitLimit {
+			t.Errorf("Capabilities = %+v", got)
+		}
+	})
+	t.Run("sqlite-without-fast-path", func(t *testing.T) {
+		s := newStore(t, testdb.SQLite(t), sqlstore.WithStrategy(dao.StrategyPortable))
+		if got := s.Capabilities(); got.Strategy != dao.StrategyPortable || got.ClaimRoundTrips != (dao.RoundTrips{Fixed: 1, PerRow: 1}) ||
+			got.LostRace != dao.LostRaceBusy {
 			t.Errorf("Capabilities = %+v", got)
 		}
 	})

@@ -57,8 +57,8 @@ of the same shape and size, in this order:
             postgres, database/sql elsewhere; the others' ratios are to it
   raw-sql   the same SQL through database/sql (on postgres: pgx's stdlib;
             elsewhere the same variant as raw)
-  portable  the library with its fast path off (postgres, whose default
-            is the fast path)
+  portable  the library with its fast path off (postgres and sqlite,
+            whose default is the fast path)
   naive     a hand-written SELECT, then one guarded UPDATE per row
   fast      the library with its opt-in fast path on (mysql, mariadb)
   raw-fast  the opt-in fast path's statements through database/sql
@@ -95,7 +95,7 @@ CLAIMSTORE_MYSQL_DSN) and memory.`,
 	f.StringVar(&o.variants, "variants", strings.Join(bench.DefaultVariants(), ","), "comma-separated variants to measure: "+strings.Join(bench.VariantNames(), ", "))
 	f.DurationVar(&o.budget, "budget", 60*time.Second, "wall time each run of a variant may take; a variant it stops is reported as partial; 0: no limit")
 	f.BoolVar(&o.baseline, "baseline", false, "short for --variants library,raw,raw-sql,naive,fast,raw-fast (those the backend has)")
-	f.BoolVar(&o.portable, "portable", false, "add the portable variant: the library with its fast path off (postgres)")
+	f.BoolVar(&o.portable, "portable", false, "add the portable variant: the library with its fast path off (postgres, sqlite)")
 	f.StringVar(&o.jsonFile, "json", "", "also write the report as JSON to this file")
 	f.BoolVar(&o.keep, "keep", false, "keep the tables (and the default SQLite file) instead of dropping them")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress lines on stderr")

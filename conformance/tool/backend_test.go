@@ -350,7 +350,7 @@ func TestStrategyOptions(t *testing.T) {
 	}
 	testdb.CloseAtCleanup(t, db)
 	for value, want := range map[string]dao.Strategy{
-		"": dao.StrategyPortable, "default": dao.StrategyPortable, "portable": dao.StrategyPortable,
+		"": dao.StrategyFastPath, "default": dao.StrategyFastPath, "portable": dao.StrategyPortable,
 		"fastpath": dao.StrategyFastPath, " FastPath ": dao.StrategyFastPath, "fast-path": dao.StrategyFastPath,
 	} {
 		t.Setenv(envStrategy, value)

@@ -39,8 +39,8 @@
 //
 // CLAIMSTORE_CONFORMANCE_STRATEGY chooses the claim strategy of the SQL
 // stores: unset or "default" (the dialect's default), "portable", or
-// "fastpath" (the opt-in fast path of MySQL, MariaDB, SQLite and SQL
-// Server); another value fails the test.
+// "fastpath" (the fast path: the default of PostgreSQL and SQLite, opt-in
+// on MySQL, MariaDB and SQL Server); another value fails the test.
 //
 // Every test of the suite gets a table (an index on Elasticsearch) of its
 // own with a fresh random name, dropped when the test ends; nothing else

@@ -168,16 +168,23 @@ func (s *sqlRun) sqlRunner(ctx context.Context, build func(db *sql.DB) (ClaimFun
 // the portable default's SELECT and guarded UPDATEs elsewhere.
 func (s *sqlRun) rawSQL() spec {
 	v := Variant{Name: VariantRawSQL}
-	if s.dialect == dialects.Postgres {
+	// Where the library claims with one statement by default, the raw
+	// baseline runs that statement; elsewhere the portable default's.
+	oneStatement := slices.Contains(dialects.DefaultFastPath(), s.dialect)
+	switch {
+	case s.dialect == dialects.Postgres:
 		v.Path = "database/sql (pgx stdlib) QueryContext of the same statement text (dialects.Renderer.Claim), Scan into Job"
 		v.Promised = "1"
-	} else {
+	case oneStatement:
+		v.Path = "database/sql QueryContext of the same statement text (dialects.Renderer.Claim), Scan into Job"
+		v.Promised = "1"
+	default:
 		v.Path = "database/sql, the library's statement texts (dialects.Renderer.Select, GuardedUpdate): SELECT, then UPDATE per row"
 		v.Promised = "1 + N"
 	}
 	return s.sqlSpec(v, "bench_sql", func(ctx context.Context, t *table) (runner, error) {
 		return s.sqlRunner(ctx, func(db *sql.DB) (ClaimFunc, error) {
-			if s.dialect == dialects.Postgres {
+			if oneStatement {
 				stmts, err := s.claimStatements(t.name)
 				if err != nil {
 					return nil, err

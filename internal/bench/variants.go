@@ -25,7 +25,7 @@ const (
 	SelectRawSQL = "raw-sql"
 	// SelectPortable selects the library with its fast path switched off
 	// ([VariantLibraryPortable]), on backends whose default is the fast
-	// path (PostgreSQL).
+	// path (PostgreSQL and SQLite).
 	SelectPortable = "portable"
 	// SelectNaive selects the hand-written SELECT followed by one guarded
 	// UPDATE per row ([VariantNaive]).
