@@ -62,6 +62,13 @@ func (r nativeRows) Columns() []string {
 	return cols
 }
 
+// Null reports whether column col of the current row is NULL (pgx gives
+// a NULL's raw value as nil).
+func (r nativeRows) Null(col int) bool {
+	raw := r.RawValues()
+	return col < len(raw) && raw[col] == nil
+}
+
 // Close reads the rest of the result and returns the error that ended it.
 func (r nativeRows) Close() error {
 	r.Rows.Close()

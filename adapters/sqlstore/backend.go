@@ -97,6 +97,9 @@ type NativeRows interface {
 	// Scan copies the current row's columns into dest, one pointer per
 	// column, with the driver's conversions; a nil entry skips its column.
 	Scan(dest ...any) error
+	// Null reports whether column col (from 0) of the current row is
+	// NULL.
+	Null(col int) bool
 	// Close releases the rows, reading what is left of the result, and
 	// returns the error that ended the result, if any (as Err).
 	Close() error

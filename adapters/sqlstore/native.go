@@ -117,6 +117,16 @@ func (s *sqlDriver[T]) scanNative(ctx context.Context, rows NativeRows, limit in
 			switch {
 			case !found[i]:
 				dest[i] = nil
+			case rows.Null(i):
+				// A NULL leaves the field's zero value, as GORM's
+				// scanner does, also for a field that cannot hold one
+				// (a plain string, number, bool or time); a field
+				// behind an embedded pointer still gets its embedded
+				// struct, as there.
+				if !sl.flat {
+					sl.field.ReflectValueOf(ctx, reflect.ValueOf(row).Elem())
+				}
+				dest[i] = nil
 			case sl.flat:
 				dest[i] = reflect.NewAt(sl.typ, unsafe.Add(base, sl.off)).Interface()
 			default:

@@ -687,10 +687,48 @@ func (s *sqlDriver[T]) scanDirect(ctx context.Context, rows *sql.Rows) ([]T, err
 			dest[i] = f.ReflectValueOf(ctx, rv).Addr().Interface()
 		}
 		if err := rows.Scan(dest...); err != nil {
-			return nil, err
+			// A NULL in a column whose field cannot hold one (a plain
+			// string, number, bool or time): read the row again as GORM
+			// does, through a pointer per field, NULL leaving the zero
+			// value. database/sql lets a row be scanned again.
+			if err := scanNullable(ctx, rows, fields, rv, dest); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return out, nil
+}
+
+// scanNullable scans the current row of rows into the fields of rv (a T)
+// through a new pointer per field, so that a NULL leaves the field's zero
+// value as GORM's scanner does; dest is scratch space of one entry per
+// column.
+func scanNullable(ctx context.Context, rows *sql.Rows, fields []*schema.Field, rv reflect.Value, dest []any) error {
+	var discard any
+	ptrs := make([]reflect.Value, len(fields))
+	for i, f := range fields {
+		if f == nil {
+			dest[i] = &discard
+			continue
+		}
+		ptrs[i] = reflect.New(reflect.PointerTo(f.FieldType))
+		dest[i] = ptrs[i].Interface()
+	}
+	if err := rows.Scan(dest...); err != nil {
+		return err
+	}
+	for i, f := range fields {
+		if f == nil {
+			continue
+		}
+		fv := f.ReflectValueOf(ctx, rv)
+		if p := ptrs[i].Elem(); !p.IsNil() {
+			fv.Set(p.Elem())
+		} else {
+			fv.SetZero()
+		}
+	}
+	return nil
 }
 
 // exec runs st on pool and returns the affected-row count. Errors are
