@@ -125,24 +125,10 @@ func TestJetStreamClusterFailover(t *testing.T) {
 	t.Logf("%s retry horizon %v (max retries %d, lease %v, mark timeout %v, idle poll %v): duplicate window %v",
 		since(), horizon, haPolicy.MaxRetries, probe.Config().Lease, probe.Config().MarkTimeout, probe.Config().MaxPollInterval, window)
 
-	var stream jetstream.Stream
-	for {
-		// JetStream elects its meta leader a few seconds after the
-		// nodes start; until then stream creation fails.
-		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
-		stream, err = ajs.CreateStream(cctx, jetstream.StreamConfig{
-			Name: streamName, Subjects: []string{subject}, Replicas: 3,
-			Storage: jetstream.FileStorage, Duplicates: window,
-		})
-		ccancel()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("create stream: %v", err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	stream := createStream(ctx, t, ajs, jetstream.StreamConfig{
+		Name: streamName, Subjects: []string{subject}, Replicas: 3,
+		Storage: jetstream.FileStorage, Duplicates: window,
+	})
 	if got := mustInfo(ctx, t, stream).Config.Duplicates; got < horizon {
 		t.Fatalf("stream duplicate window %v is below the retry horizon %v", got, horizon)
 	}
@@ -225,17 +211,7 @@ func TestJetStreamClusterFailover(t *testing.T) {
 	}()
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for !cond() {
-			select {
-			case err := <-writers.Errs:
-				t.Fatalf("writer: %v", err)
-			case <-relayDone:
-				t.Fatalf("relay stopped while waiting for %s: %v", what, relayErr)
-			case <-ctx.Done():
-				t.Fatalf("timed out waiting for %s: published %d of %d, relay %+v", what, published(), n, relay.Stats())
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
+		waitRelay(ctx, t, what, cond, writers, relay, relayDone, &relayErr, n)
 	}
 
 	// 1. SIGKILL the stream leader, restart it 2 s later.
@@ -424,6 +400,45 @@ func watchCatchUp(ctx context.Context, c *hatest.NATSCluster, i int, s jetstream
 
 // msgID is the message id of message i.
 func msgID(i int) string { return fmt.Sprintf("ha-%06d", i) }
+
+// createStream creates the stream of cfg, tried again every 250 ms until
+// ctx ends: JetStream elects its meta leader a few seconds after the nodes
+// start, and until then stream creation fails.
+func createStream(ctx context.Context, t *testing.T, js jetstream.JetStream, cfg jetstream.StreamConfig) jetstream.Stream {
+	t.Helper()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		stream, err := js.CreateStream(cctx, cfg)
+		cancel()
+		if err == nil {
+			return stream
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("create stream %s: %v", cfg.Name, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// waitRelay polls cond every 20 ms until it holds, and fails t when one of
+// writers fails, when relay stops first (done closed, *relayErr its error)
+// or when ctx ends; n is the number of messages of the run, for the
+// message.
+func waitRelay(ctx context.Context, t *testing.T, what string, cond func() bool, writers *outboxenv.Writers, relay *outbox.Relay,
+	done <-chan struct{}, relayErr *error, n int) {
+	t.Helper()
+	for !cond() {
+		select {
+		case err := <-writers.Errs:
+			t.Fatalf("writer: %v", err)
+		case <-done:
+			t.Fatalf("relay stopped while waiting for %s: %v", what, *relayErr)
+		case <-ctx.Done():
+			t.Fatalf("timed out waiting for %s: published %d of %d, relay %+v", what, relay.Stats().Published, n, relay.Stats())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
 
 // mustInfo returns the stream's info, retried for up to 10 s while the
 // stream has no leader.

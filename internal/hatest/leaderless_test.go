@@ -46,19 +46,7 @@ func TestLeaderlessStreamIsNotNoStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stream jetstream.Stream
-	for {
-		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
-		stream, err = js.CreateStream(cctx, jetstream.StreamConfig{Name: "LEADERLESS", Subjects: []string{"leaderless"}, Replicas: 3, Storage: jetstream.FileStorage})
-		ccancel()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("create stream: %v", err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	stream := createStream(ctx, t, js, jetstream.StreamConfig{Name: "LEADERLESS", Subjects: []string{"leaderless"}, Replicas: 3, Storage: jetstream.FileStorage})
 	leader := waitLeader(ctx, t, stream, "")
 	pub, err := natspub.New(nc, natspub.Config{AckTimeout: time.Second})
 	if err != nil {

@@ -544,17 +544,7 @@ func TestPostgresFailoverOutboxRelay(t *testing.T) {
 	published := func() int { return int(relay.Stats().Published) }
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for !cond() {
-			select {
-			case err := <-writers.Errs:
-				t.Fatalf("writer: %v", err)
-			case <-relayDone:
-				t.Fatalf("relay stopped while waiting for %s: %v", what, relayErr)
-			case <-ctx.Done():
-				t.Fatalf("timed out waiting for %s: published %d of %d, relay %+v", what, published(), n, relay.Stats())
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
+		waitRelay(ctx, t, what, cond, writers, relay, relayDone, &relayErr, n)
 	}
 
 	waitFor("a third published", func() bool { return published() >= n/3 })

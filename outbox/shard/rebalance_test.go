@@ -8,13 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"gorm.io/gorm"
 
-	"github.com/claimstore/claimstore/internal/outboxenv"
 	"github.com/claimstore/claimstore/outbox"
-	"github.com/claimstore/claimstore/outbox/natsembed"
 	"github.com/claimstore/claimstore/outbox/natspub"
 	"github.com/claimstore/claimstore/outbox/shard"
 )
@@ -42,27 +38,7 @@ func TestAddShardKeepsOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.URL(), nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	pub, err := natspub.New(nc, natspub.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	js := pub.JetStream()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: "REBALANCE", Subjects: []string{"shard.>"}, Storage: jetstream.FileStorage,
-		Duplicates: outboxenv.DuplicateWindow(outbox.RelayConfig{}),
-	}); err != nil {
-		t.Fatal(err)
-	}
+	pub, js := startBroker(ctx, t, "REBALANCE")
 	cfg := outbox.RelayConfig{WorkerID: "rebalance", BatchSize: 20, PollInterval: 10 * time.Millisecond, MaxPollInterval: 100 * time.Millisecond}
 
 	write := func(r *shard.Router, from, to int) {

@@ -108,6 +108,35 @@ func msg(key string, seq int) *outbox.Message {
 
 // Bad input is refused with ErrInvalidArgument and writes nothing on any
 // shard.
+// startBroker starts an embedded NATS server with JetStream for the test,
+// creates the stream name on the subjects shard.>, and returns a publisher
+// on it and its JetStream context.
+func startBroker(ctx context.Context, t *testing.T, name string) (*natspub.Publisher, jetstream.JetStream) {
+	t.Helper()
+	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect(srv.URL(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	pub, err := natspub.New(nc, natspub.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := pub.JetStream()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: name, Subjects: []string{"shard.>"}, Storage: jetstream.FileStorage,
+		Duplicates: outboxenv.DuplicateWindow(outbox.RelayConfig{}),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return pub, js
+}
+
 func TestRouterRejectsBadInput(t *testing.T) {
 	ctx := context.Background()
 	r := newShards(t, 2, 2)
@@ -220,27 +249,7 @@ func TestShardedOutboxEndToEnd(t *testing.T) {
 	defer cancel()
 	r := newShards(t, 2, 4)
 
-	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.URL(), nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	pub, err := natspub.New(nc, natspub.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	js := pub.JetStream()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: "SHARDS", Subjects: []string{"shard.>"}, Storage: jetstream.FileStorage,
-		Duplicates: outboxenv.DuplicateWindow(outbox.RelayConfig{}),
-	}); err != nil {
-		t.Fatal(err)
-	}
+	pub, js := startBroker(ctx, t, "SHARDS")
 
 	relays, err := shard.NewRelays(r, pub, outbox.RelayConfig{
 		WorkerID: "e2e", BatchSize: 25, PollInterval: 10 * time.Millisecond, MaxPollInterval: 100 * time.Millisecond,
