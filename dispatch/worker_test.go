@@ -169,9 +169,7 @@ func TestFencedOutcomeAfterLeaseLoss(t *testing.T) {
 		store, _ := b.open(t)
 		ctx := context.Background()
 		sc := newSchedules(t, store, dispatch.SchedulesConfig{})
-		if _, _, err := sc.Add(ctx, dispatch.Spec{Key: "job"}); err != nil {
-			t.Fatal(err)
-		}
+		addKeys(t, sc, "job")
 		started, finish := make(chan struct{}), make(chan struct{})
 		w := newScheduleWorker(t, store, func(ctx context.Context, fr dispatch.Fire) error {
 			close(started)
@@ -202,13 +200,8 @@ func TestFencedOutcomeAfterLeaseLoss(t *testing.T) {
 func TestRenewalKeepsLongHandler(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		store, _ := b.open(t)
-		ctx := context.Background()
 		sc := newSchedules(t, store, dispatch.SchedulesConfig{})
-		for _, k := range []string{"long-a", "long-b"} {
-			if _, _, err := sc.Add(ctx, dispatch.Spec{Key: k}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		addKeys(t, sc, "long-a", "long-b")
 		f := newFires()
 		var cancelled atomic.Int64
 		fn := func(ctx context.Context, fr dispatch.Fire) error {
@@ -229,10 +222,7 @@ func TestRenewalKeepsLongHandler(t *testing.T) {
 		cfg.WorkerID = "second"
 		w2 := newScheduleWorker(t, store, fn, dispatch.Policy{}, cfg)
 		runWorker(t, w2.Run)
-		waitFor(t, 10*time.Second, "both fired", func() bool {
-			c, err := store.Count(ctx, dao.Eq(dispatch.ColStatus, string(dispatch.StatusFired)))
-			return err == nil && c == 2
-		})
+		waitFired(t, store, 2, "both fired")
 		if f.count("long-a") != 1 || f.count("long-b") != 1 || cancelled.Load() != 0 {
 			t.Fatalf("fires a=%d b=%d, cancelled %d; want each once, none cancelled", f.count("long-a"), f.count("long-b"), cancelled.Load())
 		}
@@ -250,9 +240,7 @@ func TestRenewalLossCancelsHandler(t *testing.T) {
 	store, _ := b.open(t)
 	ctx := context.Background()
 	sc := newSchedules(t, store, dispatch.SchedulesConfig{})
-	if _, _, err := sc.Add(ctx, dispatch.Spec{Key: "job"}); err != nil {
-		t.Fatal(err)
-	}
+	addKeys(t, sc, "job")
 	started := make(chan struct{})
 	cause := make(chan error, 1)
 	w := newScheduleWorker(t, store, func(ctx context.Context, fr dispatch.Fire) error {
@@ -288,11 +276,8 @@ func TestRenewalLossCancelsHandler(t *testing.T) {
 func TestDrainFinishesInFlight(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		store, _ := b.open(t)
-		ctx := context.Background()
 		sc := newSchedules(t, store, dispatch.SchedulesConfig{})
-		if _, _, err := sc.Add(ctx, dispatch.Spec{Key: "job"}); err != nil {
-			t.Fatal(err)
-		}
+		addKeys(t, sc, "job")
 		started := make(chan struct{})
 		w := newScheduleWorker(t, store, func(ctx context.Context, fr dispatch.Fire) error {
 			close(started)
@@ -314,13 +299,8 @@ func TestDrainFinishesInFlight(t *testing.T) {
 func TestDrainReleasesPastTimeout(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		store, _ := b.open(t)
-		ctx := context.Background()
 		sc := newSchedules(t, store, dispatch.SchedulesConfig{})
-		for _, k := range []string{"a", "b", "c"} {
-			if _, _, err := sc.Add(ctx, dispatch.Spec{Key: k}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		addKeys(t, sc, "a", "b", "c")
 		var causes sync.Map
 		w := newScheduleWorker(t, store, func(ctx context.Context, fr dispatch.Fire) error {
 			<-ctx.Done()
@@ -351,10 +331,7 @@ func TestDrainReleasesPastTimeout(t *testing.T) {
 		w2 := newScheduleWorker(t, store, func(ctx context.Context, fr dispatch.Fire) error { f.record(fr); return nil },
 			dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{WorkerID: "next", Tick: 10 * time.Millisecond})
 		runWorker(t, w2.Run)
-		waitFor(t, 10*time.Second, "the released rows fired", func() bool {
-			c, err := store.Count(ctx, dao.Eq(dispatch.ColStatus, string(dispatch.StatusFired)))
-			return err == nil && c == 3
-		})
+		waitFired(t, store, 3, "the released rows fired")
 	})
 }
 
@@ -460,11 +437,8 @@ func TestDrainWritesOutcomeOfCompletedFire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
 	sc := newSchedules(t, store, dispatch.SchedulesConfig{})
-	if _, _, err := sc.Add(ctx, dispatch.Spec{Key: "report"}); err != nil {
-		t.Fatal(err)
-	}
+	addKeys(t, sc, "report")
 	f := newFires()
 	w := newScheduleWorker(t, store, func(ctx context.Context, fr dispatch.Fire) error {
 		<-ctx.Done() // the work ends just as the drain cancels it
@@ -487,4 +461,23 @@ func TestDrainWritesOutcomeOfCompletedFire(t *testing.T) {
 	if c := f.count("report"); c != 1 {
 		t.Fatalf("report fired %d times, want once", c)
 	}
+}
+
+// addKeys adds an immediate schedule for each key.
+func addKeys(t *testing.T, sc *dispatch.Schedules, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if _, _, err := sc.Add(context.Background(), dispatch.Spec{Key: k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitFired waits up to 10 s until n schedules in store are fired.
+func waitFired(t *testing.T, store dao.Store[dispatch.Schedule], n int64, what string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, what, func() bool {
+		c, err := store.Count(context.Background(), dao.Eq(dispatch.ColStatus, string(dispatch.StatusFired)))
+		return err == nil && c == n
+	})
 }
