@@ -232,8 +232,8 @@ func same(got *Schedule, sp *Spec) bool {
 	return true
 }
 
-// Get returns the schedule with key, or an error wrapping
-// [dao.ErrNotFound].
+// Get returns the schedule with key. Errors: [dao.ErrNotFound] when no
+// schedule has key; the store's errors, wrapped.
 func (s *Schedules) Get(ctx context.Context, key string) (Schedule, error) {
 	if s.err != nil {
 		return Schedule{}, fmt.Errorf("dispatch: get %q: %w", key, s.err)
@@ -288,7 +288,8 @@ func (s *Schedules) List(ctx context.Context, o ListOptions) ([]Schedule, error)
 // Pause stops the schedule with key from firing until [Schedules.Resume];
 // pausing a paused schedule changes nothing. A fire already in flight
 // finishes (a once schedule may still become fired). Errors:
-// [dao.ErrNotFound]; [ErrTerminal] for a fired or failed schedule.
+// [dao.ErrNotFound]; [ErrTerminal] for a fired or failed schedule; the
+// store's errors, wrapped.
 func (s *Schedules) Pause(ctx context.Context, key string) error {
 	return s.transition(ctx, "pause", key, []Status{StatusActive, StatusPaused}, dao.Set{ColStatus: string(StatusPaused)})
 }
@@ -297,7 +298,8 @@ func (s *Schedules) Pause(ctx context.Context, key string) error {
 // (status active, failure count 0, next fire time now; LastError kept).
 // Resuming an active schedule changes nothing. A cron schedule resumed
 // after missing occurrences follows the worker's misfire policy. Errors:
-// [dao.ErrNotFound]; [ErrTerminal] for a fired schedule.
+// [dao.ErrNotFound]; [ErrTerminal] for a fired schedule; the store's and
+// the database clock's errors, wrapped.
 func (s *Schedules) Resume(ctx context.Context, key string) error {
 	if err := s.transition(ctx, "resume", key, []Status{StatusActive, StatusPaused}, dao.Set{ColStatus: string(StatusActive)}); !errors.Is(err, ErrTerminal) {
 		return err
@@ -334,7 +336,8 @@ func (s *Schedules) transition(ctx context.Context, op, key string, from []Statu
 	return fmt.Errorf("dispatch: %s %q: status %s: %w", op, key, got.Status, ErrTerminal)
 }
 
-// Delete removes the schedule with key. Errors: [dao.ErrNotFound].
+// Delete removes the schedule with key. Errors: [dao.ErrNotFound] when no
+// schedule has key; the store's errors, wrapped.
 func (s *Schedules) Delete(ctx context.Context, key string) error {
 	if s.err != nil {
 		return fmt.Errorf("dispatch: delete %q: %w", key, s.err)
