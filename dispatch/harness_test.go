@@ -132,3 +132,22 @@ func runWorker(t *testing.T, run func(context.Context) error) (stop func()) {
 	t.Cleanup(stop)
 	return stop
 }
+
+// addKeys adds an immediate schedule for each key.
+func addKeys(t *testing.T, sc *dispatch.Schedules, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if _, _, err := sc.Add(context.Background(), dispatch.Spec{Key: k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitFired waits up to 10 s until n schedules in store are fired.
+func waitFired(t *testing.T, store dao.Store[dispatch.Schedule], n int64, what string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, what, func() bool {
+		c, err := store.Count(context.Background(), dao.Eq(dispatch.ColStatus, string(dispatch.StatusFired)))
+		return err == nil && c == n
+	})
+}

@@ -35,11 +35,7 @@ func TestRescuer(t *testing.T) {
 		clk := newClock()
 		sc := newSchedules(t, store, dispatch.SchedulesConfig{Now: clk.Now})
 		now := clk.Now()
-		for _, k := range []string{"dead-0", "dead-1", "dead-2", "dead-3", "dead-4", "recent", "free", "live"} {
-			if _, _, err := sc.Add(ctx, dispatch.Spec{Key: k}); err != nil {
-				t.Fatal(err)
-			}
-		}
+		addKeys(t, sc, "dead-0", "dead-1", "dead-2", "dead-3", "dead-4", "recent", "free", "live")
 		for i := range 5 {
 			setLease(t, store, fmt.Sprintf("dead-%d", i), fmt.Sprintf("gone#%d", i), now.Add(-10*time.Minute))
 		}

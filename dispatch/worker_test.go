@@ -167,7 +167,6 @@ func TestLadderOnWorker(t *testing.T) {
 func TestFencedOutcomeAfterLeaseLoss(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		store, _ := b.open(t)
-		ctx := context.Background()
 		sc := newSchedules(t, store, dispatch.SchedulesConfig{})
 		addKeys(t, sc, "job")
 		started, finish := make(chan struct{}), make(chan struct{})
@@ -179,10 +178,7 @@ func TestFencedOutcomeAfterLeaseLoss(t *testing.T) {
 		runWorker(t, w.Run)
 		<-started
 		// Another worker takes the row over (as after an expired lease).
-		until := time.Now().Add(time.Hour)
-		if n, err := store.Update(ctx, dao.Eq(dispatch.ColKey, "job"), dao.Set{dispatch.ColLeaseOwner: "thief#1", dispatch.ColLeaseUntil: until}); err != nil || n != 1 {
-			t.Fatalf("take over: %d, %v", n, err)
-		}
+		setLease(t, store, "job", "thief#1", time.Now().Add(time.Hour))
 		close(finish)
 		waitFor(t, 10*time.Second, "the fenced outcome", func() bool { return w.Stats().LeaseLost == 1 })
 		s := get(t, sc, "job")
@@ -461,23 +457,4 @@ func TestDrainWritesOutcomeOfCompletedFire(t *testing.T) {
 	if c := f.count("report"); c != 1 {
 		t.Fatalf("report fired %d times, want once", c)
 	}
-}
-
-// addKeys adds an immediate schedule for each key.
-func addKeys(t *testing.T, sc *dispatch.Schedules, keys ...string) {
-	t.Helper()
-	for _, k := range keys {
-		if _, _, err := sc.Add(context.Background(), dispatch.Spec{Key: k}); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// waitFired waits up to 10 s until n schedules in store are fired.
-func waitFired(t *testing.T, store dao.Store[dispatch.Schedule], n int64, what string) {
-	t.Helper()
-	waitFor(t, 10*time.Second, what, func() bool {
-		c, err := store.Count(context.Background(), dao.Eq(dispatch.ColStatus, string(dispatch.StatusFired)))
-		return err == nil && c == n
-	})
 }
