@@ -98,6 +98,9 @@ func candidate(ctx context.Context, cfg config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close()
+	}
 	leases, err := sqlstore.NewLeases(db, "example_leaders")
 	if err != nil {
 		return err
@@ -146,6 +149,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	db, err := sqlstore.Open(ctx, cfg.backend, cfg.dsn)
 	if err != nil {
 		return err
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close()
 	}
 	leases, err := sqlstore.NewLeases(db, "example_leaders")
 	if err != nil {
