@@ -91,20 +91,34 @@ func main() {
 	}
 }
 
-// candidate campaigns until ctx is done (then resigns), printing every
-// term it wins and loses.
-func candidate(ctx context.Context, cfg config, out io.Writer) error {
+// openLeases opens the database of cfg and returns its lease table
+// (example_leaders) and the function that closes the database.
+func openLeases(ctx context.Context, cfg config) (*sqlstore.Leases, func(), error) {
 	db, err := sqlstore.Open(ctx, cfg.backend, cfg.dsn)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	if sqlDB, err := db.DB(); err == nil {
-		defer sqlDB.Close()
+	closeDB := func() {
+		if sqlDB, err := db.DB(); err == nil {
+			_ = sqlDB.Close()
+		}
 	}
 	leases, err := sqlstore.NewLeases(db, "example_leaders")
 	if err != nil {
+		closeDB()
+		return nil, nil, err
+	}
+	return leases, closeDB, nil
+}
+
+// candidate campaigns until ctx is done (then resigns), printing every
+// term it wins and loses.
+func candidate(ctx context.Context, cfg config, out io.Writer) error {
+	leases, closeDB, err := openLeases(ctx, cfg)
+	if err != nil {
 		return err
 	}
+	defer closeDB()
 	var mu sync.Mutex
 	say := func(format string, args ...any) {
 		mu.Lock()
@@ -146,17 +160,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			return fmt.Errorf("-backend %q: want sqlite or postgres", cfg.backend)
 		}
 	}
-	db, err := sqlstore.Open(ctx, cfg.backend, cfg.dsn)
+	leases, closeDB, err := openLeases(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	if sqlDB, err := db.DB(); err == nil {
-		defer sqlDB.Close()
-	}
-	leases, err := sqlstore.NewLeases(db, "example_leaders")
-	if err != nil {
-		return err
-	}
+	defer closeDB()
 	if err := leases.Migrate(ctx); err != nil {
 		return err
 	}
