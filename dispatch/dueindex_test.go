@@ -78,6 +78,9 @@ func checkDueIndex(t *testing.T, db *gorm.DB) {
 			plan = append(plan, fmt.Sprintf("%s", vals))
 		}
 		text := strings.Join(plan, "\n")
+		if !strings.Contains(text, "idx_"+table+"_due_id") {
+			t.Errorf("the claim's plan does not read the due index idx_%s_due_id:\n%s", table, text)
+		}
 		for _, sort := range []string{"Sort", "TEMP B-TREE", "filesort"} {
 			if strings.Contains(text, sort) {
 				t.Errorf("the claim's order is sorted (%s), not read from the due index:\n%s", sort, text)
