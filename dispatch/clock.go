@@ -20,10 +20,13 @@ type timeSource struct {
 	read  func(ctx context.Context) (time.Time, error) // the database's time; nil: the host's clock
 	host  func() time.Time                             // the host clock; its monotonic reading is used
 
-	mu   sync.Mutex
-	ok   bool      // a sample was taken
-	base time.Time // the database's time at the sample
-	at   time.Time // the host's time in the middle of the sample's round trip
+	readMu sync.Mutex // held while the database's time is read
+
+	mu      sync.Mutex
+	reading bool      // a caller is reading the database's time
+	ok      bool      // a sample was taken
+	base    time.Time // the database's time at the sample
+	at      time.Time // the host's time in the middle of the sample's round trip
 }
 
 // dbClocker is the method of a store that reads its database's time
@@ -48,7 +51,9 @@ func newTimeSource(now func() time.Time, store any, hasDB bool) *timeSource {
 // database clock it reads the database's time when the last sample is
 // older than ClockResync (one round trip, detached from ctx's cancellation
 // for at most 5 s); when that read fails an older estimate is kept, and
-// without one the error is returned.
+// without one the error is returned. While one caller reads, the others
+// get the older sample's estimate at once; only the first sample is
+// waited for.
 func (c *timeSource) Now(ctx context.Context) (time.Time, error) {
 	if c.fixed != nil {
 		return c.fixed().UTC(), nil
@@ -57,15 +62,30 @@ func (c *timeSource) Now(ctx context.Context) (time.Time, error) {
 		return c.host().UTC(), nil
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ok && c.host().Sub(c.at) < ClockResync {
+	if c.ok && (c.reading || c.host().Sub(c.at) < ClockResync) {
+		defer c.mu.Unlock()
 		return c.estimate(), nil
 	}
+	c.mu.Unlock()
+	c.readMu.Lock() // one read at a time; without a sample, wait for it
+	defer c.readMu.Unlock()
+	c.mu.Lock()
+	if c.ok && c.host().Sub(c.at) < ClockResync { // another caller just read
+		defer c.mu.Unlock()
+		return c.estimate(), nil
+	}
+	c.reading = true
+	c.mu.Unlock()
+
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	t0 := c.host()
 	db, err := c.read(rctx)
 	t1 := c.host()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reading = false
 	if err != nil {
 		if c.ok {
 			return c.estimate(), nil
