@@ -14,6 +14,6 @@ func SetHostClock(r *Repository, host func() time.Time) bool {
 	if r.dbc == nil {
 		return false
 	}
-	r.dbc.host = host
+	r.dbc.Host = host
 	return true
 }

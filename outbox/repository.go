@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/dbclock"
 )
 
 // Column names of the message table, as the GORM schema of [Message] names
@@ -55,7 +56,7 @@ type Repository struct {
 	policy RetryPolicy
 	lease  time.Duration
 	now    func() time.Time
-	dbc    *dbClock // the database clock, nil when now is used
+	dbc    *dbclock.Clock // the database clock, nil when now is used
 	random func() float64
 
 	clockSet bool // WithClock was given
@@ -199,7 +200,7 @@ func (r *Repository) Lease() time.Duration { return r.lease }
 // the last estimate of the database clock.
 func (r *Repository) clock() time.Time {
 	if r.dbc != nil {
-		return r.dbc.peek().UTC()
+		return r.dbc.Peek().UTC()
 	}
 	return r.now().UTC()
 }
@@ -210,7 +211,7 @@ func (r *Repository) time(ctx context.Context) (time.Time, error) {
 	if r.dbc == nil {
 		return r.now().UTC(), nil
 	}
-	t, err := r.dbc.now(ctx)
+	t, err := r.dbc.Now(ctx)
 	return t.UTC(), err
 }
 

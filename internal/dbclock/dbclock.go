@@ -1,0 +1,102 @@
+// Package dbclock estimates a database's current time from one sample of
+// it taken at most every [Resync], advanced in between with the host's
+// monotonic clock, for the packages that write times on the database
+// clock (outbox, dispatch).
+package dbclock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Resync is how often a [Clock] reads the database's time again.
+const Resync = time.Minute
+
+// Clock estimates the database's current time. It reads it with Read at
+// most every [Resync] and, in between, adds the time elapsed on the host's
+// monotonic clock, so neither the host's wall clock (skewed or stepped)
+// nor a round trip per call enters the estimate. The error of an estimate
+// is half the sample's round trip plus the drift of the two clocks' rates
+// since the sample (typically well under a millisecond per minute). A
+// Clock is safe for concurrent use; set Read and Host before first use.
+type Clock struct {
+	// Read returns the database's time: one round trip.
+	Read func(ctx context.Context) (time.Time, error)
+	// Host is the host clock (time.Now); its monotonic reading is used.
+	Host func() time.Time
+
+	read1 sync.Mutex // held by the one caller that reads the database's time
+
+	mu   sync.Mutex
+	ok   bool      // a sample was taken
+	base time.Time // the database's time at the sample
+	at   time.Time // the host's time at the middle of the sample's round trip
+}
+
+// New returns the Clock that samples the database with read, on the
+// host's clock time.Now.
+func New(read func(ctx context.Context) (time.Time, error)) *Clock {
+	return &Clock{Read: read, Host: time.Now}
+}
+
+// estimate returns base advanced by the host time elapsed since at; the
+// caller holds mu and has checked ok.
+func (c *Clock) estimate() time.Time { return c.base.Add(c.Host().Sub(c.at)) }
+
+// Now returns the database's current time, reading it with ctx when the
+// last sample is older than [Resync]. One caller reads at a time; while
+// it does, the others get the older sample's estimate at once, and only
+// the first sample is waited for. When a read fails the older estimate is
+// kept; without one Now returns the read's error, wrapped.
+func (c *Clock) Now(ctx context.Context) (time.Time, error) {
+	c.mu.Lock()
+	if c.ok && c.Host().Sub(c.at) < Resync {
+		t := c.estimate()
+		c.mu.Unlock()
+		return t, nil
+	}
+	if c.ok && !c.read1.TryLock() {
+		t := c.estimate() // another caller is reading
+		c.mu.Unlock()
+		return t, nil
+	}
+	ok := c.ok
+	c.mu.Unlock()
+	if !ok {
+		c.read1.Lock() // no estimate yet: wait for the read under way, if any
+		c.mu.Lock()
+		done, t := c.ok, c.estimate()
+		c.mu.Unlock()
+		if done {
+			c.read1.Unlock()
+			return t, nil
+		}
+	}
+	defer c.read1.Unlock()
+	t0 := c.Host()
+	db, err := c.Read(ctx)
+	t1 := c.Host()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil {
+		if c.ok {
+			return c.estimate(), nil
+		}
+		return time.Time{}, fmt.Errorf("read the database's time: %w", err)
+	}
+	c.ok, c.base, c.at = true, db, t0.Add(t1.Sub(t0)/2)
+	return c.estimate(), nil
+}
+
+// Peek returns the estimate without any I/O: the host's time until a
+// first sample was taken.
+func (c *Clock) Peek() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.ok {
+		return c.Host()
+	}
+	return c.estimate()
+}

@@ -1,0 +1,117 @@
+package dbclock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// The database clock reads the database's time once, advances it with the
+// host clock, reads it again after Resync, and keeps its
+// estimate when a later read fails.
+func TestClockSamples(t *testing.T) {
+	var mu sync.Mutex
+	start := time.Now()
+	host := start.Add(-time.Hour) // an hour behind the database
+	db := start
+	reads := 0
+	var fail error
+	c := &Clock{
+		Host: func() time.Time { mu.Lock(); defer mu.Unlock(); return host },
+		Read: func(context.Context) (time.Time, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			reads++
+			return db, fail
+		},
+	}
+	advance := func(d time.Duration) { mu.Lock(); host = host.Add(d); db = db.Add(d); mu.Unlock() }
+	ctx := context.Background()
+
+	fail = errors.New("down")
+	if _, err := c.Now(ctx); err == nil {
+		t.Fatal("the first read failed: want its error")
+	}
+	if got := c.Peek(); !got.Equal(host) {
+		t.Fatalf("peek before any sample: %v, want the host's %v", got, host)
+	}
+	fail = nil
+	if got, err := c.Now(ctx); err != nil || !got.Equal(start) {
+		t.Fatalf("now: %v %v, want the database's %v", got, err, start)
+	}
+	advance(30 * time.Second)
+	if got, err := c.Now(ctx); err != nil || !got.Equal(start.Add(30*time.Second)) || reads != 2 {
+		t.Fatalf("30s later: %v %v after %d reads; want %v from the estimate", got, err, reads, start.Add(30*time.Second))
+	}
+	mu.Lock()
+	db = db.Add(time.Second) // the two clocks drift apart by a second
+	mu.Unlock()
+	advance(Resync)
+	want := start.Add(30*time.Second + Resync + time.Second)
+	if got, err := c.Now(ctx); err != nil || !got.Equal(want) || reads != 3 {
+		t.Fatalf("after the resync interval: %v %v after %d reads; want a new sample %v", got, err, reads, want)
+	}
+	fail = errors.New("down")
+	advance(Resync)
+	want = want.Add(Resync)
+	if got, err := c.Now(ctx); err != nil || !got.Equal(want) || reads != 4 {
+		t.Fatalf("a failed resync: %v %v after %d reads; want the older estimate %v", got, err, reads, want)
+	}
+	if got := c.Peek(); !got.Equal(want) {
+		t.Fatalf("peek: %v, want %v", got, want)
+	}
+}
+
+// While one caller reads the database's time again (its sample is older
+// than Resync), other callers get the estimate from the old sample at
+// once instead of waiting for that round trip; only the first sample is
+// waited for. The database read is counted: one per resync.
+func TestResyncDoesNotBlockOthers(t *testing.T) {
+	var host atomic.Int64 // nanoseconds since base
+	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	release := make(chan struct{})
+	var reads atomic.Int32
+	c := &Clock{
+		Host: func() time.Time { return base.Add(time.Duration(host.Load())) },
+		Read: func(ctx context.Context) (time.Time, error) {
+			if reads.Add(1) > 1 {
+				<-release // the resync hangs until released
+			}
+			return base.Add(time.Hour), nil
+		},
+	}
+	ctx := context.Background()
+	if got, err := c.Now(ctx); err != nil || !got.Equal(base.Add(time.Hour)) {
+		t.Fatalf("first Now = %v, %v; want the database's time", got, err)
+	}
+	host.Store(int64(Resync + time.Second)) // the sample is stale now
+	done := make(chan time.Time)
+	go func() {
+		got, _ := c.Now(ctx) // reads again, and hangs in the read
+		done <- got
+	}()
+	for reads.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	other := make(chan time.Time)
+	go func() { got, _ := c.Now(ctx); other <- got }()
+	want := base.Add(time.Hour + Resync + time.Second)
+	select {
+	case got := <-other:
+		if !got.Equal(want) {
+			t.Errorf("Now during a resync = %v, want the old sample's estimate %v", got, want)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Now waited for another caller's resync")
+	}
+	close(release)
+	if got := <-done; !got.Equal(base.Add(time.Hour)) {
+		t.Errorf("resyncing Now = %v, want the new sample %v", got, base.Add(time.Hour))
+	}
+	if n := reads.Load(); n != 2 {
+		t.Errorf("%d database reads, want 2", n)
+	}
+}
