@@ -30,17 +30,16 @@ type fieldSlot struct {
 // the slot of every column name of the model schema.
 type scanPlan map[string]fieldSlot
 
-// newScanPlan returns the slot of every field of s that has a column.
+// newScanPlan returns the slot of every column of s: the field GORM reads
+// the column into (schema.Schema.FieldsByDBName, which picks the shortest
+// path when fields of embedded structs share a column name).
 func newScanPlan[T any](s *schema.Schema) scanPlan {
 	root := reflect.TypeFor[T]()
-	plan := scanPlan{}
-	for _, f := range s.Fields {
-		if f.DBName == "" {
-			continue
-		}
+	plan := make(scanPlan, len(s.FieldsByDBName))
+	for col, f := range s.FieldsByDBName {
 		slot := fieldSlot{field: f, typ: f.FieldType}
 		slot.off, slot.flat = flatOffset(root, f.StructField.Index, f.FieldType)
-		plan[f.DBName] = slot
+		plan[col] = slot
 	}
 	return plan
 }
