@@ -100,10 +100,9 @@ func (s *sqlDriver[T]) queryNative(ctx context.Context, conn *sql.Conn, st diale
 // scanNative scans every row of rows into a new T.
 func (s *sqlDriver[T]) scanNative(ctx context.Context, rows NativeRows, limit int) ([]T, error) {
 	cols := rows.Columns()
-	slots := make([]fieldSlot, len(cols))
-	found := make([]bool, len(cols))
+	slots := make([]fieldSlot, len(cols)) // the zero slot (no field): a column read and dropped
 	for i, c := range cols {
-		slots[i], found[i] = s.plan[c]
+		slots[i] = s.plan[c]
 	}
 	dest := make([]any, len(cols))
 	out := make([]T, 0, max(limit, 0))
@@ -114,7 +113,7 @@ func (s *sqlDriver[T]) scanNative(ctx context.Context, rows NativeRows, limit in
 		base := unsafe.Pointer(row)
 		for i, sl := range slots {
 			switch {
-			case !found[i]:
+			case sl.field == nil:
 				dest[i] = nil
 			case rows.Null(i):
 				// A NULL leaves the field's zero value, as GORM's
