@@ -198,14 +198,8 @@ func (s *sqlDriver[T]) queryRanked(ctx context.Context, pool gorm.ConnPool, st d
 	} else {
 		out, ranks, err = s.scanRanked(ctx, rows)
 	}
-	if err == nil {
-		err = rows.Err()
-	}
-	if err == nil {
-		err = rows.Close()
-	}
-	if err != nil {
-		return nil, mapCtxError(ctx, err)
+	if err := finishRows(ctx, rows, err); err != nil {
+		return nil, err
 	}
 	sortByRank(out, ranks)
 	return out, nil

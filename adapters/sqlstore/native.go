@@ -30,17 +30,16 @@ type fieldSlot struct {
 // the slot of every column name of the model schema.
 type scanPlan map[string]fieldSlot
 
-// newScanPlan returns the slot of every field of s that has a column.
+// newScanPlan returns the slot of every column of s: the field GORM reads
+// the column into (schema.Schema.FieldsByDBName, which picks the shortest
+// path when fields of embedded structs share a column name).
 func newScanPlan[T any](s *schema.Schema) scanPlan {
 	root := reflect.TypeFor[T]()
-	plan := scanPlan{}
-	for _, f := range s.Fields {
-		if f.DBName == "" {
-			continue
-		}
+	plan := make(scanPlan, len(s.FieldsByDBName))
+	for col, f := range s.FieldsByDBName {
 		slot := fieldSlot{field: f, typ: f.FieldType}
 		slot.off, slot.flat = flatOffset(root, f.StructField.Index, f.FieldType)
-		plan[f.DBName] = slot
+		plan[col] = slot
 	}
 	return plan
 }
@@ -101,10 +100,9 @@ func (s *sqlDriver[T]) queryNative(ctx context.Context, conn *sql.Conn, st diale
 // scanNative scans every row of rows into a new T.
 func (s *sqlDriver[T]) scanNative(ctx context.Context, rows NativeRows, limit int) ([]T, error) {
 	cols := rows.Columns()
-	slots := make([]fieldSlot, len(cols))
-	found := make([]bool, len(cols))
+	slots := make([]fieldSlot, len(cols)) // the zero slot (no field): a column read and dropped
 	for i, c := range cols {
-		slots[i], found[i] = s.plan[c]
+		slots[i] = s.plan[c]
 	}
 	dest := make([]any, len(cols))
 	out := make([]T, 0, max(limit, 0))
@@ -115,7 +113,7 @@ func (s *sqlDriver[T]) scanNative(ctx context.Context, rows NativeRows, limit in
 		base := unsafe.Pointer(row)
 		for i, sl := range slots {
 			switch {
-			case !found[i]:
+			case sl.field == nil:
 				dest[i] = nil
 			case rows.Null(i):
 				// A NULL leaves the field's zero value, as GORM's

@@ -328,3 +328,63 @@ func TestPostgresNativeClaimErrorMapped(t *testing.T) {
 		t.Fatalf("after the failed claim: %d pending, %v; want 3", n, err)
 	}
 }
+
+// NativeShadowed is embedded after a field of the same column name.
+type NativeShadowed struct {
+	Note string `gorm:"size:32"`
+}
+
+// shadowRow has two fields for the column note: its own Note, which GORM
+// reads the column into (the shortest path), and NativeShadowed.Note.
+type shadowRow struct {
+	ID       int64  `gorm:"primaryKey;autoIncrement:false"`
+	Status   string `gorm:"size:16"`
+	Priority int
+	Note     string `gorm:"size:32"`
+	NativeShadowed
+}
+
+// A column two fields share is scanned by the native claim into the field
+// GORM reads it into (schema.Schema.FieldsByDBName), as Find does.
+func TestPostgresNativeScanShadowedField(t *testing.T) {
+	var log claimLog
+	db := openTraced(t, &log, false, nil)
+	table := testdb.Table(t, db, "native_shadow")
+	s, err := sqlstore.New[shadowRow](db, sqlstore.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(ctx, &shadowRow{ID: 1, Status: "pending", Note: "n"}); err != nil {
+		t.Fatal(err)
+	}
+	log.take()
+	got, err := s.Claim(ctx, dao.ClaimRequest{
+		Where:   dao.Eq("status", "pending"),
+		Set:     dao.Set{"status": "claimed"},
+		OrderBy: []dao.Order{dao.Asc("id")},
+		Limit:   1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if native, viaSQL := log.take(); native != 1 || viaSQL != 0 {
+		t.Fatalf("%d native, %d database/sql claim statements; want 1, 0", native, viaSQL)
+	}
+	stored, err := s.Find(ctx, dao.Query{Where: dao.Eq("id", int64(1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || len(stored) != 1 {
+		t.Fatalf("claimed %d rows, found %d; want 1 and 1", len(got), len(stored))
+	}
+	if stored[0].Note != "n" {
+		t.Fatalf("Find read note into %+v, want Note \"n\"", stored[0])
+	}
+	if !reflect.DeepEqual(got[0], stored[0]) {
+		t.Fatalf("claim scanned\n%+v\nFind scanned\n%+v", got[0], stored[0])
+	}
+}

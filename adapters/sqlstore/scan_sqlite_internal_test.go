@@ -107,13 +107,22 @@ func TestSQLiteConversionChoice(t *testing.T) {
 		reflect.TypeFor[map[string]int]():  false,
 		reflect.TypeFor[struct{ A int }](): false,
 	} {
-		conv := sqliteConvOf(typ)
-		if typ.Kind() == reflect.Pointer {
-			conv = sqliteConvOf(typ.Elem())
-		}
+		conv := sqliteConvFor(&schema.Field{FieldType: typ, StructField: reflect.StructField{Index: []int{0}}})
 		if got := conv != nil; got != want {
 			t.Errorf("%s: conversion %v, want %v", typ, got, want)
 		}
+	}
+	type Embedded struct{ Note string }
+	type behindPointer struct {
+		ID int64
+		*Embedded
+	}
+	bp, err := schema.Parse(&behindPointer{}, &sync.Map{}, schema.NamingStrategy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := bp.LookUpField("note"); f == nil || sqliteConvFor(f) != nil {
+		t.Errorf("string field behind an embedded pointer (%v): a conversion, want GORM's per-field scan", f)
 	}
 	// A pointer field gets a fresh value; NULL never reaches a conversion
 	// (sqliteCell.Scan leaves the zero value).

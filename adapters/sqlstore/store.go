@@ -642,6 +642,17 @@ func (s *sqlDriver[T]) query(ctx context.Context, pool gorm.ConnPool, st dialect
 		// ScanRows expects the cursor on the first row and scans the rest.
 		err = s.db.WithContext(ctx).ScanRows(rows, &out)
 	}
+	if err := finishRows(ctx, rows, err); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// finishRows returns the outcome of a result whose rows were scanned with
+// the error scanErr: scanErr, else rows.Err(), else rows.Close() (nil only
+// when the statement completed), mapped by mapCtxError with ctx.
+func finishRows(ctx context.Context, rows *sql.Rows, scanErr error) error {
+	err := scanErr
 	if err == nil {
 		err = rows.Err()
 	}
@@ -649,9 +660,9 @@ func (s *sqlDriver[T]) query(ctx context.Context, pool gorm.ConnPool, st dialect
 		err = rows.Close()
 	}
 	if err != nil {
-		return nil, mapCtxError(ctx, err)
+		return mapCtxError(ctx, err)
 	}
-	return out, nil
+	return nil
 }
 
 // scanDirect scans every row of rows straight into the fields of T that
