@@ -447,10 +447,7 @@ func counted(t *testing.T, backend, dsn string, c *roundtrip.Counter) *gorm.DB {
 	t.Helper()
 	db, err := roundtrip.OpenGorm(context.Background(), backend, dsn, c, testdb.Config())
 	if err != nil {
-		if testdb.Required(backend) {
-			t.Fatal(err)
-		}
-		t.Skipf("%s unreachable: %v", backend, err)
+		testdb.Unreachable(t, backend, err)
 	}
 	testdb.CloseAtCleanup(t, db)
 	return db

@@ -29,7 +29,7 @@ func PostgresDatabase(t testing.TB, prefix string, maxConns int) *gorm.DB {
 	}
 	u, err := url.Parse(PostgresDSN())
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		unreachable(t, "postgres", fmt.Errorf("%s is not a postgres:// URL, which a test needs to name another database", EnvPostgres))
+		Unreachable(t, "postgres", fmt.Errorf("%s is not a postgres:// URL, which a test needs to name another database", EnvPostgres))
 	}
 	admin := Postgres(t)
 	if sqlDB, err := admin.DB(); err == nil {

@@ -81,8 +81,10 @@ var howToStart = map[string]string{
 	"mysql":    "start MySQL or MariaDB (make up, or: mariadbd) and create database test, or set " + EnvMySQL,
 }
 
-// unreachable skips or fails t for a server that cannot be reached.
-func unreachable(t testing.TB, backend string, err error) {
+// Unreachable skips t for backend ("postgres" or "mysql"), whose server
+// could not be reached with err, with a message that says how to start
+// it; when CLAIMSTORE_REQUIRE names backend it fails t instead.
+func Unreachable(t testing.TB, backend string, err error) {
 	t.Helper()
 	msg := fmt.Sprintf("%s unreachable: %v; to run these tests %s", backend, err, howToStart[backend])
 	if Required(backend) {
@@ -114,7 +116,7 @@ func open(t testing.TB, backend string, d gorm.Dialector) *gorm.DB {
 		err = ping(db)
 	}
 	if err != nil {
-		unreachable(t, backend, err)
+		Unreachable(t, backend, err)
 	}
 	return CloseAtCleanup(t, db)
 }
