@@ -147,8 +147,9 @@ func TestLeaderLapsesWithoutRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = e.Run(ctx) }()
+	ran := make(chan struct{})
+	go func() { _ = e.Run(ctx); close(ran) }()
+	defer func() { cancel(); <-ran }() // the elector ends with the test
 	l := <-elected
 	lease, _ := ls.GetLease(ctx, "lapse")
 	ls.fail()
