@@ -450,7 +450,8 @@ func (r *Relay) mark(ctx context.Context, log *slog.Logger, worker string, outs 
 		r.metrics.published.Add(mctx, n, r.metrics.attrs)
 		r.markError(log, "mark published", len(ok), refused, err)
 	}
-	var failed, released int
+	var failed int
+	var unfinished []Message
 	for _, o := range outs {
 		// One MarkFailed per batch: each batch draws its own retry
 		// jitter, as the loops of separate batches always did.
@@ -468,12 +469,13 @@ func (r *Relay) mark(ctx context.Context, log *slog.Logger, worker string, outs 
 				log.Debug("publish failed", "count", len(res.Retrying), "err", failures[0].Err)
 			}
 		}
-		if len(o.unfinished) > 0 {
-			released += len(o.unfinished)
-			r.release(mctx, log, worker, o.unfinished)
-		}
+		unfinished = append(unfinished, o.unfinished...)
 	}
-	log.Debug("batches done", "batches", len(outs), "size", size, "published", len(ok), "failed", failed, "released", released)
+	// The unfinished messages of every batch go back in one Release.
+	if len(unfinished) > 0 {
+		r.release(mctx, log, worker, unfinished)
+	}
+	log.Debug("batches done", "batches", len(outs), "size", size, "published", len(ok), "failed", failed, "released", len(unfinished))
 }
 
 // markError logs and counts the outcome of a mark of n rows.
