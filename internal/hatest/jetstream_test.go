@@ -32,14 +32,19 @@ func haEnabled(t *testing.T) {
 
 // haMessages is the number of messages of a run: CLAIMSTORE_HA_MESSAGES,
 // default 20 000.
-func haMessages(t *testing.T) int {
-	s := os.Getenv("CLAIMSTORE_HA_MESSAGES")
+func haMessages(t *testing.T) int { return haCount(t, "CLAIMSTORE_HA_MESSAGES") }
+
+// haCount is the number in the environment variable name, at least 1000,
+// default 20 000; t fails on anything else.
+func haCount(t *testing.T, name string) int {
+	t.Helper()
+	s := os.Getenv(name)
 	if s == "" {
 		return 20000
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1000 {
-		t.Fatalf("CLAIMSTORE_HA_MESSAGES=%q: want a number >= 1000", s)
+		t.Fatalf("%s=%q: want a number >= 1000", name, s)
 	}
 	return n
 }

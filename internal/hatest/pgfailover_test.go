@@ -90,17 +90,7 @@ const haConnectTimeout = 3
 
 // haRows is the number of rows of the claim burn-down:
 // CLAIMSTORE_HA_ROWS, default 20 000.
-func haRows(t *testing.T) int {
-	s := os.Getenv("CLAIMSTORE_HA_ROWS")
-	if s == "" {
-		return 20000
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1000 {
-		t.Fatalf("CLAIMSTORE_HA_ROWS=%q: want a number >= 1000", s)
-	}
-	return n
-}
+func haRows(t *testing.T) int { return haCount(t, "CLAIMSTORE_HA_ROWS") }
 
 // haJob is a row of the burn-down table.
 type haJob struct {
