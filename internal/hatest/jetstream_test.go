@@ -32,14 +32,19 @@ func haEnabled(t *testing.T) {
 
 // haMessages is the number of messages of a run: CLAIMSTORE_HA_MESSAGES,
 // default 20 000.
-func haMessages(t *testing.T) int {
-	s := os.Getenv("CLAIMSTORE_HA_MESSAGES")
+func haMessages(t *testing.T) int { return haCount(t, "CLAIMSTORE_HA_MESSAGES") }
+
+// haCount is the number in the environment variable name, at least 1000,
+// default 20 000; t fails on anything else.
+func haCount(t *testing.T, name string) int {
+	t.Helper()
+	s := os.Getenv(name)
 	if s == "" {
 		return 20000
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1000 {
-		t.Fatalf("CLAIMSTORE_HA_MESSAGES=%q: want a number >= 1000", s)
+		t.Fatalf("%s=%q: want a number >= 1000", name, s)
 	}
 	return n
 }
@@ -183,14 +188,10 @@ func TestJetStreamClusterFailover(t *testing.T) {
 		time.Sleep(time.Until(next))
 		return nil
 	})
-	relayCtx, stopRelay := context.WithCancel(ctx)
-	defer stopRelay()
-	relayDone := make(chan struct{})
-	var relayErr error
-	go func() { relayErr = relay.Run(relayCtx); close(relayDone) }()
-	defer func() { stopRelay(); <-relayDone }() // before the table is dropped
+	run := startRelay(ctx, relay, writers, n)
+	defer run.halt() // before the table is dropped
 
-	published := func() int { return int(relay.Stats().Published) }
+	published := run.published
 	// Every stretch of over 0.5 s without a message marked published while
 	// messages were waiting: what a failure costs in latency.
 	type stall struct{ at, d time.Duration }
@@ -198,7 +199,7 @@ func TestJetStreamClusterFailover(t *testing.T) {
 	go func() {
 		var stalls []stall
 		last, lastAt := published(), time.Now()
-		for relayCtx.Err() == nil {
+		for run.running() {
 			time.Sleep(10 * time.Millisecond)
 			if p := published(); p != last || p >= n || int(writers.Written.Load()) <= p {
 				if d := time.Since(lastAt); d > 500*time.Millisecond && p != last {
@@ -211,7 +212,7 @@ func TestJetStreamClusterFailover(t *testing.T) {
 	}()
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		waitRelay(ctx, t, what, cond, writers, relay, relayDone, &relayErr, n)
+		run.waitFor(t, what, cond)
 	}
 
 	// 1. SIGKILL the stream leader, restart it 2 s later.
@@ -263,13 +264,7 @@ func TestJetStreamClusterFailover(t *testing.T) {
 	frozenCatchUp := watchCatchUp(ctx, cluster, frozen, stream, streamName)
 
 	// 3. Every message published and marked, every replica at N.
-	select {
-	case <-writers.Done:
-	case err := <-writers.Errs:
-		t.Fatalf("writer: %v", err)
-	case <-ctx.Done():
-		t.Fatal("writers did not finish")
-	}
+	run.waitWriters(t)
 	waitFor("every message published", func() bool { return published() >= n })
 	tAll := time.Now()
 	t.Logf("%s relay published all %d", since(), n)
@@ -303,11 +298,7 @@ func TestJetStreamClusterFailover(t *testing.T) {
 			break
 		}
 	}
-	stopRelay()
-	<-relayDone
-	if relayErr != nil {
-		t.Fatalf("relay: %v", relayErr)
-	}
+	run.stop(t)
 
 	st := relay.Stats()
 	t.Logf("relay totals: claimed %d, published %d, failed attempts %d, abandoned %d, released %d, lease lost %d, mark errors %d",
@@ -420,23 +411,74 @@ func createStream(ctx context.Context, t *testing.T, js jetstream.JetStream, cfg
 	}
 }
 
-// waitRelay polls cond every 20 ms until it holds, and fails t when one of
-// writers fails, when relay stops first (done closed, *relayErr its error)
-// or when ctx ends; n is the number of messages of the run, for the
-// message.
-func waitRelay(ctx context.Context, t *testing.T, what string, cond func() bool, writers *outboxenv.Writers, relay *outbox.Relay,
-	done <-chan struct{}, relayErr *error, n int) {
+// relayRun is an outbox relay running in its own goroutine while writers
+// add the n messages of a run.
+type relayRun struct {
+	ctx     context.Context // the test's; waits end with it
+	relay   *outbox.Relay
+	writers *outboxenv.Writers
+	n       int
+	rctx    context.Context // the relay's; cancelled by halt
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when Run has returned
+	err     error         // Run's error, set before done is closed
+}
+
+// startRelay runs relay until ctx ends or stop is called. Callers defer
+// halt so that the relay stops before its table is dropped.
+func startRelay(ctx context.Context, relay *outbox.Relay, writers *outboxenv.Writers, n int) *relayRun {
+	rctx, cancel := context.WithCancel(ctx)
+	r := &relayRun{ctx: ctx, relay: relay, writers: writers, n: n, rctx: rctx, cancel: cancel, done: make(chan struct{})}
+	go func() { r.err = relay.Run(rctx); close(r.done) }()
+	return r
+}
+
+// published is the number of messages the relay has published so far.
+func (r *relayRun) published() int { return int(r.relay.Stats().Published) }
+
+// running reports whether the relay has not been told to stop.
+func (r *relayRun) running() bool { return r.rctx.Err() == nil }
+
+// halt stops the relay and waits for Run to return.
+func (r *relayRun) halt() { r.cancel(); <-r.done }
+
+// stop stops the relay, waits for Run to return and fails t with Run's
+// error.
+func (r *relayRun) stop(t *testing.T) {
+	t.Helper()
+	r.halt()
+	if r.err != nil {
+		t.Fatalf("relay: %v", r.err)
+	}
+}
+
+// waitFor polls cond every 20 ms until it holds, and fails t when a writer
+// fails, when the relay stops first or when the test's ctx ends.
+func (r *relayRun) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	for !cond() {
 		select {
-		case err := <-writers.Errs:
+		case err := <-r.writers.Errs:
 			t.Fatalf("writer: %v", err)
-		case <-done:
-			t.Fatalf("relay stopped while waiting for %s: %v", what, *relayErr)
-		case <-ctx.Done():
-			t.Fatalf("timed out waiting for %s: published %d of %d, relay %+v", what, relay.Stats().Published, n, relay.Stats())
+		case <-r.done:
+			t.Fatalf("relay stopped while waiting for %s: %v", what, r.err)
+		case <-r.ctx.Done():
+			t.Fatalf("timed out waiting for %s: published %d of %d, relay %+v", what, r.relay.Stats().Published, r.n, r.relay.Stats())
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// waitWriters waits until every writer has returned, and fails t when one
+// fails or the test's ctx ends first.
+func (r *relayRun) waitWriters(t *testing.T) {
+	t.Helper()
+	select {
+	case <-r.writers.Done:
+	case err := <-r.writers.Errs:
+		t.Fatalf("writer: %v", err)
+	case <-r.ctx.Done():
+		t.Fatal("writers did not finish")
 	}
 }
 

@@ -90,17 +90,7 @@ const haConnectTimeout = 3
 
 // haRows is the number of rows of the claim burn-down:
 // CLAIMSTORE_HA_ROWS, default 20 000.
-func haRows(t *testing.T) int {
-	s := os.Getenv("CLAIMSTORE_HA_ROWS")
-	if s == "" {
-		return 20000
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1000 {
-		t.Fatalf("CLAIMSTORE_HA_ROWS=%q: want a number >= 1000", s)
-	}
-	return n
-}
+func haRows(t *testing.T) int { return haCount(t, "CLAIMSTORE_HA_ROWS") }
 
 // haJob is a row of the burn-down table.
 type haJob struct {
@@ -535,16 +525,12 @@ func TestPostgresFailoverOutboxRelay(t *testing.T) {
 			return nil
 		}
 	})
-	relayCtx, stopRelay := context.WithCancel(ctx)
-	defer stopRelay()
-	relayDone := make(chan struct{})
-	var relayErr error
-	go func() { relayErr = relay.Run(relayCtx); close(relayDone) }()
-	defer func() { stopRelay(); <-relayDone }() // before the table is dropped
-	published := func() int { return int(relay.Stats().Published) }
+	run := startRelay(ctx, relay, writers, n)
+	defer run.halt() // before the table is dropped
+	published := run.published
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		waitRelay(ctx, t, what, cond, writers, relay, relayDone, &relayErr, n)
+		run.waitFor(t, what, cond)
 	}
 
 	waitFor("a third published", func() bool { return published() >= n/3 })
@@ -566,13 +552,7 @@ func TestPostgresFailoverOutboxRelay(t *testing.T) {
 	if err := f.StartNode(ctx, primary); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-writers.Done:
-	case err := <-writers.Errs:
-		t.Fatalf("writer: %v", err)
-	case <-ctx.Done():
-		t.Fatal("writers did not finish")
-	}
+	run.waitWriters(t)
 	// A mark whose answer was lost counts as a mark error although it may
 	// have committed; a batch whose mark did not commit is published
 	// again after its lease. The table says when every row is published.
@@ -582,11 +562,7 @@ func TestPostgresFailoverOutboxRelay(t *testing.T) {
 		return err == nil && c[outbox.StatusPublished] >= int64(n)
 	})
 	t.Logf("%s every row marked published", since())
-	stopRelay()
-	<-relayDone
-	if relayErr != nil {
-		t.Fatalf("relay: %v", relayErr)
-	}
+	run.stop(t)
 	if err := f.Wait(ctx, 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
