@@ -37,7 +37,7 @@ import (
 const defaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
 // systems are the systems a run measures, in order.
-var systems = []string{"claimstore", "river", "watermill"}
+var systems = []string{"claimstore", "dispatch", "river", "watermill"}
 
 // Report is what a run writes with --json.
 type Report struct {
@@ -65,6 +65,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&cfg.Workers, "workers", 8, "claimstore's concurrent claimers")
 	fs.StringVar(&riverWorkers, "river-max-workers", "", "River's MaxWorkers, comma-separated, each measured (default: --workers, and --workers × --batch, the rows claimstore has in flight)")
 	fs.IntVar(&cfg.Batch, "batch", 100, "rows per claimstore claim")
+	fs.IntVar(&cfg.Concurrency, "concurrency", 200, "the dispatch worker's Concurrency (handlers running at once) in the job cycle")
+	fs.IntVar(&cfg.DispatchBatch, "dispatch-batch", 0, "the dispatch worker's BatchSize (0: its default)")
+	fs.IntVar(&cfg.Pool, "pool", 16, "connections of River's pool and of the dispatch worker's")
 	fs.DurationVar(&cfg.RiverFetchCooldown, "river-fetch-cooldown", time.Millisecond, "River's FetchCooldown (its default, 100ms, holds a queue to MaxWorkers jobs per 100 ms)")
 	fs.IntVar(&cfg.WatermillBatch, "watermill-batch", 100, "Watermill's SubscribeBatchSize")
 	fs.IntVar(&cfg.Rounds, "rounds", 1, "rounds, each measuring every system once, interleaved")
@@ -96,11 +99,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(cfg.RiverMaxWorkers) == 0 {
 		cfg.RiverMaxWorkers = []int{cfg.Workers, cfg.Workers * cfg.Batch}
 	}
-	if cfg.Rows <= 0 || cfg.Workers <= 0 || cfg.Batch <= 0 || cfg.Rounds <= 0 || cfg.WatermillBatch <= 0 || cfg.Timeout <= 0 || cfg.RiverFetchCooldown <= 0 || len(cfg.Systems) == 0 {
-		return fmt.Errorf("peers: --rows, --workers, --batch, --rounds, --watermill-batch, --timeout and --river-fetch-cooldown must be > 0 and --systems not empty")
+	if cfg.Rows <= 0 || cfg.Workers <= 0 || cfg.Batch <= 0 || cfg.Rounds <= 0 || cfg.WatermillBatch <= 0 || cfg.Timeout <= 0 || cfg.RiverFetchCooldown <= 0 || cfg.Concurrency <= 0 || cfg.DispatchBatch < 0 || cfg.Pool < 2 || len(cfg.Systems) == 0 {
+		return fmt.Errorf("peers: --rows, --workers, --batch, --rounds, --watermill-batch, --timeout, --river-fetch-cooldown and --concurrency must be > 0, --dispatch-batch >= 0, --pool >= 2 and --systems not empty")
 	}
-	if cfg.Workers > 10 {
-		return fmt.Errorf("peers: --workers %d: at most 10, to keep each pool within 10 connections of a shared server", cfg.Workers)
+	if cfg.Workers > 20 || cfg.Pool > 20 {
+		return fmt.Errorf("peers: --workers %d, --pool %d: at most 20, to keep each pool within 20 connections of a shared server", cfg.Workers, cfg.Pool)
 	}
 
 	rep, err := measure(ctx, cfg, out)
@@ -139,6 +142,8 @@ func measure(ctx context.Context, cfg Config, progress io.Writer) (*Report, erro
 		switch s {
 		case "claimstore":
 			phases = append(phases, func(ctx context.Context) (Result, error) { return runClaimstore(ctx, cfg) })
+		case "dispatch":
+			phases = append(phases, func(ctx context.Context) (Result, error) { return runDispatch(ctx, cfg) })
 		case "river":
 			for _, n := range cfg.RiverMaxWorkers {
 				phases = append(phases, func(ctx context.Context) (Result, error) { return runRiver(ctx, cfg, n) })

@@ -14,10 +14,6 @@ import (
 	"github.com/riverqueue/river/rivermigrate"
 )
 
-// riverPoolConns is the size of River's connection pool: its producer,
-// completer, leader election and LISTEN connection share it.
-const riverPoolConns = 10
-
 // noopArgs is the job River runs: Seq numbers it 1..Rows.
 type noopArgs struct {
 	Seq int64 `json:"seq"`
@@ -45,7 +41,7 @@ func (w *noopWorker) Work(_ context.Context, job *river.Job[noopArgs]) error {
 func runRiver(ctx context.Context, cfg Config, maxWorkers int) (res Result, err error) {
 	res = Result{System: "river", Unit: "job fetched (state running), run, marked completed", Rows: cfg.Rows, Workers: maxWorkers}
 	var c counter
-	pool, err := openPool(ctx, cfg.DSN, riverPoolConns, &c)
+	pool, err := openPool(ctx, cfg.DSN, cfg.Pool, &c)
 	if err != nil {
 		return res, err
 	}

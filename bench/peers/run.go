@@ -43,7 +43,14 @@ type Config struct {
 	Rounds int
 	// Timeout bounds each system's timed phase.
 	Timeout time.Duration
-	// Systems selects the systems by name (claimstore, river, watermill).
+	// Concurrency is the dispatch worker's Concurrency (handlers at once)
+	// in the job-cycle phase, DispatchBatch its BatchSize (0: its default).
+	Concurrency, DispatchBatch int
+	// Pool is the connection pool size of River's client and of the
+	// dispatch worker.
+	Pool int
+	// Systems selects the systems by name (claimstore, dispatch, river,
+	// watermill).
 	Systems []string
 }
 
