@@ -3,7 +3,10 @@ package conformance
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -248,6 +251,117 @@ func testUpdate(t *testing.T, h Harness) {
 		n, err := s.Update(ctx, dao.Criteria{}, dao.Set{"note": "same"})
 		if err != nil || n != 3 {
 			t.Errorf("Update setting the values the rows already hold = %d, %v; want 3 (matched rows)", n, err)
+		}
+	})
+}
+
+// keyUpdater is the batched, fenced write every *dao.Table offers
+// (dao.Table.UpdateKeys); a dispatch worker writes its outcomes with it.
+type keyUpdater interface {
+	UpdateKeys(ctx context.Context, where dao.Criteria, set dao.Set) ([]any, error)
+}
+
+// testUpdateKeys checks UpdateKeys: it writes exactly the rows the
+// criteria match, reports exactly their keys, and under concurrent
+// callers with the same fence reports each row to one caller only.
+func testUpdateKeys(t *testing.T, h Harness) {
+	ctx := context.Background()
+	updater := func(t *testing.T, s dao.Store[Job]) keyUpdater {
+		t.Helper()
+		u, ok := s.(keyUpdater)
+		if !ok {
+			t.Fatalf("%T has no UpdateKeys", s)
+		}
+		return u
+	}
+
+	t.Run("ReportsTheFencedRowsItWrote", func(t *testing.T) {
+		s := h.NewStore(t)
+		rows := seed(t, s, 6, func(i int, j *Job) { j.LockedBy = ptr("w1") })
+		// Row 1's lease went to another worker: the fence must refuse it.
+		if n, err := s.Update(ctx, dao.Eq("id", rows[1].ID), dao.Set{"locked_by": "w2"}); err != nil || n != 1 {
+			t.Fatalf("Update(row 1 to w2) = %d, %v", n, err)
+		}
+		before := snapshot(t, s)
+		fence := dao.And(dao.In("id", rows[0].ID, rows[1].ID, rows[2].ID), dao.Eq("locked_by", "w1"))
+		keys, err := updater(t, s).UpdateKeys(ctx, fence, dao.Set{"status": "done", "locked_by": ""})
+		if err != nil {
+			t.Fatalf("UpdateKeys: %v", err)
+		}
+		got := map[string]int{}
+		for _, k := range keys {
+			got[fmt.Sprint(k)]++
+		}
+		want := map[string]int{fmt.Sprint(rows[0].ID): 1, fmt.Sprint(rows[2].ID): 1}
+		if !maps.Equal(got, want) {
+			t.Errorf("UpdateKeys returned keys %v, want %v", got, want)
+		}
+		after := snapshot(t, s)
+		for _, r := range rows {
+			w := before[r.ID]
+			if r.ID == rows[0].ID || r.ID == rows[2].ID {
+				w.Status, w.LockedBy = "done", ptr("")
+			}
+			if d := diffJob(w, after[r.ID]); d != "" {
+				t.Errorf("row %d after UpdateKeys: %s", r.ID, d)
+			}
+		}
+		keys, err = updater(t, s).UpdateKeys(ctx, fence, dao.Set{"status": "done", "locked_by": ""})
+		if err != nil || len(keys) != 0 {
+			t.Errorf("UpdateKeys once the fence matches nothing = %v, %v; want no keys", keys, err)
+		}
+		assertUnchanged(t, s, after, "UpdateKeys with no match")
+	})
+
+	t.Run("ConcurrentFencedWritesReportEachRowOnce", func(t *testing.T) {
+		s := h.NewStore(t)
+		const n, callers = 60, 6
+		seed(t, s, n, func(i int, j *Job) { j.LockedBy = ptr("w1") })
+		u := updater(t, s)
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			seen = map[string]int{}
+			errs []error
+		)
+		for c := range callers {
+			wg.Go(func() {
+				keys, err := u.UpdateKeys(ctx, dao.Eq("locked_by", "w1"), dao.Set{"locked_by": fmt.Sprintf("c%d", c)})
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil && !dao.IsRetryable(err) {
+					errs = append(errs, err)
+				}
+				for _, k := range keys {
+					seen[fmt.Sprint(k)]++
+				}
+			})
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatalf("UpdateKeys: %v", err)
+		}
+		dup := 0
+		for _, c := range seen {
+			dup += c - 1
+		}
+		rows, err := s.Find(ctx, dao.Query{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mismatch := 0
+		for _, r := range rows {
+			owner := ""
+			if r.LockedBy != nil {
+				owner = *r.LockedBy
+			}
+			if (owner != "w1") != (seen[fmt.Sprint(r.ID)] == 1) {
+				mismatch++
+			}
+		}
+		t.Logf("%d callers over %d rows: %d keys reported, %d reported twice, %d rows whose write and report disagree", callers, n, len(seen), dup, mismatch)
+		if dup != 0 || mismatch != 0 {
+			t.Errorf("%d keys reported more than once, %d rows written but not reported (or reported but not written)", dup, mismatch)
 		}
 	})
 }

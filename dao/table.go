@@ -337,6 +337,74 @@ func (t *Table[T]) Update(ctx context.Context, where Criteria, set Set) (int64, 
 	return n, nil
 }
 
+// UpdateKeys applies set to every row matching where, as [Table.Update]
+// does, and returns the primary keys of the rows it matched, in no
+// particular order. A fenced write of many rows (each row's key and lease
+// token in where) thus learns which rows it wrote and which the fence
+// refused. Keys come back in the form the backend scans them: an int64 for
+// an integer key on the SQL backends, a string for a text or UUID key;
+// compare them with the keys you sent by their printed form when their
+// Go types may differ.
+//
+// On PostgreSQL and SQLite it is one UPDATE … RETURNING, on SQL Server
+// one UPDATE … OUTPUT INSERTED, on MySQL and MariaDB a transaction of a
+// locking read of the keys (SELECT … FOR UPDATE) and an UPDATE of those
+// keys: the rows read stay locked until the commit, so the keys returned
+// are exactly the rows written. On a backend without such an operation
+// (Elasticsearch) it reads the keys of the matching rows, then updates
+// each with where re-asserted (UPDATE … WHERE pk = ? AND (<where>)),
+// returning the keys whose update matched; with an error it returns the
+// keys written before it. The errors are those of Update.
+func (t *Table[T]) UpdateKeys(ctx context.Context, where Criteria, set Set) ([]any, error) {
+	if err := t.begin(ctx); err != nil {
+		return nil, fmt.Errorf("claimstore: update keys: %w", err)
+	}
+	where, err := t.check.criteria(where)
+	if err != nil {
+		return nil, fmt.Errorf("claimstore: update keys: %w", err)
+	}
+	if set, err = t.check.set(set); err != nil {
+		return nil, fmt.Errorf("claimstore: update keys: %w", err)
+	}
+	if set, err = t.stampSet(set, t.updateNow); err != nil {
+		return nil, fmt.Errorf("claimstore: update keys: %w", err)
+	}
+	where = t.scope(where)
+	var keys []any
+	if ku, ok := t.drv.(driver.KeyUpdater[T]); ok {
+		keys, err = ku.UpdateKeys(ctx, where, set)
+	} else {
+		keys, err = t.updateEach(ctx, where, set)
+	}
+	if err != nil {
+		return keys, fmt.Errorf("claimstore: update keys: %w", err)
+	}
+	return keys, nil
+}
+
+// updateEach is UpdateKeys for a driver without [driver.KeyUpdater]: a read
+// of the matching rows, then one Update per row with where re-asserted.
+func (t *Table[T]) updateEach(ctx context.Context, where Criteria, set Set) ([]any, error) {
+	m := t.drv.Model()
+	pk := m.PrimaryKey()
+	rows, err := t.drv.Select(ctx, Query{Where: where, OrderBy: []Order{Asc(pk)}})
+	if err != nil {
+		return nil, err
+	}
+	var keys []any
+	for i := range rows {
+		id := m.ID(&rows[i])
+		n, err := t.drv.Update(ctx, driver.Logic(OpAnd, []Criteria{Eq(pk, id), where}), set)
+		if err != nil {
+			return keys, err
+		}
+		if n > 0 {
+			keys = append(keys, id)
+		}
+	}
+	return keys, nil
+}
+
 // Delete removes at most limit rows matching where, smallest primary keys
 // first, and returns how many it removed. limit <= 0 is
 // [ErrInvalidArgument].

@@ -52,6 +52,8 @@ type statements struct {
 	update         skeleton
 	guardedUpdate  skeleton // portable claim's per-row write
 	updateByIDs    skeleton
+	updateKeys     skeleton // update reporting the keys it matched (RETURNING, OUTPUT)
+	lockKeys       skeleton // locking read of the keys an updateByIDs then writes
 	deleteLimit    skeleton // bounded delete, smallest keys first
 	lockCandidates skeleton // locking read of the MySQL/MariaDB fast path
 	claim          skeleton // one-statement fast-path claim
@@ -65,6 +67,9 @@ var (
 	plainUpdate      = mustParse("UPDATE {table} SET {set}{where}")
 	plainGuarded     = mustParse("UPDATE {table} SET {set} WHERE {pk} = {id}{andWhere}")
 	plainUpdateByIDs = mustParse("UPDATE {table} SET {set} WHERE {pk} IN ({ids})")
+	// UPDATE ... RETURNING: PostgreSQL ("UPDATE": output_expression) and
+	// SQLite 3.35.0 or later ("The RETURNING Clause").
+	returningUpdate = mustParse("UPDATE {table} SET {set}{where} RETURNING {pk}")
 	// PostgreSQL and SQLite (unless built with
 	// SQLITE_ENABLE_UPDATE_DELETE_LIMIT) have no DELETE ... LIMIT, so a
 	// subquery picks the victims.
@@ -80,7 +85,11 @@ var mysqlStatements = statements{
 	update:        plainUpdate,
 	guardedUpdate: plainGuarded,
 	updateByIDs:   plainUpdateByIDs,
-	deleteLimit:   mustParse("DELETE FROM {table}{where} ORDER BY {order} LIMIT {limit}"),
+	// MySQL has no UPDATE ... RETURNING, nor MariaDB before 13: the keys
+	// are read with a locking read ("Locking Reads") in the transaction
+	// whose updateByIDs writes them.
+	lockKeys:    mustParse("SELECT {pk} FROM {table}{where} FOR UPDATE"),
+	deleteLimit: mustParse("DELETE FROM {table}{where} ORDER BY {order} LIMIT {limit}"),
 	// MySQL 8.0.1+, MariaDB 10.6+.
 	lockCandidates: mustParse("SELECT * FROM {table}{where} ORDER BY {order} LIMIT {limit} FOR UPDATE SKIP LOCKED"),
 }
@@ -122,6 +131,7 @@ var (
 		update:        plainUpdate,
 		guardedUpdate: plainGuarded,
 		updateByIDs:   plainUpdateByIDs,
+		updateKeys:    returningUpdate,
 		deleteLimit:   subqueryDelete,
 		claim:         mustParse(strings.Replace(pgClaim, "{materialized}", "MATERIALIZED ", 1)),
 	}
@@ -192,6 +202,7 @@ var dialectTable = []*dialect{
 			update:        plainUpdate,
 			guardedUpdate: plainGuarded,
 			updateByIDs:   plainUpdateByIDs,
+			updateKeys:    returningUpdate,
 			deleteLimit:   subqueryDelete,
 			// RETURNING and MATERIALIZED need SQLite 3.35.0 or later,
 			// row_number() 3.25.0 (see Renderer.Claim).
@@ -224,6 +235,9 @@ var dialectTable = []*dialect{
 			update:        plainUpdate,
 			guardedUpdate: plainGuarded,
 			updateByIDs:   plainUpdateByIDs,
+			// The OUTPUT clause stands between SET and WHERE (Transact-SQL
+			// reference, "OUTPUT Clause").
+			updateKeys: mustParse("UPDATE {table} SET {set} OUTPUT INSERTED.{pk}{where}"),
 			// DELETE TOP (n) takes no ORDER BY: delete through an ordered
 			// common table expression.
 			deleteLimit: mustParse("WITH delete_batch AS (SELECT TOP ({limit}) * FROM {table}{where} ORDER BY {order}) DELETE FROM delete_batch"),

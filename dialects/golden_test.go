@@ -53,6 +53,14 @@ var goldenKinds = []struct {
 		return r.LockCandidates(q.table, dao.Query{Where: q.where, OrderBy: q.order, Limit: q.limit})
 	}},
 	{"update-by-ids", func(r Renderer, q goldenRequest) (Statement, error) { return r.UpdateByIDs(q.table, q.ids, q.set) }},
+	{"update-keys", func(r Renderer, q goldenRequest) (Statement, error) {
+		st, ok, err := r.UpdateKeys(q.table, q.where, q.set)
+		if err == nil && !ok {
+			// MySQL and MariaDB: the locking key read that replaces it.
+			return r.LockKeys(q.table, q.where)
+		}
+		return st, err
+	}},
 	{"claim", func(r Renderer, q goldenRequest) (Statement, error) {
 		return r.Claim(q.table, dao.ClaimRequest{Where: q.where, Set: q.set, OrderBy: q.order, Limit: q.limit})
 	}},

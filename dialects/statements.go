@@ -116,6 +116,43 @@ func (r Renderer) Update(t Table, where dao.Criteria, set dao.Set) (Statement, e
 	return b.render(r.d.stmts.update, request{where: where, set: set})
 }
 
+// UpdateKeys renders an UPDATE ... SET <set> WHERE <where> that returns
+// the primary key of every row it matched: RETURNING pk on PostgreSQL
+// (manual, "UPDATE": output_expression; every row the statement updated)
+// and SQLite 3.35.0 or later ("The RETURNING Clause"), OUTPUT INSERTED.pk
+// on SQL Server (Transact-SQL reference, "OUTPUT Clause"). MySQL and
+// MariaDB have no such statement (ok false): they read the keys with
+// [Renderer.LockKeys] and write them with [Renderer.UpdateByIDs] in one
+// transaction. An empty set is an error wrapping [dao.ErrInvalidArgument].
+func (r Renderer) UpdateKeys(t Table, where dao.Criteria, set dao.Set) (st Statement, ok bool, err error) {
+	if r.d == nil || !r.d.stmts.updateKeys.defined() {
+		return Statement{}, false, nil
+	}
+	b, err := r.builder(t)
+	if err != nil {
+		return Statement{}, false, err
+	}
+	st, err = b.render(r.d.stmts.updateKeys, request{where: where, set: set})
+	return st, err == nil, err
+}
+
+// LockKeys renders the locking read of the keys of the rows matching where
+// that MySQL and MariaDB run before an [Renderer.UpdateByIDs] of those
+// keys in the same transaction: SELECT pk ... FOR UPDATE (MySQL manual,
+// "Locking Reads"): the rows stay locked, so still match, until the
+// transaction ends. Other dialects are an error wrapping
+// [dao.ErrInvalidArgument].
+func (r Renderer) LockKeys(t Table, where dao.Criteria) (Statement, error) {
+	if r.d == nil || !r.d.stmts.lockKeys.defined() {
+		return Statement{}, fmt.Errorf("dialects: %w: no locking key read for %s", dao.ErrInvalidArgument, r.Dialect())
+	}
+	b, err := r.builder(t)
+	if err != nil {
+		return Statement{}, err
+	}
+	return b.render(r.d.stmts.lockKeys, request{where: where})
+}
+
 // GuardedUpdate renders the per-row write of the portable default:
 // UPDATE ... SET <set> WHERE pk = ? AND (<where>), the criteria
 // parenthesized as a whole when they are an And or Or of several operands.

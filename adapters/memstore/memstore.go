@@ -246,11 +246,21 @@ func (s *memDriver[T]) Count(ctx context.Context, where driver.Criteria) (int64,
 func (s *memDriver[T]) Update(ctx context.Context, where driver.Criteria, set driver.Set) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	keys, err := s.update(where, set)
+	return int64(len(keys)), err
+}
+
+// UpdateKeys applies set to every row matching where under the store's
+// lock and returns the primary keys of those rows (driver.KeyUpdater).
+func (s *memDriver[T]) UpdateKeys(ctx context.Context, where driver.Criteria, set driver.Set) ([]any, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.update(where, set)
 }
 
-// update is Update under s.mu with checked arguments.
-func (s *memDriver[T]) update(where driver.Criteria, set driver.Set) (int64, error) {
+// update is Update under s.mu with checked arguments; it returns the keys
+// of the rows it changed.
+func (s *memDriver[T]) update(where driver.Criteria, set driver.Set) ([]any, error) {
 	changed := map[any]*T{}
 	for id, r := range s.rows {
 		if !s.model.Match(r, where) {
@@ -258,20 +268,22 @@ func (s *memDriver[T]) update(where driver.Criteria, set driver.Set) (int64, err
 		}
 		cp := *r
 		if err := s.model.Apply(&cp, set); err != nil {
-			return 0, err
+			return nil, err
 		}
 		changed[id] = &cp
 	}
 	if len(changed) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	if err := s.checkUnique(changed, set); err != nil {
-		return 0, err
+		return nil, err
 	}
+	keys := make([]any, 0, len(changed))
 	for id, r := range changed {
 		s.rows[id] = r
+		keys = append(keys, id)
 	}
-	return int64(len(changed)), nil
+	return keys, nil
 }
 
 // Delete removes at most limit rows matching where, smallest primary keys

@@ -570,6 +570,75 @@ func (s *sqlDriver[T]) Update(ctx context.Context, where dao.Criteria, set dao.S
 	return s.updateMatched(ctx, where, st)
 }
 
+// UpdateKeys applies set to every row matching where and returns the
+// primary keys of the rows it matched (driver.KeyUpdater): one UPDATE …
+// RETURNING pk on PostgreSQL and SQLite, UPDATE … OUTPUT INSERTED.pk on
+// SQL Server; on MySQL and MariaDB a transaction (the caller's, when the
+// store is bound to one) of SELECT pk … FOR UPDATE and UPDATE … WHERE pk
+// IN (the keys read), whose rows stay locked, so still match, between the
+// two. Keys are scanned as database/sql returns them, text as a string.
+// The rows of a statement that fails are not returned: it changed nothing.
+func (s *sqlDriver[T]) UpdateKeys(ctx context.Context, where dao.Criteria, set dao.Set) ([]any, error) {
+	st, ok, err := s.r.UpdateKeys(s.table, where, set)
+	if err != nil {
+		return nil, err
+	}
+	if ok {
+		return queryKeys(ctx, s.pool, st)
+	}
+	lock, err := s.r.LockKeys(s.table, where)
+	if err != nil {
+		return nil, err
+	}
+	var keys []any
+	run := func(pool gorm.ConnPool) error {
+		if keys, err = queryKeys(ctx, pool, lock); err != nil || len(keys) == 0 {
+			return err
+		}
+		up, err := s.r.UpdateByIDs(s.table, keys, set)
+		if err != nil {
+			return err
+		}
+		_, err = s.exec(ctx, pool, up)
+		return err
+	}
+	if s.inTx {
+		err = run(s.pool)
+	} else {
+		err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return run(connPool(tx)) })
+	}
+	if err != nil {
+		return nil, mapError(err)
+	}
+	return keys, nil
+}
+
+// queryKeys runs st, whose result is one column of primary keys, on pool
+// and returns the keys, text ([]byte from MySQL) as a string. Errors are
+// mapped by mapCtxError with ctx; with an error no key is returned.
+func queryKeys(ctx context.Context, pool gorm.ConnPool, st dialects.Statement) ([]any, error) {
+	rows, err := pool.QueryContext(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return nil, mapCtxError(ctx, err)
+	}
+	defer rows.Close()
+	var keys []any
+	for rows.Next() {
+		var k any
+		if err = rows.Scan(&k); err != nil {
+			break
+		}
+		if b, ok := k.([]byte); ok {
+			k = string(b)
+		}
+		keys = append(keys, k)
+	}
+	if err := finishRows(ctx, rows, err); err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
 // updateMatched runs the UPDATE st on a MySQL or MariaDB connection that
 // reports changed rows, and returns the number of rows it matched: in one
 // transaction (the caller's, when the store is bound to one) it counts the

@@ -109,6 +109,23 @@ type Claimer[T any] interface {
 	ClaimBatch(ctx context.Context, req ClaimRequest) ([]T, error)
 }
 
+// KeyUpdater is the optional interface of a driver whose update can tell
+// which rows it matched in the same operation: PostgreSQL's and SQLite's
+// UPDATE … RETURNING, SQL Server's OUTPUT INSERTED, a locking read and an
+// UPDATE of the keys read in one transaction on MySQL and MariaDB. The
+// portable layer uses it for [dao.Table.UpdateKeys] (the batched, fenced
+// outcome writes of a dispatch worker); without it, it reads the matching
+// keys and updates them one by one.
+type KeyUpdater[T any] interface {
+	// UpdateKeys applies set to every row matching where, as
+	// [Driver.Update] does, and returns the primary keys of the rows it
+	// matched, in no particular order, each in the form the backend's
+	// driver scans it (an int64 for an integer key, a string for text).
+	// Nothing is written when it returns an error, except on a backend
+	// whose Update is not atomic (none of the SQL backends).
+	UpdateKeys(ctx context.Context, where Criteria, set Set) ([]any, error)
+}
+
 // Getter is the optional interface of a driver with a read by primary key
 // of its own, such as Elasticsearch's real-time get API, which sees a
 // document before a refresh makes it searchable.
