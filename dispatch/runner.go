@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -84,17 +85,18 @@ func (sw *ScheduleWorker) ScheduleStats() ScheduleStats {
 	}
 }
 
-// handle runs one fire and returns its outcome write.
+// handle runs one fire and returns its outcome write. LastFiredAt is
+// written as the time of the outcome write, so the outcomes of fires that
+// finished together are written in one statement.
 func (sw *ScheduleWorker) handle(ctx context.Context, job *Job[Schedule], fn FireFunc) dao.Set {
 	s := &job.Row
 	lag := job.ClaimedAt.Sub(s.NextFireAt)
-	log := sw.log.With("schedule", s.Key, "id", s.ID)
 	sw.m.fireLag(ctx, lag)
 	if sw.policy.Misfire == MisfireSkip && sw.policy.Misfired(s, job.ClaimedAt) {
 		o := sw.policy.Skip(s, job.Now())
 		sw.misfireSkipped.Add(1)
 		sw.m.outcome(ctx, o.Step)
-		log.Warn("misfire: fire skipped", "due", s.NextFireAt, "lag", lag, "next", o.NextFireAt)
+		sw.log.Warn("misfire: fire skipped", "schedule", s.Key, "id", s.ID, "due", s.NextFireAt, "lag", lag, "next", o.NextFireAt)
 		return o.Set
 	}
 	err := sw.call(ctx, fn, Fire{Schedule: *s, Lag: lag})
@@ -103,7 +105,7 @@ func (sw *ScheduleWorker) handle(ctx context.Context, job *Job[Schedule], fn Fir
 		// lease is released and the fire runs again on the worker that
 		// claims the row next. A fire that completed as the drain began
 		// has its outcome written below, so it does not run twice.
-		log.Info("fire cancelled by the drain; its lease is released", "err", err)
+		sw.log.Info("fire cancelled by the drain; its lease is released", "schedule", s.Key, "id", s.ID, "err", err)
 		return nil
 	}
 	o := sw.policy.Decide(s, job.Now(), err)
@@ -111,16 +113,21 @@ func (sw *ScheduleWorker) handle(ctx context.Context, job *Job[Schedule], fn Fir
 	switch o.Step {
 	case "fired", "advanced":
 		sw.fired.Add(1)
-		log.Debug("fired", "lag", lag, "next", o.NextFireAt)
+		if sw.log.Enabled(ctx, slog.LevelDebug) {
+			sw.log.Debug("fired", "schedule", s.Key, "id", s.ID, "lag", lag, "next", o.NextFireAt)
+		}
 	case "retry":
 		sw.retries.Add(1)
-		log.Info("fire failed; retry after backoff", "failures", o.FailureCount, "next", o.NextFireAt, "err", err)
+		sw.log.Info("fire failed; retry after backoff", "schedule", s.Key, "id", s.ID, "failures", o.FailureCount, "next", o.NextFireAt, "err", err)
 	case "skipped":
 		sw.skipped.Add(1)
-		log.Warn("fire failed max times; skipped to the next occurrence", "max_failures", s.MaxFailures, "next", o.NextFireAt, "err", err)
+		sw.log.Warn("fire failed max times; skipped to the next occurrence", "schedule", s.Key, "id", s.ID, "max_failures", s.MaxFailures, "next", o.NextFireAt, "err", err)
 	case "failed":
 		sw.failed.Add(1)
-		log.Error("fire failed max times; schedule failed", "failures", o.FailureCount, "err", err)
+		sw.log.Error("fire failed max times; schedule failed", "schedule", s.Key, "id", s.ID, "failures", o.FailureCount, "err", err)
+	}
+	if _, ok := o.Set[ColLastFiredAt]; ok {
+		o.Set[ColLastFiredAt] = writeTime{}
 	}
 	return o.Set
 }

@@ -26,6 +26,7 @@ const (
 	DefaultConcurrency  = 10
 	DefaultDrainTimeout = 10 * time.Second
 	DefaultWriteTimeout = 10 * time.Second
+	DefaultOutcomeDelay = 50 * time.Millisecond
 	// MaxWorkerIDLen is the longest WorkerID, in bytes: the lease owner
 	// written to a row is the worker id, "#" and a claim sequence number,
 	// and must fit a 191-byte column.
@@ -54,10 +55,13 @@ func (j *Job[T]) Now() time.Time { return j.now() }
 // Handler runs one claimed row. ctx ends when the row's lease is lost
 // (context.Cause(ctx) is [ErrLeaseLost]) or when the worker drains past
 // its timeout (cause [ErrDrained]). It returns the outcome to write to the
-// row: the worker applies it in one Update fenced by the row's primary key
-// and lease owner, together with clearing the lease (owner "" and lease
-// end the current time), so a worker that lost the row changes nothing. A
-// nil Set writes no outcome and releases the lease, so the row is
+// row: the worker applies it fenced by the row's primary key and lease
+// owner, together with clearing the lease (owner "" and lease end the
+// current time), so a worker that lost the row changes nothing. Outcomes
+// are written in batches: the outcomes of rows that finished together and
+// hold identical Sets are written in one statement (see
+// [Config].OutcomeDelay), each row still fenced by its own key and owner.
+// A nil Set writes no outcome and releases the lease, so the row is
 // claimable again at once if it is still due. A handler that panics leaves
 // the lease as it is: the row is claimable again when its lease ends.
 type Handler[T any] func(ctx context.Context, job *Job[T]) dao.Set
@@ -94,15 +98,28 @@ type Config[T any] struct {
 	// WorkerID names this worker in the lease owner column; default
 	// "<hostname>-<pid>-<random>". At most MaxWorkerIDLen bytes.
 	WorkerID string
-	// Concurrency is the most handlers running at once; default 10.
+	// Concurrency is the most rows the worker holds at once: handlers
+	// running plus finished rows whose outcome is not written yet;
+	// default 10.
 	Concurrency int
-	// BatchSize is the most rows one claim takes; default Concurrency.
-	// The worker never claims more rows than it has free handler slots.
+	// BatchSize is the most rows one claim takes, and the number of
+	// finished rows whose outcomes are written at once without waiting
+	// for OutcomeDelay; default Concurrency/2 (at least 1), at most
+	// Concurrency. The worker never claims more rows than it has free
+	// slots. While rows are due (the last claim was full) it claims when
+	// BatchSize slots are free, or at the next tick with the slots free
+	// then, so claims stay near BatchSize rows.
 	BatchSize int
+	// OutcomeDelay is the longest a finished row's outcome waits to be
+	// written together with others; default 50 ms. The outcomes waiting
+	// are written at once when BatchSize of them wait, when no handler
+	// runs, and when the worker drains. Stats count an outcome only once
+	// its write committed.
+	OutcomeDelay time.Duration
 	// Tick is the heartbeat: the wait between claims when the last claim
 	// was not full, and the period of lease renewal; default 1 s. A claim
-	// that returns a full batch is followed by the next one as soon as a
-	// handler slot is free.
+	// that returns a full batch is followed by the next one as soon as
+	// BatchSize slots are free.
 	Tick time.Duration
 	// Lease is how long a claim holds a row; default 30 s. A handler
 	// running past half its lease has the lease extended by Lease from
@@ -140,8 +157,9 @@ type Stats struct {
 	RenewFailures int64 // renewal statements that failed
 	Released      int64 // leases released (nil outcome, or drain)
 	Panics        int64 // handlers that panicked
-	WriteErrors   int64 // outcome or release writes that failed
+	WriteErrors   int64 // outcomes (rows) or release writes that failed
 	InFlight      int64 // handlers running now
+	Unwritten     int64 // finished rows whose outcome write has not ended
 }
 
 // Errors of the worker.
@@ -194,10 +212,11 @@ type Worker[T any] struct {
 	mu    sync.Mutex
 	items map[*inflight[T]]struct{}
 
-	freed chan struct{} // a handler slot was freed
+	freed chan struct{} // a slot was freed
 	wg    sync.WaitGroup
+	comp  *completer[T]
 
-	claimed, completed, leaseLost, renewed, renewFailures, released, panics, writeErrors, inFlight atomic.Int64
+	claimed, completed, leaseLost, renewed, renewFailures, released, panics, writeErrors, inFlight, unwritten atomic.Int64
 }
 
 // New returns a worker for cfg. It fails with an error wrapping
@@ -208,7 +227,7 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 	if cfg.Store == nil || cfg.KeyField == "" || cfg.Key == nil || cfg.Due == nil || cfg.Handler == nil {
 		return nil, fmt.Errorf("dispatch: new worker: %w: Store, KeyField, Key, Due and Handler are required", dao.ErrInvalidArgument)
 	}
-	if cfg.Concurrency < 0 || cfg.BatchSize < 0 || cfg.Tick < 0 || cfg.Lease < 0 || cfg.DrainTimeout < 0 || cfg.WriteTimeout < 0 {
+	if cfg.Concurrency < 0 || cfg.BatchSize < 0 || cfg.Tick < 0 || cfg.Lease < 0 || cfg.DrainTimeout < 0 || cfg.WriteTimeout < 0 || cfg.OutcomeDelay < 0 {
 		return nil, fmt.Errorf("dispatch: new worker: %w: negative setting", dao.ErrInvalidArgument)
 	}
 	if cfg.OwnerField == "" {
@@ -226,8 +245,12 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = DefaultConcurrency
 	}
-	if cfg.BatchSize == 0 || cfg.BatchSize > cfg.Concurrency {
-		cfg.BatchSize = cfg.Concurrency
+	if cfg.BatchSize == 0 {
+		cfg.BatchSize = max(1, cfg.Concurrency/2)
+	}
+	cfg.BatchSize = min(cfg.BatchSize, cfg.Concurrency)
+	if cfg.OutcomeDelay == 0 {
+		cfg.OutcomeDelay = DefaultOutcomeDelay
 	}
 	if cfg.Tick == 0 {
 		cfg.Tick = DefaultTick
@@ -289,6 +312,7 @@ func (w *Worker[T]) Stats() Stats {
 		Claimed: w.claimed.Load(), Completed: w.completed.Load(), LeaseLost: w.leaseLost.Load(),
 		Renewed: w.renewed.Load(), RenewFailures: w.renewFailures.Load(), Released: w.released.Load(),
 		Panics: w.panics.Load(), WriteErrors: w.writeErrors.Load(), InFlight: w.inFlight.Load(),
+		Unwritten: w.unwritten.Load(),
 	}
 }
 
@@ -319,6 +343,8 @@ func (w *Worker[T]) Run(ctx context.Context) error {
 	if m := w.cfg.Maintenance; m != nil {
 		bg.Go(func() { m.run(ctx, w.log) })
 	}
+	w.comp = newCompleter[T]()
+	go w.completeLoop(ctx)
 	err := w.claimLoop(ctx)
 	w.drain(ctx)
 	stopHB()
@@ -331,16 +357,31 @@ func (w *Worker[T]) Run(ctx context.Context) error {
 	return nil
 }
 
-// claimLoop claims and starts handlers until ctx ends.
+// free returns the slots free for a claim: Concurrency less the handlers
+// running and the finished rows whose outcome is not written yet.
+func (w *Worker[T]) free() int {
+	return w.cfg.Concurrency - int(w.inFlight.Load()) - int(w.unwritten.Load())
+}
+
+// signalFreed tells the claim loop that slots were freed.
+func (w *Worker[T]) signalFreed() {
+	select {
+	case w.freed <- struct{}{}:
+	default:
+	}
+}
+
+// claimLoop claims and starts handlers until ctx ends: at once when it
+// starts, then whenever BatchSize slots are free while rows are due (the
+// last claim was full), and at every tick with the slots free then.
 func (w *Worker[T]) claimLoop(ctx context.Context) error {
 	tick := time.NewTicker(w.cfg.Tick)
 	defer tick.Stop()
+	// backlog: the last claim filled its batch, so more may be due; the
+	// next claim then waits for slots, not for the tick.
+	backlog, ticked := true, true
 	for ctx.Err() == nil {
-		// full: the last claim filled its batch (more may be due), or no
-		// slot was free to claim with; either way the next claim waits
-		// for a slot, not for the tick.
-		full := true
-		if free := w.cfg.Concurrency - int(w.inFlight.Load()); free > 0 {
+		if free := w.free(); free > 0 && (free >= w.cfg.BatchSize || ticked) {
 			n := min(free, w.cfg.BatchSize)
 			got, err := w.claim(ctx, n)
 			if err != nil {
@@ -349,18 +390,19 @@ func (w *Worker[T]) claimLoop(ctx context.Context) error {
 				}
 				w.log.Warn("claim failed", "err", err, "retryable", dao.IsRetryable(err))
 			}
-			full = err == nil && got == n
-			if full && int(w.inFlight.Load()) < w.cfg.Concurrency {
+			backlog, ticked = err == nil && got == n, false
+			if backlog && w.free() >= w.cfg.BatchSize {
 				continue // more may be due: claim again at once
 			}
 		}
 		var freed <-chan struct{}
-		if full {
-			freed = w.freed // backlog or no free slot: claim again when a slot frees
+		if backlog {
+			freed = w.freed // claim again when slots free
 		}
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
+			ticked = true
 		case <-freed:
 		}
 	}
@@ -425,10 +467,8 @@ func (w *Worker[T]) start(ctx context.Context, row T, owner string, claimedAt, s
 			cancel(nil)
 			w.inFlight.Add(-1)
 			w.m.inFlight.Add(bg(ctx), -1, w.m.attrSet)
-			select {
-			case w.freed <- struct{}{}:
-			default:
-			}
+			w.signalFreed()
+			w.comp.signal() // with no handler left running, write at once
 		}()
 		job := &Job[T]{Row: row, Owner: owner, ClaimedAt: claimedAt, now: w.clock.peek}
 		set, ok := w.call(hctx, job)
@@ -446,8 +486,7 @@ func (w *Worker[T]) start(ctx context.Context, row T, owner string, claimedAt, s
 			w.forget(it)
 			return // panicked: the lease ends on its own
 		}
-		w.finish(ctx, it, set)
-		w.forget(it)
+		w.enqueue(ctx, it, set)
 	})
 }
 
@@ -473,47 +512,6 @@ func (w *Worker[T]) forget(it *inflight[T]) {
 // owner token of the claim.
 func (w *Worker[T]) fence(key any, owner string) dao.Criteria {
 	return dao.And(dao.Eq(w.cfg.KeyField, key), dao.Eq(w.cfg.OwnerField, owner))
-}
-
-// finish writes the outcome set of one row, fenced, with the lease cleared;
-// a nil set releases the lease only.
-func (w *Worker[T]) finish(ctx context.Context, it *inflight[T], set dao.Set) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.WriteTimeout)
-	defer cancel()
-	out := dao.Set{}
-	for k, v := range set {
-		out[k] = v
-	}
-	out[w.cfg.OwnerField] = ""
-	// A write that fails for a reason a retry can cure (a busy database,
-	// a lost connection) is tried again until WriteTimeout: left unwritten,
-	// the row would fire again after its lease.
-	n, err := retry.Retryable(wctx, 0, func() (int64, error) {
-		now, err := w.clock.Now(wctx)
-		if err != nil {
-			return 0, err
-		}
-		out[w.cfg.UntilField] = now
-		return w.cfg.Store.Update(wctx, w.fence(it.key, it.owner), out)
-	})
-	switch {
-	case err != nil:
-		w.writeErrors.Add(1)
-		w.log.Error("outcome not written; the row is claimable again when its lease ends", "key", it.key, "err", err)
-	case n == 0:
-		w.mu.Lock()
-		counted := it.lost
-		w.mu.Unlock()
-		if !counted {
-			w.leaseLost.Add(1)
-			w.m.add(ctx, w.m.lost, 1)
-		}
-		w.log.Warn("outcome refused by the fence", "key", it.key, "owner", it.owner, "err", ErrLeaseLost)
-	case set == nil:
-		w.released.Add(1)
-	default:
-		w.completed.Add(1)
-	}
 }
 
 // release clears the leases of rows (owner token → keys): owner "", lease
@@ -554,6 +552,14 @@ func (w *Worker[T]) owned(rows map[string][]any) dao.Criteria {
 	return dao.Or(or...)
 }
 
+// closeCompleter ends the completer loop once it has written every
+// outcome queued; a handler that returns later has its outcome written at
+// once (see enqueue).
+func (w *Worker[T]) closeCompleter() {
+	close(w.comp.stop)
+	<-w.comp.done
+}
+
 // drain waits up to DrainTimeout for in-flight handlers, then cancels the
 // rest (cause ErrDrained). A cancelled handler that returns within
 // WriteTimeout decides its row itself: a nil outcome releases the lease at
@@ -569,13 +575,14 @@ func (w *Worker[T]) drain(ctx context.Context) {
 	go func() { w.wg.Wait(); close(done) }()
 	t := time.NewTimer(w.cfg.DrainTimeout)
 	defer t.Stop()
+	before := w.released.Load()
 	select {
 	case <-done:
+		w.closeCompleter()
 		w.m.drained(ctx, false, 0)
 		return
 	case <-t.C:
 	}
-	before := w.released.Load()
 	w.mu.Lock()
 	for it := range w.items {
 		if it.state == stateRunning {
@@ -597,13 +604,16 @@ func (w *Worker[T]) drain(ctx context.Context) {
 		}
 		w.mu.Unlock()
 		w.release(ctx, rows)
-		// Outcome writes already under way finish within WriteTimeout.
+		// Handlers that return within WriteTimeout still have their
+		// outcomes written (the fence refuses those whose lease was
+		// released).
 		t.Reset(w.cfg.WriteTimeout)
 		select {
 		case <-done:
 		case <-t.C:
 		}
 	}
+	w.closeCompleter()
 	n := w.released.Load() - before
 	w.m.drained(ctx, true, n)
 	w.log.Info("drain timeout: leases released", "released", n)

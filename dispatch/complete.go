@@ -1,0 +1,282 @@
+package dispatch
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/retry"
+)
+
+// MaxOutcomeBatch is the most rows one outcome write names: a larger group
+// of identical outcomes is written in several statements.
+const MaxOutcomeBatch = 1000
+
+// keyUpdater is the batched write of a store that can report which rows
+// it wrote: every *dao.Table (see dao.Table.UpdateKeys).
+type keyUpdater interface {
+	UpdateKeys(ctx context.Context, where dao.Criteria, set dao.Set) ([]any, error)
+}
+
+// writeTime is a Set value the worker replaces with the time of the
+// outcome write (by the worker's clock) when it writes the Set, so that
+// outcomes that differ only in that time are written together.
+type writeTime struct{}
+
+// outcome is a finished row whose outcome waits to be written: set nil
+// releases the lease only.
+type outcome[T any] struct {
+	it  *inflight[T]
+	set dao.Set
+}
+
+// completer collects the outcomes of finished handlers and hands them to
+// the worker's completer loop, which writes each group of identical
+// outcomes in one fenced statement.
+type completer[T any] struct {
+	mu      sync.Mutex
+	pending []outcome[T]
+	first   time.Time // when the oldest pending outcome was queued
+	closed  bool      // the loop has ended: outcomes are written at once
+	kick    chan struct{}
+	stop    chan struct{} // closed by Run after the drain
+	done    chan struct{} // closed when the loop has written everything
+}
+
+func newCompleter[T any]() *completer[T] {
+	return &completer[T]{kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (c *completer[T]) signal() {
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// take removes and returns every pending outcome.
+func (c *completer[T]) take() []outcome[T] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.pending
+	c.pending = nil
+	return out
+}
+
+// enqueue hands the outcome of a finished handler to the completer loop,
+// or writes it at once when the loop has ended (a handler that outlived
+// the drain). Its row counts as unwritten, holding a handler slot, until
+// the write.
+func (w *Worker[T]) enqueue(ctx context.Context, it *inflight[T], set dao.Set) {
+	c := w.comp
+	w.unwritten.Add(1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		w.writeOutcomes(ctx, []outcome[T]{{it, set}})
+		return
+	}
+	if len(c.pending) == 0 {
+		c.first = time.Now()
+	}
+	c.pending = append(c.pending, outcome[T]{it, set})
+	c.mu.Unlock()
+	c.signal()
+}
+
+// completeLoop writes queued outcomes until Run closes c.stop: as soon as
+// BatchSize of them wait, or no handler runs (nothing more will join them
+// before the next claim), or the oldest has waited OutcomeDelay, or the
+// worker drains (ctx ended). Then it writes what is left and returns.
+func (w *Worker[T]) completeLoop(ctx context.Context) {
+	c := w.comp
+	defer close(c.done)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	runDone := ctx.Done()
+	for {
+		c.mu.Lock()
+		n, first := len(c.pending), c.first
+		c.mu.Unlock()
+		draining := runDone == nil
+		if n > 0 && (draining || n >= w.cfg.BatchSize || w.inFlight.Load() == 0 || time.Since(first) >= w.cfg.OutcomeDelay) {
+			w.writeOutcomes(ctx, c.take())
+			continue
+		}
+		var due <-chan time.Time
+		if n > 0 {
+			timer.Reset(w.cfg.OutcomeDelay - time.Since(first))
+			due = timer.C
+		}
+		select {
+		case <-c.kick:
+		case <-due:
+		case <-runDone:
+			runDone = nil // drain: write every outcome at once from now on
+		case <-c.stop:
+			c.mu.Lock()
+			c.closed = true
+			rest := c.pending
+			c.pending = nil
+			c.mu.Unlock()
+			timer.Stop()
+			if len(rest) > 0 {
+				w.writeOutcomes(ctx, rest)
+			}
+			return
+		}
+		timer.Stop()
+	}
+}
+
+// writeOutcomes writes outs: the outcomes with identical Sets together,
+// at most MaxOutcomeBatch rows per statement, each row fenced by its key
+// and lease owner, with the lease cleared (owner "", lease end the time of
+// the write). A store without UpdateKeys gets one fenced Update per row.
+// Each row is counted once its write committed: completed (or released,
+// for a nil Set), lost when the fence refused it, a write error when the
+// write failed past WriteTimeout.
+func (w *Worker[T]) writeOutcomes(ctx context.Context, outs []outcome[T]) {
+	defer func() {
+		w.unwritten.Add(-int64(len(outs)))
+		w.signalFreed()
+	}()
+	ku, batched := w.cfg.Store.(keyUpdater)
+	if !batched {
+		for _, o := range outs {
+			w.writeEach(ctx, o)
+		}
+		return
+	}
+	groups := map[string][]outcome[T]{}
+	var order []string
+	for _, o := range outs {
+		k := setKey(o.set)
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], o)
+	}
+	for _, k := range order {
+		g := groups[k]
+		for len(g) > 0 {
+			n := min(len(g), MaxOutcomeBatch)
+			w.writeGroup(ctx, ku, g[:n])
+			g = g[n:]
+		}
+	}
+}
+
+// writeGroup writes outs, whose Sets are identical, in one fenced
+// UpdateKeys, retried on a retryable error until WriteTimeout.
+func (w *Worker[T]) writeGroup(ctx context.Context, ku keyUpdater, outs []outcome[T]) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.WriteTimeout)
+	defer cancel()
+	rows := map[string][]any{}
+	for _, o := range outs {
+		rows[o.it.owner] = append(rows[o.it.owner], o.it.key)
+	}
+	fence := w.owned(rows)
+	keys, err := retry.Retryable(wctx, 0, func() ([]any, error) {
+		now, err := w.clock.Now(wctx)
+		if err != nil {
+			return nil, err
+		}
+		return ku.UpdateKeys(wctx, fence, w.outcomeSet(outs[0].set, now))
+	})
+	if err != nil {
+		w.writeErrors.Add(int64(len(outs)))
+		w.log.Error("outcomes not written; the rows are claimable again when their leases end", "rows", len(outs), "err", err)
+		for _, o := range outs {
+			w.forget(o.it)
+		}
+		return
+	}
+	written := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		written[fmt.Sprint(k)] = true
+	}
+	for _, o := range outs {
+		w.counted(ctx, o, written[fmt.Sprint(o.it.key)])
+	}
+}
+
+// writeEach writes the outcome of one row in one fenced Update, retried
+// on a retryable error until WriteTimeout: the path of a store without
+// UpdateKeys.
+func (w *Worker[T]) writeEach(ctx context.Context, o outcome[T]) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.WriteTimeout)
+	defer cancel()
+	n, err := retry.Retryable(wctx, 0, func() (int64, error) {
+		now, err := w.clock.Now(wctx)
+		if err != nil {
+			return 0, err
+		}
+		return w.cfg.Store.Update(wctx, w.fence(o.it.key, o.it.owner), w.outcomeSet(o.set, now))
+	})
+	if err != nil {
+		w.writeErrors.Add(1)
+		w.log.Error("outcome not written; the row is claimable again when its lease ends", "key", o.it.key, "err", err)
+		w.forget(o.it)
+		return
+	}
+	w.counted(ctx, o, n > 0)
+}
+
+// counted records the write of one outcome: written, or refused by the
+// fence (the lease was lost; counted once, also if a renewal found it).
+func (w *Worker[T]) counted(ctx context.Context, o outcome[T], written bool) {
+	switch {
+	case !written:
+		w.mu.Lock()
+		counted := o.it.lost
+		w.mu.Unlock()
+		if !counted {
+			w.leaseLost.Add(1)
+			w.m.add(ctx, w.m.lost, 1)
+		}
+		w.log.Warn("outcome refused by the fence", "key", o.it.key, "owner", o.it.owner, "err", ErrLeaseLost)
+	case o.set == nil:
+		w.released.Add(1)
+	default:
+		w.completed.Add(1)
+	}
+	w.forget(o.it)
+}
+
+// outcomeSet returns set with the lease cleared at now and every
+// writeTime value replaced by now; set is not changed.
+func (w *Worker[T]) outcomeSet(set dao.Set, now time.Time) dao.Set {
+	out := make(dao.Set, len(set)+2)
+	for k, v := range set {
+		if _, ok := v.(writeTime); ok {
+			v = now
+		}
+		out[k] = v
+	}
+	out[w.cfg.OwnerField] = ""
+	out[w.cfg.UntilField] = now
+	return out
+}
+
+// setKey returns a text that is equal for two Sets holding equal values
+// of equal types: the outcomes a single statement can write. Sets whose
+// values print alike but differ are never equal here, since %#v prints a
+// value with its type's form; a value it cannot tell apart (a pointer
+// printed as an address) only keeps two equal Sets apart.
+func setKey(set dao.Set) string {
+	if set == nil {
+		return "\x00nil"
+	}
+	var b strings.Builder
+	for _, k := range slices.SortedFunc(maps.Keys(set), cmp.Compare[string]) {
+		fmt.Fprintf(&b, "%q=%T:%#v;", k, set[k], set[k])
+	}
+	return b.String()
+}
