@@ -93,6 +93,58 @@ func testCRUD(t *testing.T, h Harness) {
 		assertUnchanged(t, s, before, "after a batch Create with a duplicate")
 	})
 
+	t.Run("CreateIfAbsentSkipsExistingKeys", func(t *testing.T) {
+		s := h.NewStore(t)
+		ci, ok := s.(interface {
+			CreateIfAbsent(ctx context.Context, items ...*Job) (int64, error)
+		})
+		if !ok {
+			t.Fatalf("%T has no CreateIfAbsent", s)
+		}
+		rows := seed(t, s, 3, nil)
+		before := snapshot(t, s)
+		next := rows[2].ID + 100
+		items := []*Job{
+			{ID: rows[0].ID, Status: "other", Payload: "dup of a stored row", CreatedAt: baseTime()},
+			{ID: next, Status: statusReady, Payload: "new-1", CreatedAt: baseTime()},
+			{ID: next, Status: statusReady, Payload: "dup of an earlier item", CreatedAt: baseTime()},
+			{ID: next + 1, Status: statusReady, Payload: "new-2", CreatedAt: baseTime()},
+		}
+		copies := make([]Job, len(items))
+		for i, it := range items {
+			copies[i] = *it
+		}
+		n, err := ci.CreateIfAbsent(ctx, items...)
+		if err != nil || n != 2 {
+			t.Fatalf("CreateIfAbsent = %d, %v; want 2 inserted", n, err)
+		}
+		for i, it := range items {
+			if d := diffJob(copies[i], *it); d != "" {
+				t.Errorf("item %d changed by CreateIfAbsent: %s", i, d)
+			}
+		}
+		after := snapshot(t, s)
+		if len(after) != len(before)+2 {
+			t.Errorf("%d rows after CreateIfAbsent, want %d", len(after), len(before)+2)
+		}
+		for id, want := range before {
+			if d := diffJob(want, after[id]); d != "" {
+				t.Errorf("stored row %d changed: %s", id, d)
+			}
+		}
+		for _, want := range []*Job{items[1], items[3]} {
+			if got, ok := after[want.ID]; !ok || got.Payload != want.Payload {
+				t.Errorf("row %d = %+v (present %v), want payload %q", want.ID, got, ok, want.Payload)
+			}
+		}
+		if n, err := ci.CreateIfAbsent(ctx, items...); err != nil || n != 0 {
+			t.Errorf("CreateIfAbsent again = %d, %v; want 0 inserted", n, err)
+		}
+		if _, err := ci.CreateIfAbsent(ctx, items[1], nil); !errors.Is(err, dao.ErrInvalidArgument) {
+			t.Errorf("CreateIfAbsent with a nil item: %v, want ErrInvalidArgument", err)
+		}
+	})
+
 	// A batch or an In list larger than a driver's bind-parameter limit
 	// (SQLite 32,766; PostgreSQL 65,535) either works or is refused as
 	// ErrInvalidArgument with nothing written; a raw driver error is not

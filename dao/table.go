@@ -240,6 +240,68 @@ func (t *Table[T]) Create(ctx context.Context, items ...*T) error {
 	return nil
 }
 
+// CreateIfAbsent inserts each of items unless a stored row (or an earlier
+// item) already holds its primary key or one of its unique keys, and
+// returns how many it inserted: the idempotent bulk insert (schedules by
+// key, messages by message id). Items are not changed: generated primary
+// keys are not filled back, since a skipped item has none. No items is a
+// no-op.
+//
+// On PostgreSQL and SQLite it is INSERT … ON CONFLICT DO NOTHING
+// (PostgreSQL manual, "INSERT": ON CONFLICT; SQLite, "UPSERT"), on MySQL
+// and MariaDB INSERT IGNORE (MySQL manual, "INSERT Statement": IGNORE also
+// turns other errors, such as a value too long for its column, into
+// warnings, so check values before), many rows per statement; the rows of
+// one statement are inserted or skipped together with it. Elsewhere
+// (SQL Server, Elasticsearch, memory) it inserts item by item, skipping
+// those refused with [ErrDuplicate], and with an error returns the count
+// inserted before it.
+//
+// Errors: [ErrInvalidArgument] for a nil item or a value the model refuses
+// (nothing is inserted); the database's errors, mapped.
+func (t *Table[T]) CreateIfAbsent(ctx context.Context, items ...*T) (int64, error) {
+	if err := t.begin(ctx); err != nil {
+		return 0, fmt.Errorf("claimstore: create if absent: %w", err)
+	}
+	if len(items) == 0 {
+		return 0, nil
+	}
+	for _, it := range items {
+		if err := t.drv.Model().CheckRow(it); err != nil {
+			return 0, fmt.Errorf("claimstore: create if absent: %w", err)
+		}
+	}
+	// Stamp copies: the caller's items stay as they are.
+	rows := make([]T, len(items))
+	ptrs := make([]*T, len(items))
+	for i, it := range items {
+		rows[i] = *it
+		ptrs[i] = &rows[i]
+	}
+	if err := t.stampCreate(ptrs); err != nil {
+		return 0, fmt.Errorf("claimstore: create if absent: %w", err)
+	}
+	if ai, ok := t.drv.(driver.AbsentInserter[T]); ok {
+		n, err := ai.InsertIfAbsent(ctx, ptrs)
+		if err != nil {
+			return n, fmt.Errorf("claimstore: create if absent: %w", err)
+		}
+		return n, nil
+	}
+	var n int64
+	for _, p := range ptrs {
+		err := t.drv.Insert(ctx, []*T{p})
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, ErrDuplicate):
+		default:
+			return n, fmt.Errorf("claimstore: create if absent: %w", err)
+		}
+	}
+	return n, nil
+}
+
 // Get returns the row whose primary key is id, or [ErrNotFound]: one
 // Select by primary key, or the backend's own read by id where it has one
 // (Elasticsearch's real-time get).

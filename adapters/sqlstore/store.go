@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/claimstore/claimstore/dao/driver"
 	"github.com/claimstore/claimstore/dialects"
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 )
 
@@ -467,6 +469,28 @@ const sqliteInsertValues = 1000
 func (s *sqlDriver[T]) Insert(ctx context.Context, items []*T) error {
 	// Rows per INSERT: as many as the dialect's bound-value limit allows
 	// (dialects.Renderer.MaxParams), or GORM's CreateBatchSize if smaller.
+	tx, batch, err := s.insertSession(ctx, items)
+	if err != nil {
+		return err
+	}
+	insert := func(tx *gorm.DB) error {
+		return tx.Session(&gorm.Session{SkipDefaultTransaction: true}).Table(s.table.Name).CreateInBatches(items, batch).Error
+	}
+	if s.inTx || (len(items) <= batch && len(s.model.Schema().Relationships.Relations) == 0) {
+		// One statement is atomic on its own; in a caller's transaction
+		// that transaction decides.
+		err = insert(tx)
+	} else {
+		err = tx.Transaction(insert)
+	}
+	return mapError(err)
+}
+
+// insertSession returns the session an INSERT of items runs on and the
+// rows per INSERT: as many as the dialect's bound-value limit allows
+// (dialects.Renderer.MaxParams), or GORM's CreateBatchSize if smaller. On
+// SQLite it first sets the items' times to UTC (see Insert).
+func (s *sqlDriver[T]) insertSession(ctx context.Context, items []*T) (*gorm.DB, int, error) {
 	values := s.r.MaxParams()
 	if s.dialect == dialects.SQLite {
 		// The pure-Go SQLite driver's cost of binding grows faster than the
@@ -481,23 +505,86 @@ func (s *sqlDriver[T]) Insert(ctx context.Context, items []*T) error {
 	tx := s.db.WithContext(ctx)
 	if s.dialect == dialects.SQLite {
 		if err := s.timesToUTC(items); err != nil {
-			return err
+			return nil, 0, err
 		}
 		now := s.db.NowFunc
 		tx = tx.Session(&gorm.Session{NowFunc: func() time.Time { return now().UTC() }})
 	}
-	insert := func(tx *gorm.DB) error {
-		return tx.Session(&gorm.Session{SkipDefaultTransaction: true}).Table(s.table.Name).CreateInBatches(items, batch).Error
+	return tx, batch, nil
+}
+
+// InsertIfAbsent inserts each of items unless a unique key already holds
+// it (driver.AbsentInserter), in INSERTs of as many rows as Insert puts in
+// one: ON CONFLICT DO NOTHING on PostgreSQL and SQLite, INSERT IGNORE on
+// MySQL and MariaDB, each statement on its own (atomic, autocommitted or in
+// the caller's transaction). It returns the rows inserted: the sum of the
+// statements' affected-row counts. On SQL Server, whose GORM dialector
+// writes a MERGE matching on the primary key alone, it inserts row by row
+// and skips the rows refused as duplicates.
+func (s *sqlDriver[T]) InsertIfAbsent(ctx context.Context, items []*T) (int64, error) {
+	tx, batch, err := s.insertSession(ctx, items)
+	if err != nil {
+		return 0, err
 	}
-	var err error
-	if s.inTx || (len(items) <= batch && len(s.model.Schema().Relationships.Relations) == 0) {
-		// One statement is atomic on its own; in a caller's transaction
-		// that transaction decides.
-		err = insert(tx)
-	} else {
-		err = tx.Transaction(insert)
+	tx = tx.Session(&gorm.Session{SkipDefaultTransaction: true}).Table(s.table.Name)
+	switch s.dialect {
+	case dialects.MySQL, dialects.MariaDB:
+		tx = tx.Clauses(clause.Insert{Modifier: "IGNORE"})
+	case dialects.SQLServer:
+		var n int64
+		for _, it := range items {
+			err := mapError(tx.Create(it).Error)
+			switch {
+			case err == nil:
+				n++
+			case !errors.Is(err, dao.ErrDuplicate):
+				return n, err
+			}
+		}
+		return n, nil
+	default:
+		tx = tx.Clauses(clause.OnConflict{DoNothing: true})
 	}
-	return mapError(err)
+	var n int64
+	for len(items) > 0 {
+		k := min(batch, len(items))
+		m, err := s.insertCount(ctx, tx, items[:k])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		items = items[k:]
+	}
+	return n, nil
+}
+
+// insertCount runs the INSERT GORM builds for items on tx and returns the
+// rows it inserted. GORM's own count is not used: with RETURNING it counts
+// the items, not the rows an ON CONFLICT DO NOTHING let through, so the
+// statement is built (DryRun) and run here, counting the rows RETURNING
+// yields, or the affected rows without it.
+func (s *sqlDriver[T]) insertCount(ctx context.Context, tx *gorm.DB, items []*T) (int64, error) {
+	stmt := tx.Session(&gorm.Session{DryRun: true}).Create(items).Statement
+	if err := stmt.Error; err != nil {
+		return 0, mapError(err)
+	}
+	st := dialects.Statement{SQL: stmt.SQL.String(), Args: stmt.Vars}
+	if _, ok := stmt.Clauses["RETURNING"]; !ok {
+		return s.exec(ctx, s.pool, st)
+	}
+	rows, err := s.pool.QueryContext(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return 0, mapCtxError(ctx, err)
+	}
+	defer rows.Close()
+	var n int64
+	for rows.Next() {
+		n++
+	}
+	if err := finishRows(ctx, rows, nil); err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // timesToUTC sets every time field of items to the same instant in UTC.

@@ -126,6 +126,19 @@ type KeyUpdater[T any] interface {
 	UpdateKeys(ctx context.Context, where Criteria, set Set) ([]any, error)
 }
 
+// AbsentInserter is the optional interface of a driver that can insert
+// many rows in one operation, skipping those a unique key already holds:
+// PostgreSQL's and SQLite's INSERT … ON CONFLICT DO NOTHING, MySQL's and
+// MariaDB's INSERT IGNORE. The portable layer uses it for
+// [dao.Table.CreateIfAbsent]; without it, it inserts row by row.
+type AbsentInserter[T any] interface {
+	// InsertIfAbsent stores each of items (at least one, none nil, values
+	// checked by [Model.CheckRow]) unless a stored row, or an earlier item,
+	// holds one of its unique keys, and returns how many it stored. It
+	// does not change items (generated keys are not filled back).
+	InsertIfAbsent(ctx context.Context, items []*T) (int64, error)
+}
+
 // Getter is the optional interface of a driver with a read by primary key
 // of its own, such as Elasticsearch's real-time get API, which sees a
 // document before a refresh makes it searchable.
