@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -157,5 +158,62 @@ func TestDrainWritesQueuedOutcomesAtOnce(t *testing.T) {
 			t.Errorf("after Run returned: stats %+v, want 3 completed, none unwritten", st)
 		}
 		waitFired(t, store, 3, "every outcome in the table")
+	})
+}
+
+// TestAddMany: AddMany creates the schedules whose keys are new, leaves
+// existing ones unchanged, skips a key repeated in the call, and refuses a
+// call with a bad spec without writing anything; over a store without
+// CreateIfAbsent it does the same through Add.
+func TestAddMany(t *testing.T) {
+	check := func(t *testing.T, store dao.Store[dispatch.Schedule]) {
+		ctx := context.Background()
+		sc := newSchedules(t, store, dispatch.SchedulesConfig{})
+		if _, _, err := sc.Add(ctx, dispatch.Spec{Key: "k003", Payload: []byte("original")}); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+		var specs []dispatch.Spec
+		for i := range 40 {
+			specs = append(specs, dispatch.Spec{Key: fmt.Sprintf("k%03d", i), At: at, Payload: []byte("new")})
+		}
+		specs = append(specs, dispatch.Spec{Key: "k010", Payload: []byte("repeated")},
+			dispatch.Spec{Key: "cron", Cron: "0 0 9 * * *", TimeZone: "Europe/Paris"})
+		n, err := sc.AddMany(ctx, specs)
+		if err != nil || n != 40 {
+			t.Fatalf("AddMany = %d, %v; want 40 created (39 once, 1 cron)", n, err)
+		}
+		if got := get(t, sc, "k003"); string(got.Payload) != "original" {
+			t.Errorf("existing schedule changed: payload %q", got.Payload)
+		}
+		if got := get(t, sc, "k010"); string(got.Payload) != "new" || !got.NextFireAt.Equal(at) || got.Status != dispatch.StatusActive {
+			t.Errorf("k010 = %+v; want the first spec of its key, due at %v", got, at)
+		}
+		cron := get(t, sc, "cron")
+		if want, err := dispatch.NextCron("0 0 9 * * *", "Europe/Paris", time.Now()); err != nil || cron.Kind != dispatch.KindCron || cron.NextFireAt.Sub(want).Abs() > time.Minute {
+			t.Errorf("cron schedule %+v; want next fire %v (%v)", cron, want, err)
+		}
+		if n, err := sc.AddMany(ctx, specs); err != nil || n != 0 {
+			t.Errorf("AddMany again = %d, %v; want 0 created", n, err)
+		}
+		before, err := store.Count(ctx, dao.Criteria{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := []dispatch.Spec{{Key: "fresh-1"}, {Key: "bad", Cron: "not a cron"}, {Key: "fresh-2"}}
+		if _, err := sc.AddMany(ctx, bad); !errors.Is(err, dao.ErrInvalidArgument) {
+			t.Errorf("AddMany with a bad cron expression: %v, want ErrInvalidArgument", err)
+		}
+		if after, err := store.Count(ctx, dao.Criteria{}); err != nil || after != before {
+			t.Errorf("%d rows after a refused AddMany, want %d (%v)", after, before, err)
+		}
+	}
+	forEachBackend(t, func(t *testing.T, b backend) {
+		store, _ := b.open(t)
+		check(t, store)
+	})
+	t.Run("without CreateIfAbsent", func(t *testing.T) {
+		store, _ := memBackend().open(t)
+		check(t, storeOnly{store})
 	})
 }

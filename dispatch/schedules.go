@@ -173,6 +173,70 @@ func (s *Schedules) Add(ctx context.Context, sp Spec) (Schedule, bool, error) {
 	return got, false, nil
 }
 
+// absentCreator is the idempotent bulk insert of a store
+// (dao.Table.CreateIfAbsent).
+type absentCreator interface {
+	CreateIfAbsent(ctx context.Context, items ...*Schedule) (int64, error)
+}
+
+// AddMany creates each schedule of specs whose key no stored schedule (nor
+// an earlier spec) holds, and returns how many it created; existing
+// schedules are left unchanged, as by [Schedules.Add]. Every spec is
+// checked first: a bad one fails the call with [dao.ErrInvalidArgument]
+// and nothing is written. The next fire times are computed from one read
+// of the clock. Over a store with CreateIfAbsent (every store the
+// backends return) the rows go in multi-row INSERTs that skip existing
+// keys (ON CONFLICT DO NOTHING, INSERT IGNORE): each INSERT is atomic, the
+// call as a whole is not (inside [Schedules.WithTx] the transaction
+// decides). Otherwise it calls Add for each spec.
+//
+// Errors: [dao.ErrInvalidArgument] for a bad spec; store errors wrapped,
+// with the number created before the error.
+func (s *Schedules) AddMany(ctx context.Context, specs []Spec) (int, error) {
+	if s.err != nil {
+		return 0, fmt.Errorf("dispatch: add many: %w", s.err)
+	}
+	if len(specs) == 0 {
+		return 0, nil
+	}
+	checked := make([]Spec, len(specs))
+	for i, sp := range specs {
+		if err := s.check(&sp); err != nil {
+			return 0, fmt.Errorf("dispatch: add many: spec %d (%q): %w", i, sp.Key, err)
+		}
+		checked[i] = sp
+	}
+	ac, bulk := s.store.(absentCreator)
+	if !bulk {
+		created := 0
+		for _, sp := range checked {
+			_, ok, err := s.Add(ctx, sp)
+			if err != nil {
+				return created, fmt.Errorf("dispatch: add many: %w", err)
+			}
+			if ok {
+				created++
+			}
+		}
+		return created, nil
+	}
+	now, err := s.now(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("dispatch: add many: %w", err)
+	}
+	rows := make([]*Schedule, len(checked))
+	for i, sp := range checked {
+		if rows[i], err = s.row(sp, now); err != nil {
+			return 0, fmt.Errorf("dispatch: add many: spec %d (%q): %w", i, sp.Key, err)
+		}
+	}
+	n, err := ac.CreateIfAbsent(ctx, rows...)
+	if err != nil {
+		return int(n), fmt.Errorf("dispatch: add many: %w", err)
+	}
+	return int(n), nil
+}
+
 // Upsert creates the schedule sp, or replaces the definition of the
 // schedule with its key and re-arms it: kind, cron expression, zone,
 // payload and max failures from sp, status active, failure count 0, next
