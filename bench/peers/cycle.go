@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strconv"
 	"time"
 
@@ -115,7 +113,7 @@ func runDispatch(ctx context.Context, cfg Config) (res Result, err error) {
 		Concurrency: cfg.Concurrency,
 		BatchSize:   cfg.DispatchBatch,
 		Tick:        100 * time.Millisecond,
-		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:      quietLogger(),
 	})
 	if err != nil {
 		return res, fmt.Errorf("peers: dispatch: %w", err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"time"
 
@@ -58,7 +57,7 @@ func runRiver(ctx context.Context, cfg Config, maxWorkers int) (res Result, err 
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
 		return res, fmt.Errorf("peers: river: %w", err)
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := quietLogger()
 	driver := riverpgxv5.New(pool)
 	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema, Logger: quiet})
 	if err != nil {
@@ -147,3 +146,6 @@ func runRiver(ctx context.Context, cfg Config, maxWorkers int) (res Result, err 
 	}
 	return res, nil
 }
+
+// quietLogger returns a logger that drops everything.
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
