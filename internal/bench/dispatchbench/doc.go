@@ -1,6 +1,6 @@
 // Package dispatchbench measures the schedule dispatcher for `claimstore
 // bench dispatch`: a fresh schedule table is seeded with once schedules
-// (paused, in batched inserts), worker processes (`claimstore dispatch
+// (due a day later, by Schedules.AddMany), worker processes (`claimstore dispatch
 // run`, each writing one line per fire to a file of its own) are started,
 // and one UPDATE makes every schedule due at the database's current time.
 // The clock runs from that UPDATE until no schedule is active. The

@@ -200,33 +200,37 @@ func (r *run) open(ctx context.Context) (func(), error) {
 // key returns the key of the i-th schedule.
 func key(i int) string { return fmt.Sprintf("bench-%07d", i) }
 
-// seed inserts the schedules, paused, LoadBatch per insert.
+// seed adds the schedules with Schedules.AddMany, LoadBatch per call,
+// due a day from now: measure makes them due.
 func (r *run) seed(ctx context.Context) error {
+	sc, err := dispatch.NewSchedules(r.store, dispatch.SchedulesConfig{})
+	if err != nil {
+		return fmt.Errorf("bench dispatch: %w", err)
+	}
 	now, err := r.store.Now(ctx)
 	if err != nil {
 		return fmt.Errorf("bench dispatch: %w", err)
 	}
 	start := time.Now()
-	batch := make([]dispatch.Schedule, 0, r.o.LoadBatch)
-	ptrs := make([]*dispatch.Schedule, 0, r.o.LoadBatch)
+	specs := make([]dispatch.Spec, 0, r.o.LoadBatch)
 	for i := 0; i < r.o.Schedules; {
-		batch, ptrs = batch[:0], ptrs[:0]
-		for ; i < r.o.Schedules && len(batch) < r.o.LoadBatch; i++ {
-			batch = append(batch, dispatch.Schedule{Key: key(i), Kind: dispatch.KindOnce, Status: dispatch.StatusPaused,
-				NextFireAt: now.UTC(), MaxFailures: dispatch.DefaultMaxFailures})
+		specs = specs[:0]
+		for ; i < r.o.Schedules && len(specs) < r.o.LoadBatch; i++ {
+			specs = append(specs, dispatch.Spec{Key: key(i), At: now.Add(24 * time.Hour)})
 		}
-		for j := range batch {
-			ptrs = append(ptrs, &batch[j])
-		}
-		if err := r.store.Create(ctx, ptrs...); err != nil {
+		n, err := sc.AddMany(ctx, specs)
+		if err != nil {
 			return fmt.Errorf("bench dispatch: seed schedules: %w", err)
+		}
+		if n != len(specs) {
+			return fmt.Errorf("bench dispatch: seed schedules: %d of %d created", n, len(specs))
 		}
 		if i%100000 == 0 && i < r.o.Schedules {
 			fmt.Fprintf(r.o.Progress, "  seeded %d of %d\n", i, r.o.Schedules)
 		}
 	}
 	r.rep.SeedTime = time.Since(start)
-	fmt.Fprintf(r.o.Progress, "  seeded %d schedules in %v\n", r.o.Schedules, r.rep.SeedTime.Round(time.Millisecond))
+	fmt.Fprintf(r.o.Progress, "  seeded %d schedules in %v (%.0f/s)\n", r.o.Schedules, r.rep.SeedTime.Round(time.Millisecond), float64(r.o.Schedules)/r.rep.SeedTime.Seconds())
 	return nil
 }
 
@@ -293,8 +297,8 @@ func (r *run) measure(ctx context.Context) error {
 		return fmt.Errorf("bench dispatch: %w", err)
 	}
 	armStart := time.Now()
-	n, err := r.store.Update(ctx, dao.Eq(dispatch.ColStatus, string(dispatch.StatusPaused)),
-		dao.Set{dispatch.ColStatus: string(dispatch.StatusActive), dispatch.ColNextFireAt: due.UTC()})
+	n, err := r.store.Update(ctx, dao.And(active, dao.Gt(dispatch.ColNextFireAt, due.UTC())),
+		dao.Set{dispatch.ColNextFireAt: due.UTC()})
 	if err != nil {
 		return fmt.Errorf("bench dispatch: make the schedules due: %w", err)
 	}
