@@ -1,0 +1,68 @@
+package dispatch_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/claimstore/claimstore/dispatch"
+	"github.com/claimstore/claimstore/internal/testdb"
+)
+
+// syncBuffer is a bytes.Buffer safe for the worker's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestPoolWarnings: a worker over a pool of 2 connections that keeps none
+// idle warns, once each, that the pool is too small and that it churns
+// connections, naming the fix.
+func TestPoolWarnings(t *testing.T) {
+	store, db := sqlBackend("postgres", testdb.Postgres).open(t)
+	sqlDB, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB.SetMaxOpenConns(2)
+	sqlDB.SetMaxIdleConns(0)
+	sc := newSchedules(t, store, dispatch.SchedulesConfig{})
+	const n = 200
+	specs := make([]dispatch.Spec, n)
+	for i := range specs {
+		specs[i] = dispatch.Spec{Key: fmt.Sprintf("k%03d", i)}
+	}
+	if _, err := sc.AddMany(context.Background(), specs); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	w := newScheduleWorker(t, store, func(context.Context, dispatch.Fire) error { return nil }, dispatch.Policy{},
+		dispatch.Config[dispatch.Schedule]{Concurrency: 2, Tick: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	stop := runWorker(t, w.Run)
+	// Every fire opens connections anew; on a loaded machine that is slow.
+	waitFor(t, time.Minute, "the idle-connection warning", func() bool { return strings.Contains(logs.String(), "SetMaxIdleConns") })
+	stop()
+	out := logs.String()
+	for _, want := range []string{"SetMaxOpenConns", "SetMaxIdleConns"} {
+		if c := strings.Count(out, want); c != 1 {
+			t.Errorf("%d warnings naming %s, want 1:\n%s", c, want, out)
+		}
+	}
+}
