@@ -37,7 +37,7 @@ import (
 const defaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
 // systems are the systems a run measures, in order.
-var systems = []string{"claimstore", "dispatch", "river", "watermill", "addmany", "river-insert"}
+var systems = []string{"claimstore", "dispatch", "river", "watermill", "addmany", "river-insert", "outbox-write", "watermill-publish"}
 
 // Report is what a run writes with --json.
 type Report struct {
@@ -152,6 +152,10 @@ func measure(ctx context.Context, cfg Config, progress io.Writer) (*Report, erro
 			phases = append(phases, func(ctx context.Context) (Result, error) { return runAddMany(ctx, cfg) })
 		case "river-insert":
 			phases = append(phases, func(ctx context.Context) (Result, error) { return runRiverInsert(ctx, cfg) })
+		case "outbox-write":
+			phases = append(phases, func(ctx context.Context) (Result, error) { return runOutboxWrite(ctx, cfg) })
+		case "watermill-publish":
+			phases = append(phases, func(ctx context.Context) (Result, error) { return runWatermillPublish(ctx, cfg) })
 		case "watermill":
 			phases = append(phases, func(ctx context.Context) (Result, error) { return runWatermill(ctx, cfg) })
 		}
