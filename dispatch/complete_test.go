@@ -52,7 +52,7 @@ func TestOutcomesWrittenInBatches(t *testing.T) {
 			<-finish
 			return nil
 		}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{
-			Concurrency: 2 * n, BatchSize: n, Tick: 20 * time.Millisecond, Lease: time.Minute, OutcomeDelay: time.Hour,
+			Concurrency: 2 * n, BatchSize: n, Tick: 20 * time.Millisecond, Lease: time.Hour, OutcomeDelay: 15 * time.Minute,
 		})
 		before := time.Now().Add(-time.Minute)
 		runWorker(t, w.Run)
@@ -63,7 +63,7 @@ func TestOutcomesWrittenInBatches(t *testing.T) {
 		}
 		setLease(t, store, "k07", "thief#1", time.Now().Add(time.Hour))
 		close(finish)
-		// OutcomeDelay is an hour: the write happens because no handler
+		// OutcomeDelay is 15 minutes: the write happens because no handler
 		// runs any more.
 		waitFor(t, 10*time.Second, "every outcome written or refused", func() bool {
 			st := w.Stats()
@@ -141,7 +141,7 @@ func TestDrainWritesQueuedOutcomesAtOnce(t *testing.T) {
 			}
 			fast.Add(1)
 			return nil
-		}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Concurrency: 10, BatchSize: 10, Tick: 10 * time.Millisecond, OutcomeDelay: time.Hour})
+		}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Concurrency: 10, BatchSize: 10, Tick: 10 * time.Millisecond, Lease: time.Hour, OutcomeDelay: 15 * time.Minute})
 		stop := runWorker(t, w.Run)
 		waitFor(t, 10*time.Second, "the fast fires", func() bool { return fast.Load() == 2 && w.Stats().Unwritten == 2 })
 		if st := w.Stats(); st.Completed != 0 {

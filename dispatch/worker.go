@@ -111,7 +111,9 @@ type Config[T any] struct {
 	// then, so claims stay near BatchSize rows.
 	BatchSize int
 	// OutcomeDelay is the longest a finished row's outcome waits to be
-	// written together with others; default 50 ms. The outcomes waiting
+	// written together with others; default 50 ms or a tenth of the
+	// Lease, whichever is shorter; at most a quarter of the Lease (the
+	// lease of a finished row is not renewed). The outcomes waiting
 	// are written at once when BatchSize of them wait, when no handler
 	// runs, and when the worker drains. Stats count an outcome only once
 	// its write committed.
@@ -249,14 +251,19 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 		cfg.BatchSize = max(1, cfg.Concurrency/2)
 	}
 	cfg.BatchSize = min(cfg.BatchSize, cfg.Concurrency)
-	if cfg.OutcomeDelay == 0 {
-		cfg.OutcomeDelay = DefaultOutcomeDelay
-	}
 	if cfg.Tick == 0 {
 		cfg.Tick = DefaultTick
 	}
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
+	}
+	if cfg.OutcomeDelay == 0 {
+		// A finished row's lease is not renewed: its outcome must be
+		// written well before the lease ends.
+		cfg.OutcomeDelay = min(DefaultOutcomeDelay, cfg.Lease/10)
+	}
+	if cfg.OutcomeDelay > cfg.Lease/4 {
+		return nil, fmt.Errorf("dispatch: new worker: %w: outcome delay %v longer than a quarter of the lease (%v)", dao.ErrInvalidArgument, cfg.OutcomeDelay, cfg.Lease)
 	}
 	if cfg.Lease < 2*cfg.Tick {
 		return nil, fmt.Errorf("dispatch: new worker: %w: lease %v shorter than two ticks (%v)", dao.ErrInvalidArgument, cfg.Lease, cfg.Tick)

@@ -222,6 +222,9 @@ func TestRenewalKeepsLongHandler(t *testing.T) {
 		if f.count("long-a") != 1 || f.count("long-b") != 1 || cancelled.Load() != 0 {
 			t.Fatalf("fires a=%d b=%d, cancelled %d; want each once, none cancelled", f.count("long-a"), f.count("long-b"), cancelled.Load())
 		}
+		// The worker counts an outcome once its write has returned, just
+		// after the table shows it.
+		waitFor(t, 10*time.Second, "the outcomes counted", func() bool { return w1.Stats().Unwritten == 0 })
 		st := w1.Stats()
 		if st.Renewed < 6 || st.LeaseLost != 0 || st.Completed != 2 {
 			t.Fatalf("first worker stats %+v: want at least 3 renewals of each row, no lease lost", st)
@@ -410,10 +413,12 @@ func TestWorkerConfigInvalid(t *testing.T) {
 	store, _ := memBackend().open(t)
 	fn := func(ctx context.Context, fr dispatch.Fire) error { return nil }
 	for name, cfg := range map[string]dispatch.Config[dispatch.Schedule]{
-		"negative concurrency":  {Concurrency: -1},
-		"lease below two ticks": {Tick: time.Second, Lease: time.Second},
-		"row fields set":        {KeyField: "id"},
-		"long worker id":        {WorkerID: string(make([]byte, dispatch.MaxWorkerIDLen+1))},
+		"negative concurrency":               {Concurrency: -1},
+		"lease below two ticks":              {Tick: time.Second, Lease: time.Second},
+		"row fields set":                     {KeyField: "id"},
+		"long worker id":                     {WorkerID: string(make([]byte, dispatch.MaxWorkerIDLen+1))},
+		"negative outcome delay":             {OutcomeDelay: -time.Millisecond},
+		"outcome delay over a quarter lease": {Lease: time.Minute, OutcomeDelay: 16 * time.Second},
 	} {
 		if _, err := dispatch.NewScheduleWorker(store, fn, dispatch.Policy{}, cfg); !errors.Is(err, dao.ErrInvalidArgument) {
 			t.Errorf("%s: err %v, want ErrInvalidArgument", name, err)
