@@ -101,6 +101,9 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		if m == nil {
 			return fmt.Errorf("watermill: publish: %w: nil message", dao.ErrInvalidArgument)
 		}
+		if m.UUID == "" {
+			return fmt.Errorf("watermill: publish: %w: message without a UUID", dao.ErrInvalidArgument)
+		}
 		rows[i] = toOutbox(topic, p.cfg.TargetBroker, m)
 	}
 	if err := p.repo.Add(msgs[0].Context(), p.tx, rows...); err != nil {

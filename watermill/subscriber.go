@@ -603,35 +603,48 @@ loop:
 		}
 		select {
 		case <-wm.Acked():
+		case <-wm.Nacked():
+		case <-ctx.Done():
+		}
+		cancel()
+		// An answer given as the subscription stopped still counts: the
+		// select above picks at random among ready cases.
+		select {
+		case <-wm.Acked():
 			acked = append(acked, m.ID)
 		case <-wm.Nacked():
 			nacked = append(nacked, outbox.Failed(m, ErrNacked))
-		case <-ctx.Done():
-			cancel()
+		default:
 			stop(i)
 			break loop
 		}
-		cancel()
 	}
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.MarkTimeout)
 	defer cancel()
 	if len(acked) > 0 {
 		err := retry(mctx, func() error { _, err := s.deliveries.MarkPublished(mctx, worker, acked...); return err })
-		if err != nil {
-			log.Warn("ack mark failed: the messages come back after their lease", "err", err, "messages", len(acked))
-		}
+		logMark(log, "ack", err, len(acked))
 	}
 	if len(nacked) > 0 {
 		err := retry(mctx, func() error { _, err := s.deliveries.MarkFailed(mctx, worker, nacked...); return err })
-		if err != nil {
-			log.Warn("nack mark failed: the messages come back after their lease", "err", err, "messages", len(nacked))
-		}
+		logMark(log, "nack", err, len(nacked))
 	}
 	if len(rest) > 0 {
 		err := retry(mctx, func() error { _, err := s.deliveries.Release(mctx, worker, rest...); return err })
-		if err != nil {
-			log.Warn("release failed: the messages come back after their lease", "err", err, "messages", len(rest))
-		}
+		logMark(log, "release", err, len(rest))
+	}
+}
+
+// logMark logs the error of a mark: a lease lost to another subscriber
+// (which now owns the messages) at info level, any other at warning
+// level (the messages come back when their lease ends).
+func logMark(log *slog.Logger, what string, err error, n int) {
+	switch {
+	case err == nil:
+	case errors.Is(err, outbox.ErrLeaseLost):
+		log.Info(what+": lease lost, another subscriber holds the messages", "err", err, "messages", n)
+	default:
+		log.Warn(what+" failed: the messages come back after their lease", "err", err, "messages", n)
 	}
 }
 
