@@ -194,9 +194,9 @@ func run(ctx context.Context, backend, dsn string, orders int) (err error) {
 	if err != nil {
 		return err
 	}
-	router.AddNoPublisherHandler("billing-1", topic, billing1, handler("billing"))
-	router.AddNoPublisherHandler("billing-2", topic, billing2, handler("billing"))
-	router.AddNoPublisherHandler("shipping", topic, shipping, handler("shipping"))
+	router.AddConsumerHandler("billing-1", topic, billing1, handler("billing"))
+	router.AddConsumerHandler("billing-2", topic, billing2, handler("billing"))
+	router.AddConsumerHandler("shipping", topic, shipping, handler("shipping"))
 
 	// The relay forwards the "forward" messages to a Watermill publisher.
 	channel := gochannel.NewGoChannel(gochannel.Config{Persistent: true}, watermill.NopLogger{})
