@@ -536,10 +536,21 @@ func (s *Subscriber) consume(ctx context.Context, topic, worker string, out chan
 	key := DeliveryKey(s.cfg.ConsumerGroup, topic)
 	log := s.log.With("topic", topic, "subscription", worker)
 	var idle time.Duration
+	// After a fan-out that found nothing, the next waits a poll interval:
+	// a busy subscription then claims its deliveries without an empty
+	// fan-out claim before each batch.
+	var nextFanOut time.Time
 	for ctx.Err() == nil {
-		fanned, err := s.fanOut(ctx, worker)
-		if err != nil && ctx.Err() == nil {
-			log.Warn("fan-out failed", "err", err)
+		fanned := 0
+		if now := time.Now(); !now.Before(nextFanOut) {
+			var err error
+			fanned, err = s.fanOut(ctx, worker)
+			if err != nil && ctx.Err() == nil {
+				log.Warn("fan-out failed", "err", err)
+			}
+			if fanned == 0 {
+				nextFanOut = now.Add(s.cfg.PollInterval)
+			}
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 		batch, err := s.deliveries.ClaimBatch(cctx, worker, s.cfg.BatchSize, key)

@@ -22,7 +22,12 @@ const MaxTableLen = 63 - len("_deliveries")
 // deliveries (one row per message and consumer group) and the consumer
 // groups.
 type Tables struct {
-	Messages, Deliveries, Groups string
+	// Messages is the outbox table a [Publisher] writes.
+	Messages string
+	// Deliveries holds one row per message and consumer group.
+	Deliveries string
+	// Groups lists the consumer groups of each topic.
+	Groups string
 }
 
 // TablesOf returns the tables of the message table messages
