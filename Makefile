@@ -6,7 +6,7 @@ PKGS     := ./...
 # Test timeouts are generous for a 2-core machine under -race.
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: test demo demo-dispatch bench bench-dispatch bench-peers stress conformance ha lint up up-distributed down build
+.PHONY: test demo demo-dispatch bench bench-dispatch bench-peers bench-watermill stress conformance ha lint up up-distributed down build
 
 build:
 	$(GO) build -o bin/claimstore ./cmd/claimstore
@@ -52,6 +52,12 @@ PEERS_FLAGS  ?=
 bench-peers:
 	cd bench/peers && $(GO) run . --rows $(ROWS) --workers $(WORKERS) --batch $(BATCH) --rounds $(PEERS_ROUNDS) $(PEERS_FLAGS)
 
+## bench-watermill: claimstore's Watermill Publisher and Subscriber beside watermill-sql
+## on the local PostgreSQL (module watermill): publish msg/s, consume msg/s with 1 and
+## WORKERS subscribers of one group, PEERS_ROWS messages per phase, PEERS_ROUNDS rounds.
+bench-watermill:
+	cd watermill && $(GO) run ./bench -rows $(PEERS_ROWS) -subscribers $(WORKERS) -batch $(BATCH) -rounds $(PEERS_ROUNDS)
+
 ## stress: the no-double-claim check with several OS processes per backend.
 stress:
 	CLAIMSTORE_STRESS=1 $(GO) test -race=false -count=1 -timeout 60m -run 'Stress' -v ./adapters/... ./conformance/...
@@ -83,14 +89,17 @@ ha:
 	CLAIMSTORE_HA=1 CLAIMSTORE_REQUIRE=postgres CLAIMSTORE_HA_MESSAGES=$(HA_MESSAGES) CLAIMSTORE_HA_ROWS=$(HA_ROWS) CLAIMSTORE_NATS_SERVER=$(NATS_SERVER) \
 		$(GO) test -race -count=1 -timeout 15m -run '$(HA_RUN)' -v ./internal/hatest/...
 
-## lint: gofmt, go vet and staticcheck, of the library and of the bench/peers module.
+## lint: gofmt, go vet and staticcheck, of the library and of the bench/peers and
+## watermill modules.
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1; }
 	$(GO) vet $(PKGS)
 	cd bench/peers && $(GO) vet ./...
+	cd watermill && $(GO) vet ./...
 	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
 	$(GOBIN)/staticcheck $(PKGS)
 	cd bench/peers && $(GOBIN)/staticcheck ./...
+	cd watermill && $(GOBIN)/staticcheck ./...
 
 ## up/down: the full database matrix with Docker Compose.
 up:
