@@ -6,7 +6,15 @@ require gorm.io/gorm v1.31.2
 
 require github.com/adhocore/gronx v1.20.4
 
-require github.com/cenkalti/backoff/v5 v5.0.3
+require (
+	github.com/cenkalti/backoff/v5 v5.0.3
+	github.com/chromedp/chromedp v0.23.0
+)
+
+require (
+	github.com/chromedp/cdproto v0.159.0 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
+)
 
 require (
 	filippo.io/edwards25519 v1.1.0 // indirect
