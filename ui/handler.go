@@ -33,7 +33,7 @@ var templateFS embed.FS
 var staticFS embed.FS
 
 // DefaultExactBound is the default [Config].ExactBound.
-const DefaultExactBound = 10000
+const DefaultExactBound = 2000
 
 // Config configures [New].
 type Config struct {

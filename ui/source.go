@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 	"unicode/utf8"
 
+	"golang.org/x/sync/errgroup"
 	"gorm.io/gorm/schema"
 
 	"github.com/claimstore/claimstore/dao"
@@ -132,7 +134,10 @@ type TableOverview struct {
 	Total Count `json:"total"`
 	// Due is the number of rows due now, counted up to the bound.
 	Due Count `json:"due"`
-	// OldestDue is the age of the oldest due row, in seconds; 0 when none.
+	// OldestDue is the age of the oldest due row, in seconds; 0 when none,
+	// and on an outbox table when the due rows are more than the exact
+	// bound (no index orders them by age: finding the oldest would read
+	// them all).
 	OldestDue float64 `json:"oldestDueSeconds"`
 	// InFlight are up to 10 rows under a lease.
 	InFlight []Lease `json:"inFlight"`
@@ -174,6 +179,9 @@ type backlog[T any] struct {
 	sch   *schema.Schema
 	est   *estimator
 	count func(status string) dao.Criteria
+	// dueStatuses, when set, makes the due count the sum of these
+	// statuses' counts instead of a bounded read of the due rows.
+	dueStatuses []string
 	// inFlight selects the rows under a lease at now.
 	inFlight func(now time.Time) dao.Criteria
 }
@@ -238,77 +246,108 @@ func (b *backlog[T]) boundedCount(ctx context.Context, where dao.Criteria, bound
 
 // statusCounts counts each status: an exact Count (through the status
 // index) unless the planner's statistics put it above bound, in which case
-// the estimate is shown, labelled as such.
+// the estimate is shown, labelled as such. The counts run concurrently.
 func (b *backlog[T]) statusCounts(ctx context.Context, bound int64) ([]Count, error) {
 	var est map[string]int64
 	if b.est != nil {
 		est = b.est.estimate(ctx) // nil when the statistics are missing
 	}
-	out := make([]Count, 0, len(b.t.Statuses))
-	for _, s := range b.t.Statuses {
+	out := make([]Count, len(b.t.Statuses))
+	var g errgroup.Group
+	for i, s := range b.t.Statuses {
 		if n, ok := est[s]; ok && n > bound {
-			out = append(out, Count{Status: s, N: n, Estimate: true})
+			out[i] = Count{Status: s, N: n, Estimate: true}
 			continue
 		}
-		n, err := b.t.Store.Count(ctx, b.count(s))
-		if err != nil {
-			return nil, fmt.Errorf("count %s: %w", s, err)
-		}
-		out = append(out, Count{Status: s, N: n})
+		g.Go(func() error {
+			n, err := b.t.Store.Count(ctx, b.count(s))
+			if err != nil {
+				return fmt.Errorf("count %s: %w", s, err)
+			}
+			out[i] = Count{Status: s, N: n}
+			return nil
+		})
 	}
-	return out, nil
+	return out, g.Wait()
 }
 
 func (b *backlog[T]) overview(ctx context.Context, now time.Time, bound int64) (TableOverview, error) {
 	start := time.Now()
 	o := TableOverview{Name: b.t.Name, Kind: b.kind, InFlight: []Lease{}}
-	counts, err := b.statusCounts(ctx, bound)
-	if err != nil {
+	var g errgroup.Group
+	g.Go(func() error {
+		counts, err := b.statusCounts(ctx, bound)
+		o.Counts = counts
+		return err
+	})
+	if b.t.Due != nil && b.dueStatuses == nil {
+		// The due count is bounded by a smaller bound: it is a Find.
+		g.Go(func() (err error) {
+			if o.Due, err = b.boundedCount(ctx, b.t.Due(now), min(bound, 1000)); err != nil {
+				return fmt.Errorf("count due: %w", err)
+			}
+			return nil
+		})
+	}
+	oldest := func() error {
+		rows, err := b.t.Store.Find(ctx, dao.Query{Where: b.t.Due(now), OrderBy: []dao.Order{dao.Asc(b.t.DueField)}, Limit: 1})
+		if err != nil {
+			return fmt.Errorf("oldest due: %w", err)
+		}
+		if len(rows) == 1 {
+			if at, ok := b.field(&rows[0], b.t.DueField).(time.Time); ok && at.Before(now) {
+				o.OldestDue = now.Sub(at).Seconds()
+			}
+		}
+		return nil
+	}
+	if b.t.Due != nil && b.t.DueField != "" && b.dueStatuses == nil {
+		g.Go(oldest) // an index on the due criteria serves the order
+	}
+	if b.inFlight != nil {
+		g.Go(func() error {
+			rows, err := b.t.Store.Find(ctx, dao.Query{Where: b.inFlight(now), OrderBy: []dao.Order{dao.Asc(b.t.UntilField)}, Limit: 10})
+			if err != nil {
+				return fmt.Errorf("in flight: %w", err)
+			}
+			for i := range rows {
+				o.InFlight = append(o.InFlight, b.lease(&rows[i]))
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
 		return o, err
 	}
-	o.Counts = counts
-	for _, c := range counts {
-		o.Total.N += c.N
-		o.Total.Estimate = o.Total.Estimate || c.Estimate
-		for _, f := range b.t.FailedStatuses {
-			if c.Status == f {
-				o.Failures.N += c.N
-				o.Failures.Estimate = o.Failures.Estimate || c.Estimate
-			}
+	for _, c := range o.Counts {
+		o.Total = sum(o.Total, c)
+		if slices.Contains(b.t.FailedStatuses, c.Status) {
+			o.Failures = sum(o.Failures, c)
+		}
+		if slices.Contains(b.dueStatuses, c.Status) {
+			o.Due = sum(o.Due, c)
 		}
 		if c.Status == b.done {
 			o.Done = c
 		}
 	}
-	if b.t.Due != nil {
-		due := b.t.Due(now)
-		// The due count is bounded by a smaller bound: it is a Find.
-		if o.Due, err = b.boundedCount(ctx, due, min(bound, 1000)); err != nil {
-			return o, fmt.Errorf("count due: %w", err)
-		}
-		if b.t.DueField != "" && o.Due.N > 0 {
-			rows, err := b.t.Store.Find(ctx, dao.Query{Where: due, OrderBy: []dao.Order{dao.Asc(b.t.DueField)}, Limit: 1})
-			if err != nil {
-				return o, fmt.Errorf("oldest due: %w", err)
-			}
-			if len(rows) == 1 {
-				if at, ok := b.field(&rows[0], b.t.DueField).(time.Time); ok && at.Before(now) {
-					o.OldestDue = now.Sub(at).Seconds()
-				}
-			}
-		}
-	}
-	if b.inFlight != nil {
-		rows, err := b.t.Store.Find(ctx, dao.Query{Where: b.inFlight(now), OrderBy: []dao.Order{dao.Asc(b.t.UntilField)}, Limit: 10})
-		if err != nil {
-			return o, fmt.Errorf("in flight: %w", err)
-		}
-		for i := range rows {
-			o.InFlight = append(o.InFlight, b.lease(&rows[i]))
+	if b.t.Due != nil && b.t.DueField != "" && b.dueStatuses != nil && !o.Due.Estimate {
+		// No index orders the due rows: the read sorts them, so it runs
+		// only when they are few enough to be counted exactly.
+		if err := oldest(); err != nil {
+			return o, err
 		}
 	}
 	o.Elapsed = float64(time.Since(start).Microseconds()) / 1000
 	return o, nil
+}
+
+// sum adds c to total, keeping its labels.
+func sum(total, c Count) Count {
+	total.N += c.N
+	total.Estimate = total.Estimate || c.Estimate
+	total.AtLeast = total.AtLeast || c.AtLeast
+	return total
 }
 
 // lease returns row's lease fields.

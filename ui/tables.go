@@ -147,6 +147,8 @@ func Outbox(name string, repo *outbox.Repository) (Source, error) {
 		}
 		return dao.And(dao.Eq("status", s), dao.IsNull("published_at"))
 	}
+	// Due now: pending and failed messages, from their counts.
+	b.dueStatuses = []string{string(outbox.StatusPending), string(outbox.StatusFailed)}
 	b.inFlight = func(now time.Time) dao.Criteria {
 		return dao.And(dao.Eq("status", string(outbox.StatusProcessing)), dao.IsNull("published_at"), dao.Gt("locked_until", now))
 	}
