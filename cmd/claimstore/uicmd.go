@@ -30,7 +30,7 @@ type uiOptions struct {
 	addr     string
 	auth     string
 	readOnly bool
-	tables   []string
+	tables   string // comma-separated
 	pool     int
 }
 
@@ -65,7 +65,7 @@ for Basic authentication. --read-only serves no action.`,
 	f.StringVar(&o.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	f.StringVar(&o.auth, "auth", "", "where to read the credentials: file:PATH or env:NAME (a token, or user:password)")
 	f.BoolVar(&o.readOnly, "read-only", false, "serve no action: pages only")
-	f.StringSliceVar(&o.tables, "tables", nil, "show only these tables (default: every table found)")
+	f.StringVar(&o.tables, "tables", "", "show only these tables, comma-separated (default: every table found)")
 	f.IntVar(&o.pool, "pool", 4, "database connections at most")
 	return cmd
 }
@@ -159,12 +159,18 @@ func runUI(ctx context.Context, o uiOptions, ready func(addr string)) error {
 		sqlDB.SetMaxOpenConns(max(o.pool, 1))
 		sqlDB.SetMaxIdleConns(max(o.pool, 1))
 	}
-	sources, err := findSources(ctx, db, o.tables)
+	var only []string
+	for _, t := range strings.Split(o.tables, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			only = append(only, t)
+		}
+	}
+	sources, err := findSources(ctx, db, only)
 	if err != nil {
 		return err
 	}
 	if len(sources) == 0 {
-		return fmt.Errorf("%w: no schedule, outbox or lease table found on %s%s", dao.ErrNotFound, backend, onlyTables(o.tables))
+		return fmt.Errorf("%w: no schedule, outbox or lease table found on %s%s", dao.ErrNotFound, backend, onlyTables(only))
 	}
 	h, err := ui.New(ui.Config{Sources: sources, ReadOnly: o.readOnly, Auth: auth, Logger: slog.Default()})
 	if err != nil {
