@@ -75,19 +75,20 @@
     draw();
   }
 
-  function line(points, cls, max, t0) {
+  function line(points, cls, max, t0, span) {
     var p = document.createElementNS(SVG, "polyline");
     p.setAttribute("class", cls);
     p.setAttribute("points", points.map(function (q) {
-      return ((q.t - t0) / WINDOW * 600).toFixed(1) + "," + (155 - q.v / max * 145).toFixed(1);
+      return ((q.t - t0) / span * 600).toFixed(1) + "," + (155 - q.v / max * 145).toFixed(1);
     }).join(" "));
     chart.appendChild(p);
   }
 
   function draw() {
     while (chart.firstChild) chart.removeChild(chart.firstChild);
-    if (samples.length < 2) return;
-    var t0 = samples[samples.length - 1].t - WINDOW;
+    if (samples.length < 3) return;
+    // The x axis spans the samples kept (at most the last 5 minutes).
+    var t0 = samples[1].t, span = Math.max(samples[samples.length - 1].t - t0, 1);
     var rate = [], due = [];
     for (var i = 1; i < samples.length; i++) {
       var a = samples[i - 1], b = samples[i];
@@ -96,8 +97,8 @@
     }
     var maxRate = Math.max.apply(null, rate.map(function (q) { return q.v; }).concat([1]));
     var maxDue = Math.max.apply(null, due.map(function (q) { return q.v; }).concat([1]));
-    line(rate, "done", maxRate, t0);
-    line(due, "due", maxDue, t0);
+    line(rate, "done", maxRate, t0, span);
+    line(due, "due", maxDue, t0, span);
     text(document.getElementById("chart-note"),
       "last " + Math.round((samples[samples.length - 1].t - samples[0].t) / 1000) + " s · peak " +
       maxRate.toFixed(1) + "/s done, " + maxDue + " due");
