@@ -182,6 +182,9 @@ type backlog[T any] struct {
 	// dueStatuses, when set, makes the due count the sum of these
 	// statuses' counts instead of a bounded read of the due rows.
 	dueStatuses []string
+	// inFlightStatus, when set, is the status of every row in flight: the
+	// rows in flight are read only when its count is not zero.
+	inFlightStatus string
 	// inFlight selects the rows under a lease at now.
 	inFlight func(now time.Time) dao.Criteria
 }
@@ -304,17 +307,18 @@ func (b *backlog[T]) overview(ctx context.Context, now time.Time, bound int64) (
 	if b.t.Due != nil && b.t.DueField != "" && b.dueStatuses == nil {
 		g.Go(oldest) // an index on the due criteria serves the order
 	}
-	if b.inFlight != nil {
-		g.Go(func() error {
-			rows, err := b.t.Store.Find(ctx, dao.Query{Where: b.inFlight(now), OrderBy: []dao.Order{dao.Asc(b.t.UntilField)}, Limit: 10})
-			if err != nil {
-				return fmt.Errorf("in flight: %w", err)
-			}
-			for i := range rows {
-				o.InFlight = append(o.InFlight, b.lease(&rows[i]))
-			}
-			return nil
-		})
+	inFlight := func() error {
+		rows, err := b.t.Store.Find(ctx, dao.Query{Where: b.inFlight(now), OrderBy: []dao.Order{dao.Asc(b.t.UntilField)}, Limit: 10})
+		if err != nil {
+			return fmt.Errorf("in flight: %w", err)
+		}
+		for i := range rows {
+			o.InFlight = append(o.InFlight, b.lease(&rows[i]))
+		}
+		return nil
+	}
+	if b.inFlight != nil && b.inFlightStatus == "" {
+		g.Go(inFlight)
 	}
 	if err := g.Wait(); err != nil {
 		return o, err
@@ -329,6 +333,15 @@ func (b *backlog[T]) overview(ctx context.Context, now time.Time, bound int64) (
 		}
 		if c.Status == b.done {
 			o.Done = c
+		}
+	}
+	if b.inFlight != nil && b.inFlightStatus != "" {
+		// Rows in flight are in one status: read them only when it has
+		// rows.
+		if i := slices.Index(b.t.Statuses, b.inFlightStatus); i >= 0 && o.Counts[i].N > 0 {
+			if err := inFlight(); err != nil {
+				return o, err
+			}
 		}
 	}
 	if b.t.Due != nil && b.t.DueField != "" && b.dueStatuses != nil && !o.Due.Estimate {

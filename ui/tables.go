@@ -149,6 +149,7 @@ func Outbox(name string, repo *outbox.Repository) (Source, error) {
 	}
 	// Due now: pending and failed messages, from their counts.
 	b.dueStatuses = []string{string(outbox.StatusPending), string(outbox.StatusFailed)}
+	b.inFlightStatus = string(outbox.StatusProcessing)
 	b.inFlight = func(now time.Time) dao.Criteria {
 		return dao.And(dao.Eq("status", string(outbox.StatusProcessing)), dao.IsNull("published_at"), dao.Gt("locked_until", now))
 	}

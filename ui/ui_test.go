@@ -12,8 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dispatch"
 	"github.com/claimstore/claimstore/ui"
 )
 
@@ -309,3 +311,33 @@ func TestNewRejectsBadConfig(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestInFlight: a message being published and a schedule being fired are
+// shown with their lease owner and lease end.
+func TestInFlight(t *testing.T) {
+	forEach(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		until := time.Now().UTC().Add(time.Hour).Truncate(time.Second)
+		if _, err := e.messages.Update(ctx, dao.And(dao.Eq("status", "pending"), dao.Eq("message_id", "m-0")),
+			dao.Set{"status": "processing", "locked_by": "relay-7", "locked_until": until}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.schedules.Update(ctx, dao.Eq(dispatch.ColKey, "broken"),
+			dao.Set{dispatch.ColNextFireAt: time.Now().UTC().Add(-time.Minute), dispatch.ColLeaseOwner: "worker-3#9", dispatch.ColLeaseUntil: until}); err != nil {
+			t.Fatal(err)
+		}
+		h, err := ui.New(ui.Config{Sources: e.sources})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{e.outboxT: "relay-7", e.schedT: "worker-3#9"}
+		for _, o := range h.Overview(ctx) {
+			if o.Error != "" {
+				t.Fatalf("%s: %s", o.Name, o.Error)
+			}
+			if len(o.InFlight) != 1 || o.InFlight[0].Owner != want[o.Name] || !o.InFlight[0].Until.Equal(until) {
+				t.Errorf("%s: in flight %+v, want one row of %s until %s", o.Name, o.InFlight, want[o.Name], until)
+			}
+		}
+	})
+}
