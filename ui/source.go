@@ -378,14 +378,13 @@ func (b *backlog[T]) field(row *T, col string) any {
 	if f == nil {
 		return nil
 	}
-	v, zero := f.ValueOf(context.Background(), reflect.ValueOf(row).Elem())
+	v, _ := f.ValueOf(context.Background(), reflect.ValueOf(row).Elem())
 	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer {
 		if rv.IsNil() {
 			return nil
 		}
 		return rv.Elem().Interface()
 	}
-	_ = zero
 	return v
 }
 
