@@ -107,11 +107,13 @@ func TestBrowser(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := browser(t)
 			e := seed(t, b.name, b.open(t))
-			srv := e.serve(t, ui.Config{})
+			// Mounted under a prefix: the links, the script's reads and
+			// the redirects are relative.
+			base := e.mount(t, ui.Config{})
 			text := func(sel string) string { return strings.TrimSpace(value(t, ctx, chromedp.Text(chromedp.CSS(sel)))) }
 
 			t.Run("CountsEqualTheTable", func(t *testing.T) {
-				run(t, ctx, chromedp.Navigate(srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#chart")))
+				run(t, ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#chart")))
 				for _, tc := range []struct{ table, status string }{
 					{e.outboxT, "pending"}, {e.outboxT, "published"}, {e.outboxT, "abandoned"}, {e.outboxT, "failed"},
 					{e.schedT, "active"}, {e.schedT, "paused"},
@@ -140,7 +142,7 @@ func TestBrowser(t *testing.T) {
 
 			t.Run("PauseThroughThePage", func(t *testing.T) {
 				sel := `tr[data-key="nightly"] button.pause`
-				run(t, ctx, chromedp.Navigate(srv.URL+"/schedules"), chromedp.WaitVisible(chromedp.CSS(sel)))
+				run(t, ctx, chromedp.Navigate(base+"/schedules"), chromedp.WaitVisible(chromedp.CSS(sel)))
 				screenshot(t, ctx, "schedules-"+b.name)
 				run(t, ctx, chromedp.Click(chromedp.CSS(sel)), chromedp.WaitVisible(chromedp.CSS("#flash")))
 				if got := e.status(t, "nightly"); got != "paused" {
@@ -154,7 +156,7 @@ func TestBrowser(t *testing.T) {
 			t.Run("RequeueAbandoned", func(t *testing.T) {
 				pending := e.count(t, e.outboxT, "pending")
 				all := chromedp.ID("requeue-all-" + e.outboxT)
-				run(t, ctx, chromedp.Navigate(srv.URL+"/outbox"), chromedp.WaitVisible(all))
+				run(t, ctx, chromedp.Navigate(base+"/outbox"), chromedp.WaitVisible(all))
 				screenshot(t, ctx, "outbox-"+b.name)
 				run(t, ctx, chromedp.Click(all), chromedp.WaitVisible(chromedp.ID("confirm-yes")))
 				if n := e.count(t, e.outboxT, "abandoned"); n != 2 {
@@ -178,7 +180,7 @@ func TestBrowser(t *testing.T) {
 					t.Fatal(err)
 				}
 				for _, page := range []string{"/schedules", "/row?t=" + e.schedT + "&id=" + itoa(s.ID)} {
-					run(t, ctx, chromedp.Navigate(srv.URL+page), chromedp.WaitReady(chromedp.CSS("body")),
+					run(t, ctx, chromedp.Navigate(base+page), chromedp.WaitReady(chromedp.CSS("body")),
 						chromedp.Sleep(300*time.Millisecond)) // an onerror would have fired
 					if value(t, ctx, chromedp.Evaluate[bool](`window.__xss !== undefined`)) {
 						t.Fatalf("%s ran the stored error as script", page)
@@ -199,12 +201,12 @@ func TestBrowser(t *testing.T) {
 				evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 					fmt.Fprintf(w, `<!doctype html><form id="f" method="post" action="%s/do">
 <input name="op" value="pause"><input name="t" value="%s"><input name="key" value="broken"></form>
-<script>document.getElementById("f").submit()</script>`, srv.URL, e.schedT)
+<script>document.getElementById("f").submit()</script>`, base, e.schedT)
 				}))
 				defer evil.Close()
 				evilURL := strings.Replace(evil.URL, "127.0.0.1", "localhost", 1)
 				run(t, ctx, chromedp.Navigate(evilURL),
-					chromedp.Poll[chromedp.Void](fmt.Sprintf(`location.href.startsWith(%q) && document.readyState === "complete"`, srv.URL), chromedp.WithPollingTimeout(10*time.Second)))
+					chromedp.Poll[chromedp.Void](fmt.Sprintf(`location.href.startsWith(%q) && document.readyState === "complete"`, base), chromedp.WithPollingTimeout(10*time.Second)))
 				code := value(t, ctx, chromedp.Evaluate[int](`performance.getEntriesByType("navigation")[0].responseStatus`))
 				if loc, body := value(t, ctx, chromedp.Location()), text("body"); code != http.StatusForbidden {
 					t.Fatalf("cross-site POST answered %d at %s (%q), want 403", code, loc, body)

@@ -289,8 +289,10 @@ type page struct {
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
 	p.CSRF = h.token(w, r)
 	p.ReadOnly = h.cfg.ReadOnly
-	if p.Flash == "" {
-		p.Flash = r.URL.Query().Get("flash")
+	if q := r.URL.Query(); p.Flash == "" && hmac.Equal([]byte(q.Get("sig")), []byte(h.sign("flash:"+q.Get("flash")))) {
+		// Only a message this handler wrote is shown: a link of
+		// another site cannot put its own words on the page.
+		p.Flash = q.Get("flash")
 	}
 	if p.Now.IsZero() {
 		p.Now = time.Now().UTC()
@@ -596,7 +598,7 @@ func (h *Handler) action(w http.ResponseWriter, r *http.Request) {
 				v.Set(k, r.PostFormValue(k))
 			}
 		}
-		http.Redirect(w, r, "confirm?"+v.Encode(), http.StatusSeeOther)
+		seeOther(w, "confirm?"+v.Encode())
 		return true
 	}
 	switch s := src.(type) {
@@ -670,7 +672,15 @@ func (h *Handler) action(w http.ResponseWriter, r *http.Request) {
 		h.cfg.Logger.Warn("ui: action failed", "op", op, "table", name, "err", err)
 		msg = "Error: " + err.Error()
 	}
-	http.Redirect(w, r, back+"?flash="+url.QueryEscape(msg), http.StatusSeeOther)
+	seeOther(w, back+"?"+url.Values{"flash": {msg}, "sig": {h.sign("flash:" + msg)}}.Encode())
+}
+
+// seeOther redirects to the relative URL rel. Unlike http.Redirect it
+// keeps rel relative, so that the browser resolves it under the prefix the
+// handler is mounted at.
+func seeOther(w http.ResponseWriter, rel string) {
+	w.Header().Set("Location", rel)
+	w.WriteHeader(http.StatusSeeOther)
 }
 
 // addSchedule adds the schedule of the add form; a bad cron expression,

@@ -3,6 +3,7 @@ package ui_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -157,6 +158,22 @@ func (e *env) serve(t testing.TB, cfg ui.Config) *httptest.Server {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// mount starts a server with the console over e under /console/ (as a
+// program mounts it in its own server) and returns the console's base URL.
+func (e *env) mount(t testing.TB, cfg ui.Config) string {
+	t.Helper()
+	cfg.Sources = e.sources
+	h, err := ui.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/console/", http.StripPrefix("/console", h))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL + "/console"
 }
 
 // count returns the number of rows of table in status, read with GORM

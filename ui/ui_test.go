@@ -110,8 +110,8 @@ func TestPostNeedsToken(t *testing.T) {
 			t.Fatalf("POST with another browser's token: %d", code)
 		}
 		form.Set("csrf", token(t, page))
-		if code, body := post(t, c, srv.URL+"/do", form); code != http.StatusSeeOther {
-			t.Fatalf("POST with the token: %d %s", code, body)
+		if code, loc := post(t, c, srv.URL+"/do", form); code != http.StatusSeeOther || !strings.HasPrefix(loc, "schedules?") {
+			t.Fatalf("POST with the token: %d, redirect %q (relative, for a handler under a prefix)", code, loc)
 		}
 		if got := e.status(t, "nightly"); got != "paused" {
 			t.Fatalf("after pause: %s", got)
@@ -340,4 +340,24 @@ func TestInFlight(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestFlashIsSigned: a link of another site cannot write a message on the
+// console's page.
+func TestFlashIsSigned(t *testing.T) {
+	e := seed(t, "sqlite", backends[1].open(t))
+	srv := e.serve(t, ui.Config{})
+	c := client(t)
+	if _, _, page := get(t, c, srv.URL+"/schedules?flash=Call+555-0100+now"); strings.Contains(page, "555-0100") {
+		t.Fatal("an unsigned flash message is shown")
+	}
+	_, _, page := get(t, c, srv.URL+"/schedules")
+	form := url.Values{"op": {"pause"}, "t": {e.schedT}, "key": {"nightly"}, "csrf": {token(t, page)}}
+	code, loc := post(t, c, srv.URL+"/do", form)
+	if code != http.StatusSeeOther {
+		t.Fatalf("pause: %d", code)
+	}
+	if _, _, page = get(t, c, srv.URL+"/"+loc); !strings.Contains(page, "Paused nightly.") {
+		t.Fatalf("the console's own message is not shown (redirect %s)", loc)
+	}
 }
