@@ -104,7 +104,7 @@ FROM generate_series(1, ?) g`, table, rows)
 }
 
 // load runs the insert statement with args and analyzes table.
-func load(b *testing.B, db *gorm.DB, insert, table string, args ...any) {
+func load(b testing.TB, db *gorm.DB, insert, table string, args ...any) {
 	b.Helper()
 	if err := db.Exec(insert, args...).Error; err != nil {
 		b.Fatal(err)

@@ -235,77 +235,87 @@ func (b *backlog[T]) clock(ctx context.Context) (time.Time, error) {
 }
 
 // boundedCount counts the rows where matches, up to bound: a Find of at
-// most bound+1 rows, so a large match costs no more than bound rows.
-func (b *backlog[T]) boundedCount(ctx context.Context, where dao.Criteria, bound int64) (Count, error) {
-	rows, err := b.t.Store.Find(ctx, dao.Query{Where: where, Limit: int(bound) + 1})
-	if err != nil {
-		return Count{}, err
+// most bound+1 rows in the order of order (an index on the criteria and
+// that order stops the read at bound+1 rows, where another order would
+// sort every match), so a large match costs no more than bound rows. It
+// also returns the first row, if any.
+func (b *backlog[T]) boundedCount(ctx context.Context, where dao.Criteria, order []dao.Order, bound int64) (Count, *T, error) {
+	rows, err := b.t.Store.Find(ctx, dao.Query{Where: where, OrderBy: order, Limit: int(bound) + 1})
+	if err != nil || len(rows) == 0 {
+		return Count{}, nil, err
 	}
 	if int64(len(rows)) > bound {
-		return Count{N: bound, AtLeast: true}, nil
+		return Count{N: bound, AtLeast: true}, &rows[0], nil
 	}
-	return Count{N: int64(len(rows))}, nil
+	return Count{N: int64(len(rows))}, &rows[0], nil
 }
 
 // statusCounts counts each status: an exact Count (through the status
 // index) unless the planner's statistics put it above bound, in which case
-// the estimate is shown, labelled as such. The counts run concurrently.
+// the estimate is shown, labelled as such.
 func (b *backlog[T]) statusCounts(ctx context.Context, bound int64) ([]Count, error) {
 	var est map[string]int64
 	if b.est != nil {
 		est = b.est.estimate(ctx) // nil when the statistics are missing
 	}
 	out := make([]Count, len(b.t.Statuses))
-	var g errgroup.Group
 	for i, s := range b.t.Statuses {
 		if n, ok := est[s]; ok && n > bound {
 			out[i] = Count{Status: s, N: n, Estimate: true}
 			continue
 		}
-		g.Go(func() error {
-			n, err := b.t.Store.Count(ctx, b.count(s))
-			if err != nil {
-				return fmt.Errorf("count %s: %w", s, err)
-			}
-			out[i] = Count{Status: s, N: n}
-			return nil
-		})
+		n, err := b.t.Store.Count(ctx, b.count(s))
+		if err != nil {
+			return out, fmt.Errorf("count %s: %w", s, err)
+		}
+		out[i] = Count{Status: s, N: n}
 	}
-	return out, g.Wait()
+	return out, nil
 }
 
 func (b *backlog[T]) overview(ctx context.Context, now time.Time, bound int64) (TableOverview, error) {
 	start := time.Now()
 	o := TableOverview{Name: b.t.Name, Kind: b.kind, InFlight: []Lease{}}
+	// The counts run next to the reads of the due rows and of the rows in
+	// flight: two connections at most, which database/sql's default pool
+	// keeps idle between two refreshes.
 	var g errgroup.Group
+	g.SetLimit(2)
 	g.Go(func() error {
 		counts, err := b.statusCounts(ctx, bound)
 		o.Counts = counts
 		return err
 	})
 	if b.t.Due != nil && b.dueStatuses == nil {
-		// The due count is bounded by a smaller bound: it is a Find.
-		g.Go(func() (err error) {
-			if o.Due, err = b.boundedCount(ctx, b.t.Due(now), min(bound, 1000)); err != nil {
+		// The due count is bounded by a smaller bound: it is a Find, in
+		// the due order, whose first row is the oldest due.
+		g.Go(func() error {
+			var order []dao.Order
+			if b.t.DueField != "" {
+				order = []dao.Order{dao.Asc(b.t.DueField)}
+			}
+			due, first, err := b.boundedCount(ctx, b.t.Due(now), order, min(bound, 1000))
+			if err != nil {
 				return fmt.Errorf("count due: %w", err)
+			}
+			o.Due = due
+			if first != nil && b.t.DueField != "" {
+				o.OldestDue = b.age(first, now)
 			}
 			return nil
 		})
 	}
+	// oldest reads the oldest due row of an outbox, whose due count
+	// comes from the status counts.
 	oldest := func() error {
 		rows, err := b.t.Store.Find(ctx, dao.Query{Where: b.t.Due(now), OrderBy: []dao.Order{dao.Asc(b.t.DueField)}, Limit: 1})
 		if err != nil {
 			return fmt.Errorf("oldest due: %w", err)
 		}
 		if len(rows) == 1 {
-			if at, ok := b.field(&rows[0], b.t.DueField).(time.Time); ok && at.Before(now) {
-				o.OldestDue = now.Sub(at).Seconds()
-			}
+			o.OldestDue = b.age(&rows[0], now)
 		}
 		return nil
-	}
-	if b.t.Due != nil && b.t.DueField != "" && b.dueStatuses == nil {
-		g.Go(oldest) // an index on the due criteria serves the order
 	}
 	inFlight := func() error {
 		rows, err := b.t.Store.Find(ctx, dao.Query{Where: b.inFlight(now), OrderBy: []dao.Order{dao.Asc(b.t.UntilField)}, Limit: 10})
@@ -353,6 +363,15 @@ func (b *backlog[T]) overview(ctx context.Context, now time.Time, bound int64) (
 	}
 	o.Elapsed = float64(time.Since(start).Microseconds()) / 1000
 	return o, nil
+}
+
+// age returns how long before now row's due time was, in seconds; 0 when
+// it is not in the past.
+func (b *backlog[T]) age(row *T, now time.Time) float64 {
+	if at, ok := b.field(row, b.t.DueField).(time.Time); ok && at.Before(now) {
+		return now.Sub(at).Seconds()
+	}
+	return 0
 }
 
 // sum adds c to total, keeping its labels.
