@@ -66,7 +66,7 @@ for Basic authentication. --read-only serves no action.`,
 	f.StringVar(&o.auth, "auth", "", "where to read the credentials: file:PATH or env:NAME (a token, or user:password)")
 	f.BoolVar(&o.readOnly, "read-only", false, "serve no action: pages only")
 	f.StringVar(&o.tables, "tables", "", "show only these tables, comma-separated (default: every table found)")
-	f.IntVar(&o.pool, "pool", 4, "database connections at most")
+	f.IntVar(&o.pool, "pool", 4, "database connections at most (1 to 50)")
 	return cmd
 }
 
@@ -128,6 +128,11 @@ func readAuth(spec string) (func(*http.Request) bool, error) {
 // runUI opens the database, finds its tables and serves the console until
 // ctx ends; listening calls ready with the address.
 func runUI(ctx context.Context, o uiOptions, ready func(addr string)) error {
+	var c flagChecks
+	between(&c, "pool", o.pool, 1, 50)
+	if c.err != nil {
+		return c.err
+	}
 	var auth func(*http.Request) bool
 	if o.auth != "" {
 		a, err := readAuth(o.auth)
@@ -156,8 +161,8 @@ func runUI(ctx context.Context, o uiOptions, ready func(addr string)) error {
 	}
 	if sqlDB, err := db.DB(); err == nil {
 		defer sqlDB.Close()
-		sqlDB.SetMaxOpenConns(max(o.pool, 1))
-		sqlDB.SetMaxIdleConns(max(o.pool, 1))
+		sqlDB.SetMaxOpenConns(o.pool)
+		sqlDB.SetMaxIdleConns(o.pool)
 	}
 	var only []string
 	for _, t := range strings.Split(o.tables, ",") {
