@@ -110,6 +110,7 @@ func TestNumericFlagsNamed(t *testing.T) {
 		"claimstore demo dispatch":  {"--backend", "sqlite"},
 		"claimstore schedule add":   {"k", "--backend", "sqlite", "--dsn", none},
 		"claimstore schedule list":  {"--backend", "sqlite", "--dsn", none},
+		"claimstore ui":             {"--backend", "sqlite", "--dsn", none},
 	}
 	var walk func(c *cobra.Command)
 	checked := 0

@@ -1,0 +1,26 @@
+// Package ui is claimstore's operator's console: an [http.Handler] that
+// shows the tables a program already has — a worker's table, the schedule
+// table (package dispatch), the outbox table (package outbox) and the
+// lease table of leader election (package coord) — and offers the few
+// actions an operator takes: pause, resume, delete, fire now and add a
+// schedule; requeue abandoned messages and purge old published ones.
+//
+// Build the sources with [Worker], [Schedules], [Outbox] and [Leases], pass
+// them to [New], and mount the handler in a server of your own (its links
+// are relative, so http.StripPrefix mounts it under any prefix). The
+// command `claimstore ui` serves it for the tables it finds in a database.
+//
+// Everything is read through the library's stores; the only statement of
+// the console's own is a read of PostgreSQL's planner statistics, for the
+// estimates the overview shows beyond [Config].ExactBound rows of one
+// status.
+//
+// Security: every change is a POST carrying a CSRF token bound to a
+// cookie, and cross-origin POSTs are refused (403); [Config].ReadOnly
+// serves no action at all; every value from the database is escaped by
+// html/template or written as text by the page's script; answers carry a
+// Content-Security-Policy without inline script, frame-ancestors 'none'
+// and X-Content-Type-Options: nosniff. [Config].Auth, with [TokenAuth] or
+// [BasicAuth], guards every request. The assets are embedded; the page's
+// script is plain JavaScript with no library.
+package ui
