@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/claimstore/claimstore/dispatch"
+	"github.com/claimstore/claimstore/outbox"
 )
 
 // JobState is a job row as the checker reads it.
@@ -61,6 +64,9 @@ type Report struct {
 	// Terms is the number of terms won; FencedLanded and FencedRefused
 	// the fenced writes that changed the row and those the fence refused.
 	Terms, FencedLanded, FencedRefused int
+	// Totals sums the totals of the processes that stopped by
+	// themselves (a killed process writes none).
+	Totals map[string]int64
 }
 
 // maxViolations is how many violations of one kind a report lists.
@@ -149,7 +155,7 @@ func (c *checker) checkClaims(what, id string, cs []claim) []string {
 // Check verifies a run's histories, events ordered by time, against st,
 // the state of its tables and stream after it.
 func Check(events []Event, st *State) *Report {
-	rep := &Report{Rehandled: map[string]int{}, Refired: map[string]int{}}
+	rep := &Report{Rehandled: map[string]int{}, Refired: map[string]int{}, Totals: map[string]int64{}}
 	c := &checker{rep: rep, counts: map[string]int{}, kills: map[string]time.Time{},
 		frozen: map[string][][2]time.Time{}, conns: map[string][]time.Time{}}
 	begun, committed := map[string]bool{}, map[string]bool{}
@@ -203,6 +209,10 @@ func Check(events []Event, st *State) *Report {
 			}
 			lastTerm[e.Proc] = e.Term
 			won[fmt.Sprintf("%s@%d", e.Proc, e.Term)] = true
+		case EvStop:
+			for k, v := range e.Stats {
+				rep.Totals[k] += v
+			}
 		case EvFenced:
 			if e.Err == "" && e.N == 0 {
 				rep.FencedRefused++
@@ -289,7 +299,7 @@ func (c *checker) checkJobs(st *State, handles map[string][]claim) {
 // except after a killed or frozen holder's lease; no schedule left claimed.
 func (c *checker) checkSchedules(st *State, fires map[string][]claim) {
 	for _, s := range st.Schedules {
-		if s.Kind == "once" && s.Status != "fired" {
+		if s.Kind == string(dispatch.KindOnce) && s.Status != string(dispatch.StatusFired) {
 			c.fail("once schedule not fired", "%s is %s after the run", s.Key, s.Status)
 		}
 		if s.LeaseOwner != "" {
@@ -319,7 +329,7 @@ func (c *checker) checkStream(st *State) {
 	inTable := map[string]bool{}
 	for _, m := range st.Messages {
 		inTable[m.MessageID] = true
-		if m.Status == "published" {
+		if m.Status == string(outbox.StatusPublished) {
 			c.rep.Published++
 		} else {
 			c.fail("message not published", "%s is %s after the run", m.MessageID, m.Status)

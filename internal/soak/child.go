@@ -132,17 +132,18 @@ func RunChild(ctx context.Context, dir, slot string, inc int, logger *slog.Logge
 	sqlDB.SetMaxOpenConns(6)
 	sqlDB.SetMaxIdleConns(6)
 	var n int64
+	var stats map[string]int64
 	switch role {
 	case RoleProducer:
 		n, err = c.produce(ctx)
 	case RoleWorker:
-		n, err = c.work(ctx)
+		n, stats, err = c.work(ctx)
 	case RoleRelay:
-		n, err = c.relay(ctx)
+		n, stats, err = c.relay(ctx)
 	default:
 		err = fmt.Errorf("soak: %w: role %q", dao.ErrInvalidArgument, role)
 	}
-	e := Event{Kind: EvStop, N: n}
+	e := Event{Kind: EvStop, N: n, Stats: stats}
 	if err != nil {
 		e.Err = err.Error()
 	}
@@ -210,23 +211,23 @@ func (c *child) produce(ctx context.Context) (int64, error) {
 // work runs the job worker, the schedule worker with leader-only
 // maintenance, and the election with its fenced writer, until ctx ends.
 // It returns the jobs this process handled.
-func (c *child) work(ctx context.Context) (int64, error) {
+func (c *child) work(ctx context.Context) (int64, map[string]int64, error) {
 	t := c.cfg.Tables
 	jobs, err := sqlstore.New[Job](c.db, sqlstore.WithTable(t.Jobs))
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	scheds, err := sqlstore.New[dispatch.Schedule](c.db, sqlstore.WithTable(t.Schedules))
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	fence, err := sqlstore.New[Fence](c.db, sqlstore.WithTable(t.Fence))
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	leases, err := sqlstore.NewLeases(c.db, t.Leaders)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	elector, err := coord.NewElector(leases, coord.ElectorConfig{
 		Name: "soak-maintenance", ID: c.proc, TTL: c.cfg.LeaderTTL, Logger: c.log,
@@ -237,11 +238,11 @@ func (c *child) work(ctx context.Context) (int64, error) {
 		OnDeposed: func(l coord.Leader) { c.h.Add(Event{Kind: EvDeposed, Term: l.Term()}) },
 	})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	rescuer, err := dispatch.ScheduleRescuer(scheds, dispatch.RescueConfig[dispatch.Schedule]{After: 4 * c.cfg.Lease, Logger: c.log})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	jw, err := dispatch.New(dispatch.Config[Job]{
 		Store: jobs, KeyField: "id", Key: func(j *Job) any { return j.ID },
@@ -252,7 +253,7 @@ func (c *child) work(ctx context.Context) (int64, error) {
 		DrainTimeout: 2 * time.Second, WriteTimeout: 5 * time.Second, Logger: c.log,
 	})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	sw, err := dispatch.NewScheduleWorker(scheds, c.fire, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{
 		WorkerID: c.proc + "-s", Concurrency: 4, Tick: 100 * time.Millisecond, Lease: c.cfg.Lease,
@@ -260,7 +261,7 @@ func (c *child) work(ctx context.Context) (int64, error) {
 		Maintenance: &dispatch.Maintenance{Every: time.Second, Leader: dispatch.ElectorGate(elector), Tasks: []dispatch.Task{rescuer.Task()}},
 	})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	errs := make(chan error, 3)
 	go func() { errs <- elector.Run(ctx) }()
@@ -272,7 +273,11 @@ func (c *child) work(ctx context.Context) (int64, error) {
 			first = err
 		}
 	}
-	return jw.Stats().Completed, first
+	js, ss := jw.Stats(), sw.Stats()
+	return js.Completed, map[string]int64{
+		"jobs_lease_lost": js.LeaseLost, "jobs_write_errors": js.WriteErrors, "jobs_released": js.Released,
+		"fires_lease_lost": ss.LeaseLost, "fires_write_errors": ss.WriteErrors,
+	}, first
 }
 
 // handle runs one job: it records the claim in the history, works a few
@@ -339,30 +344,32 @@ func (c *child) fencedWrites(ctx context.Context, l coord.Leader, fence *dao.Tab
 
 // relay publishes the outbox to the stream until ctx ends and returns the
 // messages it marked published.
-func (c *child) relay(ctx context.Context) (int64, error) {
+func (c *child) relay(ctx context.Context) (int64, map[string]int64, error) {
 	store, err := sqlstore.New[outbox.Message](c.db, sqlstore.WithTable(c.cfg.Tables.Outbox))
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	repo, err := outbox.New(store, outbox.WithRetryPolicy(relayPolicy))
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	nc, err := outboxenv.ConnectNATS(c.cfg.NATSURLs, "claimstore soak "+c.proc)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer nc.Close()
 	rc := relayConfig()
 	rc.WorkerID, rc.Logger = c.proc, c.log
 	pub, err := natspub.New(nc, natspub.Config{MaxPending: 8192, AckTimeout: 5 * time.Second})
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	relay, err := outbox.NewRelay(repo, pub, rc)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	err = relay.Run(ctx)
-	return relay.Stats().Published, err
+	st := relay.Stats()
+	return st.Published, map[string]int64{"relay_lease_lost": st.LeaseLost, "relay_mark_errors": st.MarkErrors,
+		"relay_failed": st.Failed, "relay_released": st.Released}, err
 }

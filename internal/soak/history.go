@@ -63,6 +63,9 @@ type Event struct {
 	Target     string    `json:"target,omitempty"`
 	Dur        float64   `json:"dur_s,omitempty"`
 	Err        string    `json:"err,omitempty"`
+	// Stats are a process's totals (stop): the worker's dispatch.Stats
+	// or the relay's outbox.RelayStats, by field name.
+	Stats map[string]int64 `json:"stats,omitempty"`
 }
 
 // History is one process's append-only history file. Each event is one

@@ -103,8 +103,12 @@ func (rep *Report) Print(out io.Writer, r *run) {
 	fmt.Fprintf(out, "faults: %d injected (%s), %d skipped (target already down)\n", injected, strings.Join(kinds, ", "), skipped)
 	fmt.Fprintf(out, "throughput over the %v load: %d orders committed (%.0f/s), each with its job and message in one transaction;\n",
 		load.Round(time.Second), rep.Committed, float64(rep.Committed)/load.Seconds())
-	fmt.Fprintf(out, "  %d jobs done (%d handler runs), %d messages published (stream: %d), %d schedule fires; backlog drained %v after the load\n",
-		rep.JobsDone, rep.Handles, rep.Published, rep.StreamMessages, rep.Fires, r.drained.Round(time.Millisecond))
+	drained := "never"
+	if r.drained >= 0 {
+		drained = r.drained.Round(time.Millisecond).String()
+	}
+	fmt.Fprintf(out, "  %d jobs done (%d handler runs), %d messages published (stream: %d), %d schedule fires; backlog drained %s after the load\n",
+		rep.JobsDone, rep.Handles, rep.Published, rep.StreamMessages, rep.Fires, drained)
 	if longest != nil {
 		sort.Slice(recs, func(i, j int) bool { return recs[i] < recs[j] })
 		fmt.Fprintf(out, "recovery (every job and message written before a fault done and published): longest %v after fault %d at %.1fs (%s), median %v",
@@ -117,6 +121,9 @@ func (rep *Report) Print(out io.Writer, r *run) {
 	}
 	fmt.Fprintf(out, "jobs handled again after their holder's lease: %d after a SIGKILL, %d after a SIGSTOP; occurrences fired again: %d, %d\n",
 		rep.Rehandled["SIGKILL"], rep.Rehandled["SIGSTOP"], rep.Refired["SIGKILL"], rep.Refired["SIGSTOP"])
+	tot := rep.Totals
+	fmt.Fprintf(out, "outcomes refused by the fence: %d jobs, %d fires, %d relay marks; failed writes: %d outcomes, %d fires, %d relay marks (processes that stopped by themselves)\n",
+		tot["jobs_lease_lost"], tot["fires_lease_lost"], tot["relay_lease_lost"], tot["jobs_write_errors"], tot["fires_write_errors"], tot["relay_mark_errors"])
 	fmt.Fprintf(out, "leadership: %d terms won, %d fenced writes landed, %d refused by the fence\n", rep.Terms, rep.FencedLanded, rep.FencedRefused)
 	if len(rep.Violations) == 0 {
 		fmt.Fprintln(out, "verdict: OK: every job done once, every message in the stream once, terms only increased, nothing left claimed")
