@@ -61,9 +61,10 @@ type Report struct {
 	Refired map[string]int
 	// Published is the messages published; StreamMessages the stream's.
 	Published, StreamMessages int
-	// Terms is the number of terms won; FencedLanded and FencedRefused
+	// Terms is the number of terms won (Rewon of them won again by
+	// their own holder after a local lapse); FencedLanded and FencedRefused
 	// the fenced writes that changed the row and those the fence refused.
-	Terms, FencedLanded, FencedRefused int
+	Terms, Rewon, FencedLanded, FencedRefused int
 	// Totals sums the totals of the processes that stopped by
 	// themselves (a killed process writes none).
 	Totals map[string]int64
@@ -199,13 +200,21 @@ func Check(events []Event, st *State) *Report {
 			id := e.Key + "@" + e.Due.UTC().Format(time.RFC3339Nano)
 			fires[id] = append(fires[id], claim{e})
 		case EvElected:
-			rep.Terms++
+			if _, ok := elected[e.Term]; !ok {
+				rep.Terms++
+			}
 			if p, ok := elected[e.Term]; ok && p != e.Proc {
 				c.fail("term won twice", "term %d won by %s and by %s", e.Term, p, e.Proc)
 			}
 			elected[e.Term] = e.Proc
-			if e.Term <= lastTerm[e.Proc] {
+			// A candidate whose leadership lapsed locally (frozen past
+			// its TTL minus the margin) and that takes its own unexpired
+			// lease again keeps the term: no other leader came between.
+			if e.Term < lastTerm[e.Proc] {
 				c.fail("term went back", "%s won term %d after term %d", e.Proc, e.Term, lastTerm[e.Proc])
+			}
+			if e.Term == lastTerm[e.Proc] {
+				rep.Rewon++
 			}
 			lastTerm[e.Proc] = e.Term
 			won[fmt.Sprintf("%s@%d", e.Proc, e.Term)] = true

@@ -227,6 +227,22 @@ func TestCheckTerms(t *testing.T) {
 		s.st.FenceTerm = 0
 		wantViolation(t, s.check(t), "fence row")
 	})
+	t.Run("own term again", func(t *testing.T) {
+		s := cleanRun()
+		s.events = append(s.events, Event{T: at(45), Proc: "w2.1", Kind: EvDeposed, Term: 1},
+			Event{T: at(46), Proc: "w2.1", Kind: EvElected, Term: 1})
+		rep := s.check(t)
+		if len(rep.Violations) != 0 || rep.Terms != 1 || rep.Rewon != 1 {
+			t.Fatalf("violations %q, terms %d, rewon %d", rep.Violations, rep.Terms, rep.Rewon)
+		}
+	})
+	t.Run("term back", func(t *testing.T) {
+		s := cleanRun()
+		s.events = append(s.events, Event{T: at(45), Proc: "w2.1", Kind: EvElected, Term: 3},
+			Event{T: at(46), Proc: "w2.1", Kind: EvElected, Term: 2})
+		s.st.LeaseTerm = 3
+		wantViolation(t, s.check(t), "term went back")
+	})
 	t.Run("term won twice", func(t *testing.T) {
 		s := cleanRun()
 		s.events = append(s.events, Event{T: at(60), Proc: "w3.1", Kind: EvElected, Term: 1})
