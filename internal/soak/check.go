@@ -50,6 +50,9 @@ type Report struct {
 	// Committed is the orders whose transaction committed; Begun those
 	// whose commit was attempted.
 	Committed, Begun int
+	// Orders is the orders in the table: the committed ones and those
+	// whose commit succeeded though its answer was lost.
+	Orders int
 	// JobsDone is the jobs done; Rehandled the jobs handled more than
 	// once, by the fault that excused it ("SIGKILL", "SIGSTOP").
 	JobsDone  int
@@ -228,7 +231,7 @@ func Check(events []Event, st *State) *Report {
 			}
 		}
 	}
-	rep.Begun, rep.Committed = len(begun), len(committed)
+	rep.Begun, rep.Committed, rep.Orders = len(begun), len(committed), len(st.Orders)
 	c.checkTransactions(st, begun, committed)
 	c.checkJobs(st, handles)
 	c.checkSchedules(st, fires)

@@ -208,8 +208,8 @@ func TestCheckTransactions(t *testing.T) {
 		s.st.Jobs = append(s.st.Jobs, JobState{Key: "o2", Status: JobDone, DoneBy: "w1.1#2"})
 		s.st.Messages = append(s.st.Messages, MessageState{MessageID: "o2", Status: "published"})
 		s.st.Stream["o2"] = 1
-		if rep := s.check(t); len(rep.Violations) != 0 {
-			t.Fatalf("violations: %q", rep.Violations)
+		if rep := s.check(t); len(rep.Violations) != 0 || rep.Committed != 1 || rep.Orders != 2 {
+			t.Fatalf("violations %q, committed %d, orders %d", rep.Violations, rep.Committed, rep.Orders)
 		}
 	})
 }

@@ -101,8 +101,8 @@ func (rep *Report) Print(out io.Writer, r *run) {
 	}
 	fmt.Fprintln(out)
 	fmt.Fprintf(out, "faults: %d injected (%s), %d skipped (target already down)\n", injected, strings.Join(kinds, ", "), skipped)
-	fmt.Fprintf(out, "throughput over the %v load: %d orders committed (%.0f/s), each with its job and message in one transaction;\n",
-		load.Round(time.Second), rep.Committed, float64(rep.Committed)/load.Seconds())
+	fmt.Fprintf(out, "throughput over the %v load: %d orders committed (%.0f/s; %d more whose commit's answer was lost), each with its job and message in one transaction;\n",
+		load.Round(time.Second), rep.Committed, float64(rep.Committed)/load.Seconds(), rep.Orders-rep.Committed)
 	drained := "never"
 	if r.drained >= 0 {
 		drained = r.drained.Round(time.Millisecond).String()
