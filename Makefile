@@ -6,7 +6,7 @@ PKGS     := ./...
 # Test timeouts are generous for a 2-core machine under -race.
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
-.PHONY: test demo demo-dispatch bench bench-dispatch bench-peers bench-watermill stress conformance ha lint up up-distributed down build
+.PHONY: test demo demo-dispatch bench bench-dispatch bench-peers bench-watermill stress conformance ha soak lint up up-distributed down build
 
 build:
 	$(GO) build -o bin/claimstore ./cmd/claimstore
@@ -88,6 +88,23 @@ NATS_SERVER ?= /usr/sbin/nats-server
 ha:
 	CLAIMSTORE_HA=1 CLAIMSTORE_REQUIRE=postgres CLAIMSTORE_HA_MESSAGES=$(HA_MESSAGES) CLAIMSTORE_HA_ROWS=$(HA_ROWS) CLAIMSTORE_NATS_SERVER=$(NATS_SERVER) \
 		$(GO) test -race -count=1 -timeout 15m -run '$(HA_RUN)' -v ./internal/hatest/...
+
+## soak: the chaos soak (internal/soak, `claimstore soak`): producers, dispatch workers
+## with an elected maintenance leader and outbox relays as OS processes, through a
+## seeded schedule of SIGKILL, SIGSTOP, terminated database connections and NATS node
+## restarts (a three-node nats-server cluster on 127.0.0.1:14322-14324, routes
+## 16322-16324, monitoring 18322-18324), then the history checker. SOAK of load on
+## each of SOAK_BACKENDS in turn (plus the drain and the check, under a minute);
+## SOAK_FLAGS for more (--seed N replays a fault schedule). Exits non-zero on any
+## violation, printing the seed.
+SOAK          ?= 10m
+SOAK_BACKENDS ?= postgres mariadb
+SOAK_FLAGS    ?=
+soak: build
+	@set -e; for b in $(SOAK_BACKENDS); do \
+		echo "== soak on $$b for $(SOAK)"; \
+		bin/claimstore soak --backend $$b --duration $(SOAK) --nats-server $(NATS_SERVER) $(SOAK_FLAGS); \
+	done
 
 ## lint: gofmt, go vet and staticcheck, of the library and of the bench/peers and
 ## watermill modules.
