@@ -176,18 +176,12 @@ func (w *Worker[T]) writeOutcomes(ctx context.Context, outs []outcome[T]) {
 // writeGroup writes outs, whose Sets are identical, in one fenced
 // UpdateKeys, retried on a retryable error until WriteTimeout.
 func (w *Worker[T]) writeGroup(ctx context.Context, ku keyUpdater, outs []outcome[T]) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.WriteTimeout)
-	defer cancel()
 	rows := map[string][]any{}
 	for _, o := range outs {
 		rows[o.it.owner] = append(rows[o.it.owner], o.it.key)
 	}
 	fence := w.owned(rows)
-	keys, err := retry.Retryable(wctx, 0, func() ([]any, error) {
-		now, err := w.clock.Now(wctx)
-		if err != nil {
-			return nil, err
-		}
+	keys, err := timedWrite(ctx, w, func(wctx context.Context, now time.Time) ([]any, error) {
 		return ku.UpdateKeys(wctx, fence, w.outcomeSet(outs[0].set, now))
 	})
 	if err != nil {
@@ -211,13 +205,7 @@ func (w *Worker[T]) writeGroup(ctx context.Context, ku keyUpdater, outs []outcom
 // on a retryable error until WriteTimeout: the path of a store without
 // UpdateKeys.
 func (w *Worker[T]) writeEach(ctx context.Context, o outcome[T]) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.WriteTimeout)
-	defer cancel()
-	n, err := retry.Retryable(wctx, 0, func() (int64, error) {
-		now, err := w.clock.Now(wctx)
-		if err != nil {
-			return 0, err
-		}
+	n, err := timedWrite(ctx, w, func(wctx context.Context, now time.Time) (int64, error) {
 		return w.cfg.Store.Update(wctx, w.fence(o.it.key, o.it.owner), w.outcomeSet(o.set, now))
 	})
 	if err != nil {
@@ -227,6 +215,23 @@ func (w *Worker[T]) writeEach(ctx context.Context, o outcome[T]) {
 		return
 	}
 	w.counted(ctx, o, n > 0)
+}
+
+// timedWrite runs write with the worker's current time, detached from
+// ctx's cancellation (a drain still writes) and bounded by WriteTimeout,
+// retrying an error a retry can cure (a busy database, a lost connection):
+// left unwritten, a row would run again after its lease.
+func timedWrite[T, V any](ctx context.Context, w *Worker[T], write func(wctx context.Context, now time.Time) (V, error)) (V, error) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.WriteTimeout)
+	defer cancel()
+	return retry.Retryable(wctx, 0, func() (V, error) {
+		now, err := w.clock.Now(wctx)
+		if err != nil {
+			var zero V
+			return zero, err
+		}
+		return write(wctx, now)
+	})
 }
 
 // counted records the write of one outcome: written, or refused by the

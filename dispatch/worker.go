@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/retry"
 )
 
 // Worker defaults.
@@ -528,13 +527,7 @@ func (w *Worker[T]) release(ctx context.Context, rows map[string][]any) int64 {
 	if len(rows) == 0 {
 		return 0
 	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.WriteTimeout)
-	defer cancel()
-	n, err := retry.Retryable(wctx, 0, func() (int64, error) {
-		now, err := w.clock.Now(wctx)
-		if err != nil {
-			return 0, err
-		}
+	n, err := timedWrite(ctx, w, func(wctx context.Context, now time.Time) (int64, error) {
 		return w.cfg.Store.Update(wctx, w.owned(rows), dao.Set{w.cfg.OwnerField: "", w.cfg.UntilField: now})
 	})
 	if err != nil {
