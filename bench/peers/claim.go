@@ -10,8 +10,6 @@ import (
 	"github.com/claimstore/claimstore/adapters/postgres"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
-	gormpg "gorm.io/driver/postgres"
-	"gorm.io/gorm"
 )
 
 // claimJob is the row claimstore claims: the columns of the claim
@@ -33,27 +31,17 @@ const claimPayload = "claimstore-bench-payload-0123456789abcdefghijklmnopqrstuvw
 func runClaimstore(ctx context.Context, cfg Config) (res Result, err error) {
 	res = Result{System: "claimstore", Unit: "row claimed (1 UPDATE … SKIP LOCKED … RETURNING per batch)", Rows: cfg.Rows, Workers: cfg.Workers}
 	var c counter
-	sqlDB, err := openSQL(ctx, cfg.DSN, cfg.Workers+1, &c)
+	db, closeDB, err := openGorm(ctx, cfg.DSN, cfg.Workers+1, &c)
 	if err != nil {
 		return res, err
 	}
-	defer sqlDB.Close()
-	db, err := gorm.Open(gormpg.New(gormpg.Config{Conn: sqlDB}), sqlstore.Config())
-	if err != nil {
-		return res, fmt.Errorf("peers: claimstore: %w", err)
-	}
+	defer closeDB()
 	name := "peers_claim_" + suffix()
 	store, err := postgres.New[claimJob](db, sqlstore.WithTable(name))
 	if err != nil {
 		return res, fmt.Errorf("peers: claimstore: %w", err)
 	}
-	defer func() {
-		cctx, cancel := cleanupContext(ctx)
-		defer cancel()
-		if derr := db.WithContext(cctx).Migrator().DropTable(name); derr != nil {
-			err = errors.Join(err, fmt.Errorf("peers: drop %s: %w", name, derr))
-		}
-	}()
+	defer dropTable(ctx, db, name, &err)
 
 	setup := startTimer()
 	if err := store.Migrate(ctx); err != nil {

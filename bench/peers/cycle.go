@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -11,8 +10,6 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
-	gormpg "gorm.io/driver/postgres"
-	"gorm.io/gorm"
 )
 
 // cycleJob is the jobs table of the job-cycle phase: what River's job row
@@ -35,27 +32,17 @@ type cycleJob struct {
 func runDispatch(ctx context.Context, cfg Config) (res Result, err error) {
 	res = Result{System: "dispatch", Unit: "job claimed (lease), run, marked completed by a dispatch.Worker", Rows: cfg.Rows, Workers: cfg.Concurrency}
 	var c counter
-	sqlDB, err := openSQL(ctx, cfg.DSN, cfg.Pool, &c)
+	db, closeDB, err := openGorm(ctx, cfg.DSN, cfg.Pool, &c)
 	if err != nil {
 		return res, err
 	}
-	defer sqlDB.Close()
-	db, err := gorm.Open(gormpg.New(gormpg.Config{Conn: sqlDB}), sqlstore.Config())
-	if err != nil {
-		return res, fmt.Errorf("peers: dispatch: %w", err)
-	}
+	defer closeDB()
 	name := "peers_cycle_" + suffix()
 	store, err := postgres.New[cycleJob](db, sqlstore.WithTable(name))
 	if err != nil {
 		return res, fmt.Errorf("peers: dispatch: %w", err)
 	}
-	defer func() {
-		cctx, cancel := cleanupContext(ctx)
-		defer cancel()
-		if derr := db.WithContext(cctx).Migrator().DropTable(name); derr != nil {
-			err = errors.Join(err, fmt.Errorf("peers: drop %s: %w", name, derr))
-		}
-	}()
+	defer dropTable(ctx, db, name, &err)
 
 	setup := startTimer()
 	if err := store.Migrate(ctx); err != nil {

@@ -11,8 +11,6 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
-	gormpg "gorm.io/driver/postgres"
-	"gorm.io/gorm"
 
 	"github.com/claimstore/claimstore/adapters/postgres"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
@@ -30,23 +28,13 @@ const insertBatch = 1000
 func runAddMany(ctx context.Context, cfg Config) (res Result, err error) {
 	res = Result{System: "addmany", Unit: "once schedule inserted by Schedules.AddMany (ON CONFLICT DO NOTHING)", Rows: cfg.Rows, Workers: 1}
 	var c counter
-	sqlDB, err := openSQL(ctx, cfg.DSN, 2, &c)
+	db, closeDB, err := openGorm(ctx, cfg.DSN, 2, &c)
 	if err != nil {
 		return res, err
 	}
-	defer sqlDB.Close()
-	db, err := gorm.Open(gormpg.New(gormpg.Config{Conn: sqlDB}), sqlstore.Config())
-	if err != nil {
-		return res, fmt.Errorf("peers: addmany: %w", err)
-	}
+	defer closeDB()
 	name := "peers_sched_" + suffix()
-	defer func() {
-		cctx, cancel := cleanupContext(ctx)
-		defer cancel()
-		if derr := db.WithContext(cctx).Migrator().DropTable(name); derr != nil {
-			err = errors.Join(err, fmt.Errorf("peers: drop %s: %w", name, derr))
-		}
-	}()
+	defer dropTable(ctx, db, name, &err)
 	if err := dispatch.MigrateSchedules(ctx, db, name); err != nil {
 		return res, fmt.Errorf("peers: addmany: %w", err)
 	}

@@ -11,7 +11,6 @@ import (
 	wsql "github.com/ThreeDotsLabs/watermill-sql/v3/pkg/sql"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/jackc/pgx/v5"
-	gormpg "gorm.io/driver/postgres"
 	"gorm.io/gorm"
 
 	"github.com/claimstore/claimstore/adapters/postgres"
@@ -63,23 +62,13 @@ func writeInParallel(rows int, write func(first, n int) error) error {
 func runOutboxWrite(ctx context.Context, cfg Config) (res Result, err error) {
 	res = Result{System: "outbox-write", Unit: "message written by outbox.Repository.Add in a transaction", Rows: cfg.Rows, Workers: publishWriters}
 	var c counter
-	sqlDB, err := openSQL(ctx, cfg.DSN, publishWriters+1, &c)
+	db, closeDB, err := openGorm(ctx, cfg.DSN, publishWriters+1, &c)
 	if err != nil {
 		return res, err
 	}
-	defer sqlDB.Close()
-	db, err := gorm.Open(gormpg.New(gormpg.Config{Conn: sqlDB}), sqlstore.Config())
-	if err != nil {
-		return res, fmt.Errorf("peers: outbox-write: %w", err)
-	}
+	defer closeDB()
 	name := "peers_outbox_" + suffix()
-	defer func() {
-		cctx, cancel := cleanupContext(ctx)
-		defer cancel()
-		if derr := db.WithContext(cctx).Migrator().DropTable(name); derr != nil {
-			err = errors.Join(err, fmt.Errorf("peers: drop %s: %w", name, derr))
-		}
-	}()
+	defer dropTable(ctx, db, name, &err)
 	if err := outbox.Migrate(ctx, db, name); err != nil {
 		return res, fmt.Errorf("peers: outbox-write: %w", err)
 	}

@@ -17,6 +17,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+	gormpg "gorm.io/driver/postgres"
+	"gorm.io/gorm"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
 )
 
 // Config is one run of the peers benchmark.
@@ -279,4 +283,30 @@ func (t timed) stop(r *Result) {
 	r.Wall = time.Since(t.start)
 	r.CPU = processCPU() - t.cpu
 	r.Load1Start, r.Load1End = t.load1, loadAverage()[0]
+}
+
+// openGorm opens a GORM handle (claimstore's settings) over a pool of at
+// most conns connections on dsn, counting what it sends in c; close it
+// with the returned function.
+func openGorm(ctx context.Context, dsn string, conns int, c *counter) (*gorm.DB, func(), error) {
+	sqlDB, err := openSQL(ctx, dsn, conns, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	db, err := gorm.Open(gormpg.New(gormpg.Config{Conn: sqlDB}), sqlstore.Config())
+	if err != nil {
+		sqlDB.Close()
+		return nil, nil, fmt.Errorf("peers: %w", err)
+	}
+	return db, func() { sqlDB.Close() }, nil
+}
+
+// dropTable drops the table name, also after ctx was cancelled, joining
+// a failure into *err.
+func dropTable(ctx context.Context, db *gorm.DB, name string, err *error) {
+	cctx, cancel := cleanupContext(ctx)
+	defer cancel()
+	if derr := db.WithContext(cctx).Migrator().DropTable(name); derr != nil {
+		*err = errors.Join(*err, fmt.Errorf("peers: drop %s: %w", name, derr))
+	}
 }
