@@ -32,6 +32,20 @@ const (
 	MaxWorkerIDLen = 160
 )
 
+// TickFor returns the tick a worker uses when [Config].Tick is zero:
+// [DefaultTick], or lease/4 when that is shorter (at least 1 ms). A tick
+// of at most a quarter of the lease renews a running handler's lease (due
+// at half the lease) by three quarters of it, which leaves a quarter of
+// the lease for the renewal's write; the rule an explicit Tick must meet,
+// a lease of at least two ticks, holds with room to spare. lease is the
+// lease length, [DefaultLease] when zero or negative.
+func TickFor(lease time.Duration) time.Duration {
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	return max(min(DefaultTick, lease/4), time.Millisecond)
+}
+
 // Job is one claimed row handed to a [Handler].
 type Job[T any] struct {
 	// Row is the row in its post-claim state.
@@ -100,9 +114,11 @@ type Config[T any] struct {
 	// The worker never claims more rows than it has free handler slots.
 	BatchSize int
 	// Tick is the heartbeat: the wait between claims when the last claim
-	// was not full, and the period of lease renewal; default 1 s. A claim
-	// that returns a full batch is followed by the next one as soon as a
-	// handler slot is free.
+	// was not full, and the period of lease renewal. Zero derives it from
+	// the lease with [TickFor]: 1 s, or a quarter of a lease shorter than
+	// 4 s. An explicit Tick must be at most half the lease
+	// ([dao.ErrInvalidArgument] otherwise). A claim that returns a full
+	// batch is followed by the next one as soon as a handler slot is free.
 	Tick time.Duration
 	// Lease is how long a claim holds a row; default 30 s. A handler
 	// running past half its lease has the lease extended by Lease from
@@ -229,11 +245,11 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 	if cfg.BatchSize == 0 || cfg.BatchSize > cfg.Concurrency {
 		cfg.BatchSize = cfg.Concurrency
 	}
-	if cfg.Tick == 0 {
-		cfg.Tick = DefaultTick
-	}
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
+	}
+	if cfg.Tick == 0 {
+		cfg.Tick = TickFor(cfg.Lease)
 	}
 	if cfg.Lease < 2*cfg.Tick {
 		return nil, fmt.Errorf("dispatch: new worker: %w: lease %v shorter than two ticks (%v)", dao.ErrInvalidArgument, cfg.Lease, cfg.Tick)
