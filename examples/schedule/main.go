@@ -103,11 +103,13 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if sqlDB, err := db.DB(); err == nil {
 		defer sqlDB.Close()
 	}
-	if err := dispatch.MigrateSchedules(ctx, db, table); err != nil {
-		return err
-	}
+	// The table is named once, on the store; the migration takes it
+	// from there.
 	store, err := sqlstore.New[dispatch.Schedule](db, sqlstore.WithTable(table))
 	if err != nil {
+		return err
+	}
+	if err := dispatch.MigrateScheduleStore(ctx, store); err != nil {
 		return err
 	}
 	schedules, err := dispatch.NewSchedules(store, dispatch.SchedulesConfig{})
