@@ -89,7 +89,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 				return err
 			}
 			defer os.RemoveAll(dir)
-			cfg.dsn = sqlstore.SQLiteDSN(filepath.Join(dir, "schedules.db"))
+			cfg.dsn = filepath.Join(dir, "schedules.db") // sqlstore.Open gives a path WAL, a busy timeout, BEGIN IMMEDIATE
 		case "postgres":
 			cfg.dsn = cmp.Or(os.Getenv("CLAIMSTORE_POSTGRES_DSN"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 		default:
