@@ -9,8 +9,10 @@
 // RenewInterval (TTL/3 by default); a follower tries every PollInterval.
 // The term grows by one at every change of leader (a takeover of an
 // expired or released lease) and stays while the same leader renews, so
-// it is a fencing token: [FencedUpdate] and [Leader.Fence] make a write
-// change nothing once a newer term has written the row.
+// it is a fencing token: [FencedUpdate], [FencedUpsert] and [Leader.Fence]
+// make a write change nothing once a newer term has written the row. A
+// term also travels on its own, as a [Fence] (an election name and a
+// term), to fence the writes of another process.
 //
 // A leader gives up its leadership locally before its lease can have
 // expired by the database's clock: at the start of the last successful
@@ -27,8 +29,6 @@ package coord
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dao/driver"
@@ -44,8 +44,16 @@ type Lease = driver.Lease
 
 // ErrNotLeader reports that a fenced write was refused before anything
 // was sent because the caller's leadership has ended locally (its
-// context is done or its lease may have expired).
-var ErrNotLeader = errors.New("coord: not the leader")
+// context is done or its lease may have expired). It matches [ErrFenced]
+// (errors.Is), the one check for every refused fenced write.
+var ErrNotLeader error = notLeader{}
+
+// notLeader is the type of ErrNotLeader: its own message, and ErrFenced
+// beneath it.
+type notLeader struct{}
+
+func (notLeader) Error() string { return "coord: not the leader" }
+func (notLeader) Unwrap() error { return ErrFenced }
 
 // Leader is one term of leadership won by an [Elector]. It is a value:
 // it keeps describing that term after the leadership has ended, and
@@ -93,32 +101,24 @@ var canceledCtx = func() context.Context {
 // column IS NULL OR column <= term. Combined with writing the term into
 // that column (as [FencedUpdate] does), a deposed leader's late write
 // matches no row that a newer leader has written, and changes nothing.
+// It is l.Token().Criteria(column).
 func (l Leader) Fence(column string) dao.Criteria {
-	return dao.Or(dao.IsNull(column), dao.Le(column, l.term))
+	return l.Token().Criteria(column)
 }
 
-// FencedUpdate runs s.Update with where narrowed by l.Fence(column) and
-// set extended by column = l.Term(), so that the written rows record the
-// term and no row a newer term has written is changed. It returns the
-// number of rows changed. Before sending anything it checks that l is
-// still active and returns an error wrapping [ErrNotLeader] when it is
-// not. set must not write column itself ([dao.ErrInvalidArgument]); the
-// store's errors are returned wrapped.
-func FencedUpdate[T any](ctx context.Context, s dao.Store[T], l Leader, column string, where dao.Criteria, set dao.Set) (int64, error) {
-	if _, ok := set[column]; ok {
-		return 0, fmt.Errorf("coord: fenced update: %w: set writes the fence column %q", dao.ErrInvalidArgument, column)
-	}
+// Token returns l's election name and term as a [Fence]: a value that can
+// travel (written into a job or a message) and fence a write made later,
+// by any process, with [FencedUpdate] or [FencedUpsert]. Unlike l, the
+// Fence does not know whether the leadership still holds locally.
+func (l Leader) Token() Fence { return Fence{Name: l.name, Term: l.term} }
+
+// FenceToken implements [Fencer]: it returns l.Token(), and
+// [ErrNotLeader] (which matches [ErrFenced]) when the leadership has
+// ended locally, so that a fenced write refuses at once, before anything
+// is sent.
+func (l Leader) FenceToken() (Fence, error) {
 	if !l.Active() {
-		return 0, fmt.Errorf("coord: fenced update of term %d: %w", l.term, ErrNotLeader)
+		return l.Token(), ErrNotLeader
 	}
-	fenced := make(dao.Set, len(set)+1)
-	for k, v := range set {
-		fenced[k] = v
-	}
-	fenced[column] = l.term
-	n, err := s.Update(ctx, dao.And(where, l.Fence(column)), fenced)
-	if err != nil {
-		return n, fmt.Errorf("coord: fenced update of term %d: %w", l.term, err)
-	}
-	return n, nil
+	return l.Token(), nil
 }

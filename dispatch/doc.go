@@ -43,9 +43,10 @@
 //
 // # Schedules
 //
-// [Schedule] is the model of the claimstore_schedules table
-// ([MigrateSchedules]); [Schedules] adds (idempotently, by unique key, also
-// inside the caller's transaction with [Schedules.WithTx]), upserts,
+// [Schedule] is the model of the claimstore_schedules table, or of the
+// table a store names ([MigrateScheduleStore] creates it); [Schedules]
+// adds (idempotently, by unique key, also inside the caller's
+// transaction with [Schedules.WithTx]), upserts,
 // pauses, resumes, deletes, gets and lists schedules. A [ScheduleWorker]
 // fires the due active ones with a [FireFunc] and writes the outcome of
 // [Policy.Decide]:

@@ -2,12 +2,15 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"sync"
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/claimstore/claimstore/dao"
 )
 
 // Kind says whether a [Schedule] fires once or on a cron expression.
@@ -157,6 +160,46 @@ func MigrateSchedules(ctx context.Context, db *gorm.DB, table string) error {
 		}
 	}
 	return nil
+}
+
+// MigrateScheduleStore creates or completes the table of store, a store
+// of [Schedule] rows, as [MigrateSchedules] does, under the table name the
+// store itself carries (the one it was opened with, e.g.
+// sqlstore.WithTable, else [DefaultScheduleTable]). The table is thus
+// named once, where the store is opened, and the migration, [NewSchedules]
+// and [NewScheduleWorker] all use that table:
+//
+//	store, err := sqlstore.New[dispatch.Schedule](db, sqlstore.WithTable("billing_schedules"))
+//	...
+//	err = dispatch.MigrateScheduleStore(ctx, store)
+//
+// A SQL store (one that hands out its *gorm.DB through As, as every
+// sqlstore store does) is migrated with MigrateSchedules; another store
+// with a Migrate method (Elasticsearch) with that method; the memory
+// store needs nothing and gets nil. Errors: [dao.ErrInvalidArgument] for a
+// nil store, a store of another kind, or a table name MigrateSchedules
+// refuses; database errors wrapped.
+func MigrateScheduleStore(ctx context.Context, store dao.Store[Schedule]) error {
+	if store == nil {
+		return fmt.Errorf("dispatch: migrate: %w", invalid("nil store"))
+	}
+	var db *gorm.DB
+	if a, ok := store.(interface{ As(target any) bool }); ok && a.As(&db) && db != nil {
+		n, ok := store.(interface{ TableName() string })
+		if !ok {
+			return fmt.Errorf("dispatch: migrate: %w", invalid("store %T does not report its table", store))
+		}
+		return MigrateSchedules(ctx, db, n.TableName())
+	}
+	if m, ok := store.(interface {
+		Migrate(ctx context.Context) error
+	}); ok {
+		if err := m.Migrate(ctx); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+			return fmt.Errorf("dispatch: migrate: %w", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("dispatch: migrate: %w", invalid("store %T offers no way to migrate its table", store))
 }
 
 // migrateMu serializes migrations in this process (GORM's MySQL dialector

@@ -32,6 +32,20 @@ const (
 	MaxWorkerIDLen = 160
 )
 
+// TickFor returns the tick a worker uses when [Config].Tick is zero:
+// [DefaultTick], or lease/4 when that is shorter (at least 1 ms). A tick
+// of at most a quarter of the lease renews a running handler's lease (due
+// at half the lease) by three quarters of it, which leaves a quarter of
+// the lease for the renewal's write; the rule an explicit Tick must meet,
+// a lease of at least two ticks, holds with room to spare. lease is the
+// lease length, [DefaultLease] when zero or negative.
+func TickFor(lease time.Duration) time.Duration {
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	return max(min(DefaultTick, lease/4), time.Millisecond)
+}
+
 // Job is one claimed row handed to a [Handler].
 type Job[T any] struct {
 	// Row is the row in its post-claim state.
@@ -118,7 +132,10 @@ type Config[T any] struct {
 	// its write committed.
 	OutcomeDelay time.Duration
 	// Tick is the heartbeat: the wait between claims when the last claim
-	// was not full, and the period of lease renewal; default 1 s. A claim
+	// was not full, and the period of lease renewal. Zero derives it from
+	// the lease with [TickFor]: 1 s, or a quarter of a lease shorter than
+	// 4 s. An explicit Tick must be at most half the lease
+	// ([dao.ErrInvalidArgument] otherwise). While rows are due, a claim
 	// that returns a full batch is followed by the next one as soon as
 	// BatchSize slots are free.
 	Tick time.Duration
@@ -250,11 +267,11 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 		cfg.BatchSize = max(1, cfg.Concurrency/2)
 	}
 	cfg.BatchSize = min(cfg.BatchSize, cfg.Concurrency)
-	if cfg.Tick == 0 {
-		cfg.Tick = DefaultTick
-	}
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
+	}
+	if cfg.Tick == 0 {
+		cfg.Tick = TickFor(cfg.Lease)
 	}
 	if cfg.OutcomeDelay == 0 {
 		// A finished row's lease is not renewed: its outcome must be

@@ -15,7 +15,7 @@ import (
 func init() {
 	sqlstore.Register(sqlstore.Backend{
 		Dialector: func(dsn string) (gorm.Dialector, error) {
-			return gormlite.Open(sqlstore.SQLiteTimeDefault(sqlstore.SQLiteBusyTimeoutDefault(dsn))), nil
+			return gormlite.Open(sqlstore.SQLiteDefaults(dsn)), nil
 		},
 		Classify: classify,
 	}, dialects.SQLite)
@@ -36,16 +36,18 @@ func New[T any](db *gorm.DB, opts ...sqlstore.Option) (*dao.Table[T], error) {
 
 // Open opens a GORM handle on dsn with gormlite over the
 // github.com/ncruces/go-sqlite3 driver (SQLite translated to Go, no cgo),
-// and checks it with ctx. Build dsn with sqlstore.SQLiteDSN (WAL, a busy
-// timeout, immediate transactions, sortable times); a "file:" URI without
-// _timefmt gets _timefmt=sqlstore.SQLiteTimeLayout, so stored times sort
-// as text, and one that sets PRAGMAs but not busy_timeout gets
-// _pragma=busy_timeout(5000) first (sqlstore.SQLiteBusyTimeoutDefault):
-// the driver would leave its connections without a busy timeout, which
-// [New] refuses for a pool of several connections. An in-memory database (":memory:" or mode=memory) is limited to
-// one open connection, since each connection would see its own database.
-// Errors: a file that cannot be opened is mapped like every database error
-// (SQLITE_BUSY is [dao.ErrBusy]); on error nothing stays open.
+// and checks it with ctx. dsn is a database file's path ("app.db"), a
+// "file:" URI, or a DSN built with sqlstore.SQLiteDSN; all three open the
+// file with the same settings, those the claim and its documented bounds
+// assume (sqlstore.SQLiteDefaults): a 5 s busy timeout set first, WAL,
+// synchronous NORMAL, immediate transactions and times stored as
+// sortable text (sqlstore.SQLiteTimeLayout). A PRAGMA or parameter the
+// URI sets itself wins, e.g. "file:app.db?_pragma=journal_mode(delete)".
+// An in-memory database (":memory:" or mode=memory) gets no WAL and is
+// limited to one open connection, since each connection would see its own
+// database. Errors: a file that cannot be opened is mapped like every
+// database error (SQLITE_BUSY is [dao.ErrBusy]); on error nothing stays
+// open.
 func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
 	return sqlstore.Open(ctx, string(dialects.SQLite), dsn)
 }

@@ -184,6 +184,9 @@ func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]
 // completed, as with query.
 func (s *sqlDriver[T]) queryRanked(ctx context.Context, pool gorm.ConnPool, st dialects.Statement, limit int) ([]T, error) {
 	rows, err := pool.QueryContext(ctx, st.SQL, st.Args...)
+	if err != nil && s.staleSchema(err) && refreshSchema(ctx, pool) == nil {
+		rows, err = pool.QueryContext(ctx, st.SQL, st.Args...)
+	}
 	if err != nil {
 		return nil, mapCtxError(ctx, err)
 	}
@@ -203,6 +206,33 @@ func (s *sqlDriver[T]) queryRanked(ctx context.Context, pool gorm.ConnPool, st d
 	}
 	sortByRank(out, ranks)
 	return out, nil
+}
+
+// staleSchema reports whether err is SQLite's "no such table" for the
+// store's own table, which a statement gets on a pooled connection whose
+// copy of the schema predates the table (another connection created it)
+// when SQLite could not re-read the schema while preparing it. SQLite
+// compares a connection's copy of the schema with the database's schema
+// version only when a statement runs, or when a prepare fails on a name
+// it does not know; that second check needs a read lock, and when it
+// does not get one (a rollback journal, a writer busy at that instant)
+// SQLite reports the original error instead of reloading ("no such
+// table", although the table exists and the same statement succeeds on
+// that connection right after). In WAL mode readers take no lock that a
+// writer holds, and the error does not occur.
+func (s *sqlDriver[T]) staleSchema(err error) bool {
+	return s.dialect == dialects.SQLite && strings.Contains(err.Error(), "no such table: "+s.table.Name)
+}
+
+// refreshSchema makes the SQLite connection conn read the database's
+// schema again if its copy is stale: a read of sqlite_schema begins a
+// read transaction (waiting under the busy timeout like every statement),
+// which compares the schema version with the connection's copy and
+// reloads the copy when they differ (SQLite, "The Schema Table" and
+// SQLITE_SCHEMA). Nothing is written.
+func refreshSchema(ctx context.Context, conn gorm.ConnPool) error {
+	var n int64
+	return conn.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n)
 }
 
 // scanRanked scans the rows of the SQLite claim with GORM's ScanRows into

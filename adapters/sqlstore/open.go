@@ -177,3 +177,100 @@ func SQLiteBusyTimeoutDefault(dsn string) string {
 	}
 	return dsn[:i+1] + "_pragma=busy_timeout(5000)&" + dsn[i+1:]
 }
+
+// SQLiteDefaults returns dsn, a database file's path or a "file:" URI,
+// with the settings of [SQLiteDSN] added where dsn does not set them
+// itself, so that every way of naming the file opens it the same way:
+//
+//   - _pragma=busy_timeout(5000), placed before the other PRAGMAs (after
+//     an encryption key PRAGMA, which must come first);
+//   - _pragma=journal_mode(WAL) and _pragma=synchronous(NORMAL), except
+//     for an in-memory database (":memory:" or mode=memory), which has no
+//     write-ahead log;
+//   - _txlock=immediate;
+//   - _timefmt=[SQLiteTimeLayout].
+//
+// A PRAGMA or parameter dsn sets, to any value, is kept as it is and
+// wins. A plain path becomes a "file:" URI of the same file, its "%",
+// "?" and "#" escaped. The DSN "" (a private temporary database),
+// ":memory:" and a URI whose query cannot be parsed are returned as they
+// are. Without these settings the driver opens a file with a rollback
+// journal (readers wait for writers), a one-minute busy timeout and
+// deferred transactions, which the store's claim and its documented
+// bounds do not assume.
+func SQLiteDefaults(dsn string) string {
+	if dsn == "" || dsn == ":memory:" {
+		return dsn
+	}
+	base, query := dsn, ""
+	if strings.HasPrefix(dsn, "file:") {
+		base, query, _ = strings.Cut(dsn, "?")
+	} else {
+		base = "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(dsn)
+	}
+	params, err := url.ParseQuery(query)
+	if err != nil {
+		return dsn
+	}
+	memory := strings.Contains(base, ":memory:") || params.Get("mode") == "memory"
+	sets := func(name string) bool {
+		for _, p := range params["_pragma"] {
+			if pragmaName(p) == name {
+				return true
+			}
+		}
+		return false
+	}
+	// PRAGMAs in the order the driver runs them: the key first, then the
+	// busy timeout, then the caller's others, then the added defaults.
+	var pragmas []string
+	rest := params["_pragma"]
+	for len(rest) > 0 && strings.HasSuffix(pragmaName(rest[0]), "key") {
+		pragmas, rest = append(pragmas, rest[0]), rest[1:]
+	}
+	if !sets("busy_timeout") {
+		pragmas = append(pragmas, "busy_timeout(5000)")
+	}
+	pragmas = append(pragmas, rest...)
+	if !memory && !sets("journal_mode") {
+		pragmas = append(pragmas, "journal_mode(WAL)")
+	}
+	if !memory && !sets("synchronous") {
+		pragmas = append(pragmas, "synchronous(NORMAL)")
+	}
+	if !params.Has("_txlock") {
+		params.Set("_txlock", "immediate")
+	}
+	if !params.Has("_timefmt") {
+		params.Set("_timefmt", SQLiteTimeLayout)
+	}
+	var b strings.Builder
+	b.WriteString(base)
+	sep := byte('?')
+	for _, p := range pragmas {
+		b.WriteByte(sep)
+		sep = '&'
+		b.WriteString("_pragma=")
+		b.WriteString(url.QueryEscape(p))
+	}
+	delete(params, "_pragma")
+	if enc := params.Encode(); enc != "" {
+		b.WriteByte(sep)
+		b.WriteString(enc)
+	}
+	return b.String()
+}
+
+// pragmaName returns the lower-case name of a PRAGMA as a _pragma
+// parameter gives it: "busy_timeout(5000)" and "busy_timeout = 5000" are
+// both "busy_timeout"; a schema prefix ("main.journal_mode") is dropped.
+func pragmaName(p string) string {
+	name := strings.ToLower(strings.TrimSpace(p))
+	if i := strings.IndexAny(name, "(= "); i >= 0 {
+		name = name[:i]
+	}
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		name = name[i+1:]
+	}
+	return name
+}

@@ -169,7 +169,7 @@ func WithClaimSpread(on bool) Option { return func(o *options) { o.noSpread = !o
 //     claimers would fail with dao.ErrBusy at once instead of waiting for
 //     the write lock. The driver sets no timeout when the DSN sets other
 //     PRAGMAs and not busy_timeout; [SQLiteDSN] sets one, and [Open] adds
-//     one to such a DSN (see [SQLiteBusyTimeoutDefault]).
+//     one to a path or a "file:" URI that sets none (see [SQLiteDefaults]).
 //
 // The dialect's backend package must be linked into the program
 // (adapters/postgres, adapters/mysql, adapters/sqlite or

@@ -94,7 +94,7 @@ and tests.`,
 	f.StringVar(&o.workerID, "worker-id", "", "worker id written to lease_owner (default host-pid-random)")
 	f.IntVar(&o.concurrency, "concurrency", dispatch.DefaultConcurrency, "most fires running at once")
 	f.IntVar(&o.batch, "batch", 0, "most schedules one claim takes (default: --concurrency)")
-	f.DurationVar(&o.tick, "tick", dispatch.DefaultTick, "heartbeat: wait between claims when idle, and lease renewal period")
+	f.DurationVar(&o.tick, "tick", 0, "heartbeat: wait between claims when idle, and lease renewal period (0: 1s, or a quarter of a shorter lease)")
 	f.DurationVar(&o.lease, "lease", dispatch.DefaultLease, "lease of a claimed schedule (at least two ticks)")
 	f.DurationVar(&o.drainTimeout, "drain-timeout", dispatch.DefaultDrainTimeout, "how long in-flight fires may finish after SIGTERM")
 	f.DurationVar(&o.backoffBase, "backoff-base", dispatch.DefaultBackoffBase, "wait before the first retry of a failed fire (doubling)")
@@ -117,8 +117,12 @@ func (o *dispatchRunOptions) check() error {
 	var c flagChecks
 	atLeast(&c, "concurrency", o.concurrency, 1)
 	atLeast(&c, "batch", o.batch, 0)
-	above(&c, "tick", o.tick, 0)
-	atLeast(&c, "lease", o.lease, 2*o.tick)
+	atLeast(&c, "tick", o.tick, 0)
+	if o.tick > 0 {
+		atLeast(&c, "lease", o.lease, 2*o.tick)
+	} else {
+		above(&c, "lease", o.lease, 0)
+	}
 	atLeast(&c, "drain-timeout", o.drainTimeout, 0)
 	above(&c, "backoff-base", o.backoffBase, 0)
 	atLeast(&c, "backoff-max", o.backoffMax, o.backoffBase)

@@ -148,11 +148,10 @@ func openBackend(t *testing.T, name string) *backend {
 		}
 		return b
 	case "sqlite":
-		switch {
-		case b.dsn == "":
+		// A path or a "file:" URI is opened as given: sqlstore.Open
+		// gives both the settings of SQLiteDSN that they do not set.
+		if b.dsn == "" {
 			b.dsn = sqlstore.SQLiteDSN(filepath.Join(t.TempDir(), "conformance.db"))
-		case !strings.Contains(b.dsn, "?") && !strings.HasPrefix(b.dsn, "file:"):
-			b.dsn = sqlstore.SQLiteDSN(b.dsn)
 		}
 	case "postgres":
 		if b.dsn == "" {

@@ -261,6 +261,10 @@ func measureRoundTrips(t *testing.T, b *backend) string {
 		}
 		dsn = full
 	}
+	if b.sql == dialects.SQLite {
+		// The settings sqlstore.Open gives a path or a "file:" URI.
+		dsn = sqlstore.SQLiteDefaults(dsn)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var c roundtrip.Counter

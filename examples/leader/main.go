@@ -153,7 +153,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 				return err
 			}
 			defer os.RemoveAll(dir)
-			cfg.dsn = sqlstore.SQLiteDSN(filepath.Join(dir, "leader.db"))
+			cfg.dsn = filepath.Join(dir, "leader.db") // sqlstore.Open gives a path WAL, a busy timeout, BEGIN IMMEDIATE
 		case "postgres":
 			cfg.dsn = cmp.Or(os.Getenv("CLAIMSTORE_POSTGRES_DSN"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 		default:

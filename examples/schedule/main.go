@@ -89,7 +89,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 				return err
 			}
 			defer os.RemoveAll(dir)
-			cfg.dsn = sqlstore.SQLiteDSN(filepath.Join(dir, "schedules.db"))
+			cfg.dsn = filepath.Join(dir, "schedules.db") // sqlstore.Open gives a path WAL, a busy timeout, BEGIN IMMEDIATE
 		case "postgres":
 			cfg.dsn = cmp.Or(os.Getenv("CLAIMSTORE_POSTGRES_DSN"), "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 		default:
@@ -103,11 +103,13 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	if sqlDB, err := db.DB(); err == nil {
 		defer sqlDB.Close()
 	}
-	if err := dispatch.MigrateSchedules(ctx, db, table); err != nil {
-		return err
-	}
+	// The table is named once, on the store; the migration takes it
+	// from there.
 	store, err := sqlstore.New[dispatch.Schedule](db, sqlstore.WithTable(table))
 	if err != nil {
+		return err
+	}
+	if err := dispatch.MigrateScheduleStore(ctx, store); err != nil {
 		return err
 	}
 	schedules, err := dispatch.NewSchedules(store, dispatch.SchedulesConfig{})

@@ -81,7 +81,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 				return err
 			}
 			defer os.RemoveAll(dir)
-			cfg.dsn = sqlstore.SQLiteDSN(filepath.Join(dir, "tasks.db"))
+			cfg.dsn = filepath.Join(dir, "tasks.db") // sqlstore.Open gives a path WAL, a busy timeout, BEGIN IMMEDIATE
 		case "postgres":
 			cfg.dsn = os.Getenv("CLAIMSTORE_POSTGRES_DSN")
 			if cfg.dsn == "" {

@@ -1,0 +1,81 @@
+package dispatch_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dispatch"
+)
+
+// TestTickDerivedFromLease: a Config without Tick takes its tick from the
+// lease (1 s, or a quarter of a shorter lease) instead of refusing a short
+// lease; an explicit Tick that breaks the two-ticks rule is refused.
+func TestTickDerivedFromLease(t *testing.T) {
+	store, _ := memBackend().open(t)
+	fn := func(context.Context, dispatch.Fire) error { return nil }
+	for _, c := range []struct {
+		lease, tick, want time.Duration
+	}{
+		{lease: 1500 * time.Millisecond, want: 375 * time.Millisecond},
+		{lease: 0, want: dispatch.DefaultTick},                                                       // default lease 30 s
+		{lease: 4 * time.Second, want: time.Second},                                                  // a quarter is the default tick
+		{lease: 10 * time.Second, want: dispatch.DefaultTick},                                        // a quarter is longer: 1 s
+		{lease: 2 * time.Millisecond, want: time.Millisecond},                                        // never below 1 ms
+		{lease: 1500 * time.Millisecond, tick: 750 * time.Millisecond, want: 750 * time.Millisecond}, // explicit, two ticks fit
+	} {
+		w, err := dispatch.NewScheduleWorker(store, fn, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Lease: c.lease, Tick: c.tick})
+		if err != nil {
+			t.Errorf("lease %v, tick %v: %v", c.lease, c.tick, err)
+			continue
+		}
+		if got := w.Config().Tick; got != c.want {
+			t.Errorf("lease %v, tick %v: worker tick %v, want %v", c.lease, c.tick, got, c.want)
+		}
+		if got := dispatch.TickFor(c.lease); c.tick == 0 && got != c.want {
+			t.Errorf("TickFor(%v) = %v, want %v", c.lease, got, c.want)
+		}
+	}
+	_, err := dispatch.NewScheduleWorker(store, fn, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Lease: 1500 * time.Millisecond, Tick: time.Second})
+	if !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Errorf("explicit tick 1s with lease 1.5s: err %v, want ErrInvalidArgument", err)
+	}
+}
+
+// TestShortLeaseDerivedTickRenews: with a short lease and no Tick, the
+// derived tick renews a handler that runs for several leases in time: a
+// second worker never fires its row, and no lease is lost.
+func TestShortLeaseDerivedTickRenews(t *testing.T) {
+	store, _ := memBackend().open(t)
+	sc := newSchedules(t, store, dispatch.SchedulesConfig{})
+	addKeys(t, sc, "long")
+	var fired, cancelled atomic.Int64
+	fn := func(ctx context.Context, _ dispatch.Fire) error {
+		fired.Add(1)
+		select {
+		case <-time.After(1200 * time.Millisecond): // three leases
+			return nil
+		case <-ctx.Done():
+			cancelled.Add(1)
+			return ctx.Err()
+		}
+	}
+	cfg := dispatch.Config[dispatch.Schedule]{Lease: 400 * time.Millisecond}
+	cfg.WorkerID = "first"
+	w1 := newScheduleWorker(t, store, fn, dispatch.Policy{}, cfg)
+	runWorker(t, w1.Run)
+	waitFor(t, 10*time.Second, "claimed", func() bool { return w1.Stats().InFlight == 1 })
+	cfg.WorkerID = "second"
+	w2 := newScheduleWorker(t, store, fn, dispatch.Policy{}, cfg)
+	runWorker(t, w2.Run)
+	waitFired(t, store, 1, "fired")
+	if fired.Load() != 1 || cancelled.Load() != 0 {
+		t.Fatalf("fired %d times, %d cancelled; want once, none cancelled", fired.Load(), cancelled.Load())
+	}
+	if st := w1.Stats(); st.Renewed < 2 || st.LeaseLost != 0 || st.Completed != 1 {
+		t.Fatalf("first worker stats %+v: want at least 2 renewals, no lease lost, 1 outcome", st)
+	}
+}
