@@ -122,7 +122,8 @@ func (h Harness) workers() int {
 // deletes, bad input, claim semantics, the no-double-claim check under
 // concurrency, the documented lost-race behaviour the store's
 // [dao.Capabilities] declares, forced deterministically, claims whose
-// contexts end at random moments, the models section (everyday GORM
+// contexts end at random moments, the time a claim with a deadline takes
+// behind a lock another connection holds ([CheckDeadlineBehindLock]), the models section (everyday GORM
 // models, soft delete and timestamps; [Harness].Models) and the
 // coordination section (package coord's try-lock and leader election on
 // the same database). Every check goes through the public [dao.Store] and
@@ -149,6 +150,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("NoDoubleClaim", func(t *testing.T) { testNoDoubleClaim(t, h) })
 	t.Run("LostRace", func(t *testing.T) { testLostRace(t, h) })
 	t.Run("CancelSweep", func(t *testing.T) { testCancelSweep(t, h) })
+	t.Run(CheckDeadlineBehindLock, func(t *testing.T) { testDeadlineBehindLock(t, h) })
 	t.Run("Models", func(t *testing.T) { testModels(t, h) })
 	t.Run("Coordination", func(t *testing.T) {
 		t.Run("TryLock", func(t *testing.T) { testTryLock(t, h) })

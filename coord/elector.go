@@ -13,6 +13,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dao/driver"
+	"github.com/claimstore/claimstore/internal/retry"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -225,7 +226,7 @@ func (e *Elector) attempt(ctx context.Context, cur *leadership) *leadership {
 	} else {
 		actx, cancel = context.WithTimeout(ctx, e.cfg.TTL)
 	}
-	lease, held, err := e.store.AcquireLease(actx, e.cfg.Name, e.cfg.ID, e.cfg.TTL)
+	lease, held, err := e.acquire(actx, cur != nil)
 	cancel()
 	e.m.attempt(ctx, err == nil && held)
 	switch {
@@ -262,6 +263,33 @@ func (e *Elector) attempt(ctx context.Context, cur *leadership) *leadership {
 		e.stepDown(cur, "term changed")
 	}
 	return e.elect(ctx, lease, deadline)
+}
+
+// acquire runs the store's AcquireLease on ctx. A renewal (renewing)
+// that fails with an error a retry can cure (dao.IsRetryable: a lost
+// connection, a server out of connections, a busy database) is tried
+// again with exponential backoff (internal/retry, over
+// cenkalti/backoff/v5; waits from 20 ms up to a quarter of
+// RenewInterval) until it succeeds, fails otherwise or ctx (which ends at
+// the leadership's local deadline) ends, instead of waiting a whole
+// RenewInterval for the next one. An acquisition by a follower is
+// tried once: the next poll tries again.
+func (e *Elector) acquire(ctx context.Context, renewing bool) (Lease, bool, error) {
+	if !renewing {
+		return e.store.AcquireLease(ctx, e.cfg.Name, e.cfg.ID, e.cfg.TTL)
+	}
+	type result struct {
+		lease Lease
+		held  bool
+	}
+	r, err := retry.RetryableUpTo(ctx, 0, e.cfg.RenewInterval/4, func() (result, error) {
+		lease, held, err := e.store.AcquireLease(ctx, e.cfg.Name, e.cfg.ID, e.cfg.TTL)
+		if err != nil && ctx.Err() == nil {
+			e.log.Debug("leader lease renewal failed; retrying", slog.Any("error", err), slog.Bool("retryable", dao.IsRetryable(err)))
+		}
+		return result{lease, held}, err
+	})
+	return r.lease, r.held, err
 }
 
 // elect starts the leadership of lease's term. Its context is canceled

@@ -3,6 +3,7 @@ package coord_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -201,4 +202,68 @@ func TestFencedUpdateRefusesTheFenceColumnInSet(t *testing.T) {
 	if _, err := coord.FencedUpdate(context.Background(), s, coord.Leader{}, "fence", dao.Criteria{}, dao.Set{"id": int64(1)}); !errors.Is(err, coord.ErrNotLeader) {
 		t.Errorf("zero Leader: err = %v, want ErrNotLeader", err)
 	}
+}
+
+// TestLeaderRenewalRetriesRetryableErrors makes the store fail three
+// renewals in a row with dao.ErrUnavailable (a server out of connections,
+// a lost connection): the leader tries again with backoff within its
+// lease, keeps its term and is never deposed. Without the retries the
+// failed renewals, one RenewInterval apart, would reach the local
+// deadline and end the leadership.
+func TestLeaderRenewalRetriesRetryableErrors(t *testing.T) {
+	ls := &flaky{LeaseStore: memstore.NewLeases()}
+	elected := make(chan coord.Leader, 1)
+	deposed := make(chan struct{}, 1)
+	e, err := coord.NewElector(ls, coord.ElectorConfig{
+		Name: "flaky", ID: "a", TTL: 900 * time.Millisecond, SafetyMargin: 100 * time.Millisecond, Logger: quiet,
+		OnElected: func(ctx context.Context, l coord.Leader) { elected <- l; <-ctx.Done() },
+		OnDeposed: func(coord.Leader) { deposed <- struct{}{} },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan struct{})
+	go func() { _ = e.Run(ctx); close(ran) }()
+	defer func() { cancel(); <-ran }()
+	l := <-elected
+	ls.failNext(3)
+	select {
+	case <-deposed:
+		t.Fatal("the leader was deposed after three failed renewals within its lease")
+	case <-l.Context().Done():
+		t.Fatal("the leadership ended after three failed renewals within its lease")
+	case <-time.After(2 * time.Second):
+	}
+	if n := ls.failures(); n != 0 {
+		t.Fatalf("%d of the store's failures were never met: no renewal ran", n)
+	}
+	if cur, ok := e.Leader(); !ok || cur.Term() != l.Term() {
+		t.Errorf("after the failed renewals Leader() = term %d, %v; want term %d", cur.Term(), ok, l.Term())
+	}
+}
+
+// flaky fails the next n calls of AcquireLease with dao.ErrUnavailable
+// once failNext(n) is called.
+type flaky struct {
+	coord.LeaseStore
+	mu   sync.Mutex
+	left int
+}
+
+func (f *flaky) failNext(n int) { f.mu.Lock(); f.left = n; f.mu.Unlock() }
+
+func (f *flaky) failures() int { f.mu.Lock(); defer f.mu.Unlock(); return f.left }
+
+func (f *flaky) AcquireLease(ctx context.Context, name, holder string, ttl time.Duration) (coord.Lease, bool, error) {
+	f.mu.Lock()
+	fail := f.left > 0
+	if fail {
+		f.left--
+	}
+	f.mu.Unlock()
+	if fail {
+		return coord.Lease{}, false, fmt.Errorf("acquire lease: too many connections: %w", dao.ErrUnavailable)
+	}
+	return f.LeaseStore.AcquireLease(ctx, name, holder, ttl)
 }

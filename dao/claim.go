@@ -44,7 +44,11 @@ import (
 //     bounded by [Capabilities].ClaimTimeout), no further statement is
 //     sent, and the rows whose guarded update committed are returned with
 //     an error wrapping ctx.Err(). A claim whose last statement completes
-//     before ctx is seen done returns nil.
+//     before ctx is seen done returns nil. A backend that can end a
+//     statement waiting for a lock (the SQL backends: a cancel request,
+//     KILL QUERY, SQLite's busy wait) ends it when ctx ends and reads its
+//     answer, so the call returns shortly after ctx ends rather than at
+//     the backend's lock-wait limit.
 //   - A guarded update fails (lock wait past the backend's limit, lost
 //     connection, timeout): the rows claimed before it are returned with
 //     the error, which also wraps ctx.Err() when ctx is done by then.

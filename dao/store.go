@@ -105,6 +105,8 @@ type Capabilities struct {
 	// LockWaitLimit is the server-side limit the store sets on one claim
 	// statement's wait for a lock held by another transaction; past it the
 	// claim returns the rows it committed with an error wrapping [ErrBusy].
+	// It bounds the wait of a caller without a deadline: the SQL backends
+	// end a waiting statement when the caller's context ends.
 	// Zero means the store sets none: the claim does not wait for row locks
 	// (memory, the PostgreSQL fast path with SKIP LOCKED, Elasticsearch's
 	// optimistic writes) or the session's own setting applies (MySQL 8

@@ -26,6 +26,7 @@ func init() {
 		},
 		Classify:    classify,
 		MatchedRows: matchedRows,
+		Interrupter: interrupter,
 	}, dialects.MySQL, dialects.MariaDB)
 }
 
@@ -118,8 +119,15 @@ func matchedRows(db *gorm.DB) bool {
 // ER_LOCK_DEADLOCK -> ErrConflict; 1205 ER_LOCK_WAIT_TIMEOUT
 // (innodb_lock_wait_timeout), MariaDB's 1969 ER_STATEMENT_TIMEOUT
 // (max_statement_time) and MySQL's 3024 ER_QUERY_TIMEOUT
-// (max_execution_time) -> ErrBusy; mysql.ErrInvalidConn ->
-// ErrUnavailable. Other errors are nil.
+// (max_execution_time) -> ErrBusy; the connection-limit and server
+// resource errors a later try can escape, 1040 ER_CON_COUNT_ERROR ("Too
+// many connections", max_connections), 1041 ER_OUT_OF_RESOURCES, 1203
+// ER_TOO_MANY_USER_CONNECTIONS (max_user_connections), 1226
+// ER_USER_LIMIT_REACHED (a user's MAX_USER_CONNECTIONS and the other
+// account resource limits), and the client codes 2006 CR_SERVER_GONE_ERROR
+// and 2013 CR_SERVER_LOST, which a proxy may send -> ErrUnavailable;
+// mysql.ErrInvalidConn -> ErrUnavailable. Other errors are nil (an access
+// denied error among them: no retry cures it).
 func classify(err error) error {
 	var myErr *gomysql.MySQLError
 	if errors.As(err, &myErr) {
@@ -130,6 +138,8 @@ func classify(err error) error {
 			return dao.ErrConflict
 		case 1205, 1969, 3024:
 			return dao.ErrBusy
+		case 1040, 1041, 1203, 1226, 2006, 2013:
+			return dao.ErrUnavailable
 		}
 		return nil
 	}

@@ -14,9 +14,10 @@ import (
 
 func init() {
 	sqlstore.Register(sqlstore.Backend{
-		Dialector: func(dsn string) (gorm.Dialector, error) { return gormpg.Open(dsn), nil },
-		Classify:  classify,
-		Native:    native,
+		Dialector:   func(dsn string) (gorm.Dialector, error) { return gormpg.Open(dsn), nil },
+		Classify:    classify,
+		Native:      native,
+		Interrupter: interrupter,
 	}, dialects.Postgres, dialects.CockroachDB, dialects.YugabyteDB)
 }
 
@@ -51,9 +52,17 @@ func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
 // ErrConflict; 55P03 lock_not_available (lock_timeout) and 57014
 // query_canceled (statement_timeout, or a cancel request) -> ErrBusy;
 // class 08 (connection exception), 57P01 admin_shutdown, 57P02
-// crash_shutdown and 57P03 cannot_connect_now -> ErrUnavailable;
-// pgconn.ConnectError -> ErrUnavailable; pgconn.ErrConnClosed (a statement,
-// COMMIT included, on a connection pgx had already closed after losing its
+// crash_shutdown and 57P03 cannot_connect_now -> ErrUnavailable; from
+// class 53 (insufficient resources) the errors a later try can escape,
+// 53000 insufficient_resources, 53200 out_of_memory and 53300
+// too_many_connections ("sorry, too many clients already", "too many
+// connections for role", "remaining connection slots are reserved") ->
+// ErrUnavailable (53100 disk_full and 53400 configuration_limit_exceeded
+// need an operator and stay unmapped); pgconn.ConnectError ->
+// ErrUnavailable unless it carries a server error, which is mapped by its
+// code as above (an authentication failure or a missing database stays
+// unmapped: no retry cures it); pgconn.ErrConnClosed (a statement, COMMIT
+// included, on a connection pgx had already closed after losing its
 // socket; nothing was sent) -> ErrUnavailable. Other errors are nil.
 func classify(err error) error {
 	if errors.Is(err, pgconn.ErrConnClosed) {
@@ -68,9 +77,11 @@ func classify(err error) error {
 			return dao.ErrConflict
 		case code == "55P03", code == "57014":
 			return dao.ErrBusy
-		case len(code) == 5 && code[:2] == "08", code == "57P01", code == "57P02", code == "57P03":
+		case len(code) == 5 && code[:2] == "08", code == "57P01", code == "57P02", code == "57P03",
+			code == "53000", code == "53200", code == "53300":
 			return dao.ErrUnavailable
 		}
+		// A server error, at connect time too: its code decides.
 		return nil
 	}
 	var connErr *pgconn.ConnectError

@@ -17,7 +17,8 @@ func init() {
 		Dialector: func(dsn string) (gorm.Dialector, error) {
 			return gormlite.Open(sqlstore.SQLiteDefaults(dsn)), nil
 		},
-		Classify: classify,
+		Classify:    classify,
+		Interrupter: interrupter,
 	}, dialects.SQLite)
 }
 

@@ -43,7 +43,11 @@ func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
 // Server "Database engine events and errors"): 2627 (unique constraint)
 // and 2601 (unique index) -> ErrDuplicate; 1205 (deadlock victim) ->
 // ErrConflict; 1222 (lock request time out period exceeded, LOCK_TIMEOUT)
-// -> ErrBusy. Other errors are nil.
+// -> ErrBusy; the connection-limit and resource errors a later try can
+// escape, 17809 (the maximum number of user connections reached), 10928
+// and 10929 (Azure SQL resource limits), 40501 (service busy) and 40613
+// (database not currently available) -> ErrUnavailable. Other errors are
+// nil.
 func classify(err error) error {
 	n, ok := ErrorNumber(err)
 	if !ok {
@@ -56,6 +60,8 @@ func classify(err error) error {
 		return dao.ErrConflict
 	case 1222:
 		return dao.ErrBusy
+	case 17809, 10928, 10929, 40501, 40613:
+		return dao.ErrUnavailable
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
 	"sync"
 
 	"github.com/claimstore/claimstore/dialects"
@@ -30,7 +31,33 @@ type Backend struct {
 	// the store runs its statements through database/sql. A nil Native
 	// means the backend has no native path.
 	Native func(dc any) NativeConn
+	// Interrupter, optional, readies conn, a connection of db's pool that
+	// one claim statement is about to run on, for the caller's context
+	// ending while that statement waits for a lock another transaction
+	// holds, and returns the [Interrupt] that asks the server to end the
+	// statement then running on conn. A nil Interrupt with a nil error
+	// means that the driver ends such a wait by itself once the
+	// statement's context reports an error, and answers for the
+	// statement's outcome all the same (SQLite with ncruces/go-sqlite3:
+	// its busy handler stops waiting, a statement it interrupts is rolled
+	// back whole); the store then gives the statement a context whose Err
+	// is the caller's and whose Done channel is nil (so that database/sql
+	// never closes the statement's rows under it). ctx is the claim's
+	// statement context: detached from the caller's cancellation and
+	// bounded by the claim timeout. An error means conn cannot be
+	// interrupted; the claim then runs as without an Interrupter: a
+	// statement behind a lock waits for the store's lock-wait limit.
+	Interrupter func(ctx context.Context, db *gorm.DB, conn *sql.Conn) (Interrupt, error)
 }
+
+// Interrupt asks the server, from outside the connection, to end the
+// statement that runs on one connection: PostgreSQL's cancel request,
+// MySQL and MariaDB's KILL QUERY. The statement then fails with its own
+// error and is rolled back, or completes if the request came too late;
+// either way its answer on the connection says which. An error means the
+// request could not be delivered within ctx; the statement then runs to
+// its end or to its lock-wait limit.
+type Interrupt func(ctx context.Context) error
 
 var (
 	backendsMu sync.RWMutex

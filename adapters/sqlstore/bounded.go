@@ -2,6 +2,8 @@ package sqlstore
 
 import (
 	"context"
+	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"slices"
@@ -21,7 +23,8 @@ import (
 // a statement cannot hang on a network, and the busy timeout bounds its
 // wait for the write lock; a context that never ends also leaves no
 // driver a reason to skip or interrupt a statement, which would leave its
-// outcome unknown. The caller must call the returned cancel function.
+// outcome unknown (see errOf for the one exception). The caller must call
+// the returned cancel function.
 func (s *sqlDriver[T]) claimContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx = context.WithoutCancel(ctx)
 	if s.dialect == dialects.SQLite {
@@ -123,17 +126,135 @@ func (s *sqlDriver[T]) noOutcome(what string, err error) error {
 }
 
 // execClaim runs the claim write st on a claimContext of ctx and returns
-// its affected-row count; see execOutcome. Errors are returned as the
-// driver gave them, for [classifyClaimWrite].
+// its affected-row count; see execOutcome. When ctx can end and the
+// backend can stop a statement behind a lock, it runs st with
+// execInterruptible. Errors are returned as the driver gave them, for
+// [classifyClaimWrite], or wrapping ctx.Err() when ctx ended first.
 func (s *sqlDriver[T]) execClaim(ctx context.Context, st dialects.Statement) (int64, error) {
 	dctx, cancel := s.claimContext(ctx)
 	defer cancel()
+	if s.interrupter != nil && ctx.Done() != nil {
+		return s.execInterruptible(ctx, dctx, st)
+	}
 	n, known, err := execOutcome(dctx, s.pool, st)
 	if !known {
 		return 0, s.noOutcome("guarded update", err)
 	}
 	return n, err
 }
+
+// interruptTimeout bounds the delivery of an [Interrupt] (a connection to
+// the server and one request). interruptRepeat is the time after which an
+// interrupt is sent again while the statement has not answered: a request
+// that reached the server before the statement did found the session idle
+// and was ignored (PostgreSQL ignores a cancel request for an idle
+// backend, MariaDB a KILL QUERY of an idle thread), and a repeated
+// request is harmless.
+const (
+	interruptTimeout = 5 * time.Second
+	interruptRepeat  = 100 * time.Millisecond
+)
+
+// execInterruptible runs the claim write st on run (a claimContext of
+// ctx) on a connection of its own (claimConn: nothing is sent once ctx
+// has ended) that the backend's Interrupter readied, and returns its
+// affected-row count. Should ctx end while the statement runs, the
+// backend's [Interrupt] asks the server, from outside the connection, to
+// end it (PostgreSQL's cancel request, MySQL and MariaDB's KILL QUERY;
+// again every interruptRepeat until the statement answers);
+// on SQLite the statement runs on errOf(run, ctx), so the driver's busy
+// wait for the write lock ends by itself. The statement's own answer then
+// tells its outcome: completed (committed, its count returned) or failed
+// (rolled back, an error wrapping ctx.Err() and the mapped native error).
+// The connection goes back to the pool only once the interrupt request
+// is done, so that it cannot reach a later statement. A connection the
+// backend cannot interrupt runs st as without an Interrupter, up to the
+// lock-wait limit.
+func (s *sqlDriver[T]) execInterruptible(ctx, run context.Context, st dialects.Statement) (int64, error) {
+	conn, err := s.claimConn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	run, stop, trusted := s.interruptible(ctx, run, conn)
+	var n int64
+	known := true
+	if trusted {
+		var res sql.Result
+		if res, err = conn.ExecContext(run, st.SQL, st.Args...); err == nil {
+			n, err = res.RowsAffected()
+		}
+	} else {
+		n, known, err = execOutcome(run, conn, st)
+	}
+	stop()
+	if !known {
+		return 0, s.noOutcome("guarded update", err)
+	}
+	if cerr := ctxErr(ctx); err != nil && cerr != nil {
+		return 0, fmt.Errorf("%w: the guarded update ended when the caller's context did: %w", cerr, mapError(err))
+	}
+	return n, err
+}
+
+// interruptible readies conn, the connection of a claim statement about
+// to run on run (a claimContext of ctx), with the backend's Interrupter
+// (s.interrupter is not nil). It returns the context to run the statement
+// on and stop, which the caller calls once the statement's answer is read
+// and which returns once an interrupt under way is done. With an
+// [Interrupt], the statement context is run, and ctx's end sends the
+// interrupt. A backend whose driver ends its waits by itself (SQLite)
+// gets errOf(run, ctx), and trusted is true: the driver's answer on that
+// context is the statement's outcome, even once ctx has ended.
+func (s *sqlDriver[T]) interruptible(ctx, run context.Context, conn *sql.Conn) (_ context.Context, stop func(), trusted bool) {
+	stop = func() {}
+	interrupt, err := s.interrupter(run, s.db, conn)
+	switch {
+	case err != nil:
+		return run, stop, false
+	case interrupt == nil:
+		return errOf{run, ctx}, stop, true
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	after := context.AfterFunc(ctx, func() {
+		defer close(done)
+		for {
+			ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptTimeout)
+			_ = interrupt(ictx)
+			cancel()
+			select {
+			case <-finished:
+				return
+			case <-time.After(interruptRepeat):
+			}
+		}
+	})
+	return run, func() {
+		close(finished)
+		if !after() {
+			<-done
+		}
+	}, false
+}
+
+// errOf is the statement context that a driver which ends its own lock
+// waits (SQLite's busy handler, [Backend].Interrupter) runs a claim
+// statement on: run's values, no deadline, a nil Done channel, and the
+// Err of the caller's context. The driver polls Err while it waits for
+// the write lock and while the statement runs, and stops (SQLITE_BUSY,
+// or SQLITE_INTERRUPT, which rolls the statement back whole; SQLite
+// manual, sqlite3_interrupt), so its answer stays the statement's
+// outcome; database/sql, which watches Done alone, never closes the
+// statement's rows under it (closing a claim statement's rows part-way
+// resets it, which commits its changes).
+type errOf struct {
+	context.Context // run
+	caller          context.Context
+}
+
+func (c errOf) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c errOf) Done() <-chan struct{}       { return nil }
+func (c errOf) Err() error                  { return c.caller.Err() }
 
 // execOutcome runs st on pool with ctx and returns its affected-row count.
 // known is false when ctx was done by the time the driver returned: the
@@ -172,6 +293,9 @@ func execOutcome(ctx context.Context, pool gorm.ConnPool, st dialects.Statement)
 //     3024, PostgreSQL 55P03 lock_not_available and 57014 query_canceled
 //     by a statement timeout, SQL Server 1222) is an error wrapping
 //     dao.ErrBusy and the native error; the statement was rolled back.
+//   - An error wrapping context.Canceled or context.DeadlineExceeded
+//     (the caller's context ended; see execInterruptible) is returned as
+//     it is.
 //   - Any other error is mapped as usual.
 //
 // The codes are those the backend packages map to dao.ErrConflict and
@@ -179,6 +303,9 @@ func execOutcome(ctx context.Context, pool gorm.ConnPool, st dialects.Statement)
 func classifyClaimWrite(err error) (lost bool, out error) {
 	mapped := mapError(err)
 	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		// The caller's context ended: that is what the error reports.
+		return false, err
 	case errors.Is(mapped, dao.ErrConflict):
 		return true, nil
 	case errors.Is(mapped, dao.ErrBusy):
@@ -186,3 +313,7 @@ func classifyClaimWrite(err error) (lost bool, out error) {
 	}
 	return false, mapped
 }
+
+// driverBadConn is database/sql/driver's ErrBadConn: a connection released
+// with it is closed rather than reused.
+var driverBadConn = sqldriver.ErrBadConn

@@ -60,11 +60,19 @@ import (
 //   - ctx done after a statement is sent: each statement runs on a context
 //     detached from ctx's cancellation, so its outcome is learned; then no
 //     further statement is sent, and the rows whose update committed are
-//     returned with an error wrapping ctx.Err(). The wait is bounded by
-//     the lock-wait limit ([WithLockWaitLimit], 5 s by default) where the
-//     server takes one per statement (PostgreSQL lock_timeout, MariaDB
-//     innodb_lock_wait_timeout), by the busy timeout on SQLite, by the
-//     session's innodb_lock_wait_timeout on MySQL 8, and by the claim
+//     returned with an error wrapping ctx.Err(). A guarded update that
+//     waits for a lock when ctx ends is ended at once (execInterruptible):
+//     on PostgreSQL by the protocol's cancel request for its backend, on
+//     MySQL and MariaDB by KILL QUERY of its thread from another
+//     connection, on SQLite by its busy wait, which checks ctx; its own
+//     answer says whether it committed (it is rolled back unless it
+//     completed first), so the call returns shortly after ctx ends. A
+//     caller whose ctx cannot end, or a connection the backend cannot
+//     interrupt (a driver middleware), waits instead for the lock-wait
+//     limit ([WithLockWaitLimit], 5 s by default) where the server takes
+//     one per statement (PostgreSQL lock_timeout, MariaDB
+//     innodb_lock_wait_timeout), the busy timeout on SQLite, the
+//     session's innodb_lock_wait_timeout on MySQL 8, and the claim
 //     timeout ([WithClaimTimeout], 30 s by default) on every server.
 //   - Lock wait past the limit: the rows claimed before are returned with
 //     an error wrapping dao.ErrBusy (retryable; also wrapping ctx.Err()
@@ -92,7 +100,9 @@ import (
 //   - ctx ended before anything was sent: no rows, an error wrapping
 //     ctx.Err(), nothing changed.
 //   - ctx ends after a statement was sent: the statement's outcome is
-//     still learned. The statements run on a context detached from ctx's
+//     still learned. On SQLite the wait for the write lock ends when ctx
+//     does (the busy handler of ncruces/go-sqlite3 checks it; see
+//     errOf): no rows and an error wrapping ctx.Err() and dao.ErrBusy. The statements run on a context detached from ctx's
 //     cancellation and bounded by the claim timeout ([WithClaimTimeout]).
 //     The one PostgreSQL statement runs to its end and its committed rows
 //     are returned with an error wrapping ctx.Err(). A transaction
@@ -157,7 +167,11 @@ func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]
 	case s.dialect == dialects.SQLite:
 		// One statement; RETURNING gives each row's rank in the claim's
 		// order.
-		rows, err = s.queryRanked(run, conn, st, req.Limit)
+		if s.interrupter != nil && ctx.Done() != nil {
+			rows, err = s.claimSQLiteLocked(ctx, run, conn, st, req.Limit)
+		} else {
+			rows, err = s.queryRanked(run, conn, st, req.Limit)
+		}
 	default:
 		// One statement in autocommit: query returns its rows only once
 		// the server reported it complete and committed. It runs with the
@@ -171,6 +185,46 @@ func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]
 		}
 	}
 	return rows, s.claimErr(ctx, run, err)
+}
+
+// claimSQLiteLocked runs the SQLite claim statement st (queryRanked) for
+// a caller whose ctx can end, with a driver that ends its own busy wait
+// (interruptible): it first takes the database write lock with BEGIN
+// IMMEDIATE on errOf(run, ctx), whose busy wait gives up when ctx ends
+// (SQLITE_BUSY, or SQLITE_INTERRUPT before it starts: nothing changed, no
+// rows, an error wrapping ctx.Err() and, for the busy wait, dao.ErrBusy).
+// Holding the lock, it runs st on run, which never ends, so that no
+// interrupt can come between the statement's changes and its last row,
+// and commits. Rows are returned only once COMMIT succeeded; a statement
+// or COMMIT that fails is rolled back. The caller, ClaimBatch, adds ctx's
+// error when ctx ended meanwhile. Two extra in-process statements, no
+// extra wait.
+func (s *sqlDriver[T]) claimSQLiteLocked(ctx, run context.Context, conn *sql.Conn, st dialects.Statement, limit int) ([]T, error) {
+	lockCtx, stop, trusted := s.interruptible(ctx, run, conn)
+	defer stop()
+	if !trusted {
+		return s.queryRanked(run, conn, st, limit)
+	}
+	if _, err := conn.ExecContext(lockCtx, "BEGIN IMMEDIATE"); err != nil {
+		return nil, mapCtxError(lockCtx, err)
+	}
+	rollback := func() {
+		if _, err := conn.ExecContext(run, "ROLLBACK"); err != nil {
+			// A connection left in a transaction must not go back to
+			// the pool: database/sql closes one released as bad.
+			_ = conn.Raw(func(any) error { return driverBadConn })
+		}
+	}
+	rows, err := s.queryRanked(run, conn, st, limit)
+	if err != nil {
+		rollback()
+		return nil, err
+	}
+	if _, err := conn.ExecContext(run, "COMMIT"); err != nil {
+		rollback()
+		return nil, mapError(err)
+	}
+	return rows, nil
 }
 
 // queryRanked runs the SQLite claim statement st (dialects.Renderer.Claim)

@@ -36,7 +36,11 @@ type sqlDriver[T any] struct {
 	// scanning through plan; see queryNative.
 	native func(dc any) NativeConn
 	plan   scanPlan
-	inTx   bool // bound to a caller's transaction: Claim is refused
+	// interrupter readies a claim's connection for the caller's context
+	// ending behind a lock (Backend.Interrupter; nil: none); see
+	// execInterruptible.
+	interrupter func(ctx context.Context, db *gorm.DB, conn *sql.Conn) (Interrupt, error)
+	inTx        bool // bound to a caller's transaction: Claim is refused
 	// foundRows: MySQL and MariaDB report matched rather than changed rows
 	// (CLIENT_FOUND_ROWS, DSN clientFoundRows=true). Always true elsewhere.
 	foundRows bool
@@ -246,6 +250,7 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 		claimTimeout: cmp.Or(max(o.claimTimeout, 0), DefaultClaimTimeout),
 		lockWait:     cmp.Or(max(o.lockWait, 0), DefaultLockWaitLimit),
 		foundRows:    b.MatchedRows == nil || b.MatchedRows(db),
+		interrupter:  b.Interrupter,
 	}
 	if name == dialects.SQLite {
 		s.ranked = rankedType[T]()

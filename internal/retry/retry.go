@@ -25,8 +25,17 @@ const (
 // not accept (returned at once), until it has run tries times (0: no
 // limit), or until ctx ends, and returns op's last result. When ctx ends
 // first the error joins op's last error with ctx's cause, so errors.Is
-// finds both.
+// finds both. The waits between attempts start at 20 ms and double up to
+// 1 s; see [RetryableUpTo] for a shorter longest wait.
 func Retryable[T any](ctx context.Context, tries uint, op func() (T, error)) (T, error) {
+	return RetryableUpTo(ctx, tries, maxWait, op)
+}
+
+// RetryableUpTo is [Retryable] with the longest wait between two attempts
+// longest (at least the first wait, 20 ms), for a caller whose time to
+// succeed is short, such as a leader's renewal within its lease: the
+// waits start at 20 ms and double up to longest, each spread by ±50 %.
+func RetryableUpTo[T any](ctx context.Context, tries uint, longest time.Duration, op func() (T, error)) (T, error) {
 	var last error
 	v, err := backoff.Retry(ctx, func() (T, error) {
 		v, err := op()
@@ -39,7 +48,7 @@ func Retryable[T any](ctx context.Context, tries uint, op func() (T, error)) (T,
 		InitialInterval:     initialWait,
 		RandomizationFactor: 0.5,
 		Multiplier:          2,
-		MaxInterval:         maxWait,
+		MaxInterval:         max(longest, initialWait),
 	}), backoff.WithMaxElapsedTime(0), backoff.WithMaxTries(tries))
 	if err != nil && last != nil && !errors.Is(err, last) {
 		err = errors.Join(last, err)

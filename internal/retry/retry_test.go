@@ -58,3 +58,17 @@ func TestRetryableStopsAfterTries(t *testing.T) {
 		t.Fatalf("Retryable = %v after %d calls; want ErrConflict after 3", err, calls)
 	}
 }
+
+func TestRetryableUpToBoundsTheWait(t *testing.T) {
+	calls := 0
+	began := time.Now()
+	_, err := RetryableUpTo(context.Background(), 8, 30*time.Millisecond, func() (int, error) {
+		calls++
+		return 0, dao.ErrUnavailable
+	})
+	// 7 waits of at most 30 ms × 1.5; with Retryable's 1 s cap they
+	// would add up to about 2.5 s.
+	if took := time.Since(began); !errors.Is(err, dao.ErrUnavailable) || calls != 8 || took > time.Second {
+		t.Fatalf("RetryableUpTo = %v after %d calls in %v; want ErrUnavailable after 8 calls within 1 s", err, calls, took)
+	}
+}
