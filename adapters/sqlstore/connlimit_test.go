@@ -63,30 +63,7 @@ func TestPostgresConnectionLimitIsUnavailable(t *testing.T) {
 		return errors.As(err, &pgErr) && pgErr.Code == "53300"
 	}
 
-	first, err := sqlstore.Open(ctx, "postgres", dsn)
-	if err != nil {
-		t.Fatalf("first connection of %s: %v", role, err)
-	}
-	defer closeDB(first)
-	second, err := sqlstore.Open(ctx, "postgres", dsn)
-	if err == nil {
-		closeDB(second)
-		t.Fatalf("a second connection of %s, whose limit is 1, was accepted", role)
-	}
-	checkLimitError(t, "Open past the role's connection limit", err, is53300)
-
-	// A statement for which the pool must open a second connection.
-	sqlDB, err := first.DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	held, err := sqlDB.Conn(ctx)
-	if err != nil {
-		t.Fatalf("take the one connection: %v", err)
-	}
-	defer held.Close()
-	err = sqlstore.MapError(first.WithContext(ctx).Exec("SELECT 1").Error)
-	checkLimitError(t, "statement needing a second connection", err, is53300)
+	checkConnectionLimit(t, ctx, "postgres", dsn, role, is53300)
 }
 
 // A MariaDB or MySQL user WITH MAX_USER_CONNECTIONS 1 is refused a second
@@ -118,18 +95,28 @@ func TestMySQLUserConnectionLimitIsUnavailable(t *testing.T) {
 		return errors.As(err, &myErr) && (myErr.Number == 1226 || myErr.Number == 1203)
 	}
 
-	first, err := sqlstore.Open(ctx, "mysql", dsn)
+	checkConnectionLimit(t, ctx, "mysql", dsn, user, isLimit)
+}
+
+// checkConnectionLimit opens backend's dsn, whose account (who) may hold
+// one connection: a second Open must fail, and so must a statement for
+// which the first handle's pool has to open a second connection, each
+// with an error that is ErrUnavailable, retryable, and matches isLimit.
+func checkConnectionLimit(t *testing.T, ctx context.Context, backend, dsn, who string, isLimit func(error) bool) {
+	t.Helper()
+	first, err := sqlstore.Open(ctx, backend, dsn)
 	if err != nil {
-		t.Fatalf("first connection of %s: %v", user, err)
+		t.Fatalf("first connection of %s: %v", who, err)
 	}
 	defer closeDB(first)
-	second, err := sqlstore.Open(ctx, "mysql", dsn)
+	second, err := sqlstore.Open(ctx, backend, dsn)
 	if err == nil {
 		closeDB(second)
-		t.Fatalf("a second connection of %s, whose limit is 1, was accepted", user)
+		t.Fatalf("a second connection of %s, whose limit is 1, was accepted", who)
 	}
-	checkLimitError(t, "Open past the user's connection limit", err, isLimit)
+	checkLimitError(t, "Open past the account's connection limit", err, isLimit)
 
+	// A statement for which the pool must open a second connection.
 	sqlDB, err := first.DB()
 	if err != nil {
 		t.Fatal(err)
