@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivermigrate"
 
 	"github.com/claimstore/claimstore/adapters/postgres"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
@@ -84,24 +81,10 @@ func runRiverInsert(ctx context.Context, cfg Config) (res Result, err error) {
 		return res, err
 	}
 	defer pool.Close()
-	schema := "peers_river_" + suffix()
-	defer func() {
-		cctx, cancel := cleanupContext(ctx)
-		defer cancel()
-		if _, derr := pool.Exec(cctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); derr != nil {
-			err = errors.Join(err, fmt.Errorf("peers: drop schema %s: %w", schema, derr))
-		}
-	}()
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		return res, fmt.Errorf("peers: river-insert: %w", err)
-	}
-	driver := riverpgxv5.New(pool)
-	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema, Logger: quietLogger()})
+	schema, driver, drop, err := riverSchema(ctx, pool, "river-insert")
+	defer drop(&err)
 	if err != nil {
-		return res, fmt.Errorf("peers: river-insert: migrator: %w", err)
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return res, fmt.Errorf("peers: river-insert: migrate: %w", err)
+		return res, err
 	}
 	client, err := river.NewClient(driver, &river.Config{Schema: schema, Logger: quietLogger()})
 	if err != nil {

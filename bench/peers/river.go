@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
@@ -45,27 +46,13 @@ func runRiver(ctx context.Context, cfg Config, maxWorkers int) (res Result, err 
 		return res, err
 	}
 	defer pool.Close()
-	schema := "peers_river_" + suffix()
-	defer func() {
-		cctx, cancel := cleanupContext(ctx)
-		defer cancel()
-		if _, derr := pool.Exec(cctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); derr != nil {
-			err = errors.Join(err, fmt.Errorf("peers: drop schema %s: %w", schema, derr))
-		}
-	}()
 	setup := startTimer()
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
-		return res, fmt.Errorf("peers: river: %w", err)
+	schema, driver, drop, err := riverSchema(ctx, pool, "river")
+	defer drop(&err)
+	if err != nil {
+		return res, err
 	}
 	quiet := quietLogger()
-	driver := riverpgxv5.New(pool)
-	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema, Logger: quiet})
-	if err != nil {
-		return res, fmt.Errorf("peers: river: migrator: %w", err)
-	}
-	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return res, fmt.Errorf("peers: river: migrate: %w", err)
-	}
 
 	t := newTally(cfg.Rows)
 	workers := river.NewWorkers()
@@ -149,3 +136,30 @@ func runRiver(ctx context.Context, cfg Config, maxWorkers int) (res Result, err 
 
 // quietLogger returns a logger that drops everything.
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// riverSchema creates a fresh schema on pool, runs River's migrations in
+// it and returns its name and River's driver; drop drops the schema (also
+// after ctx was cancelled), joining a failure into *err. what names the
+// phase in errors.
+func riverSchema(ctx context.Context, pool *pgxpool.Pool, what string) (schema string, driver *riverpgxv5.Driver, drop func(err *error), err error) {
+	schema = "peers_river_" + suffix()
+	drop = func(err *error) {
+		cctx, cancel := cleanupContext(ctx)
+		defer cancel()
+		if _, derr := pool.Exec(cctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); derr != nil {
+			*err = errors.Join(*err, fmt.Errorf("peers: drop schema %s: %w", schema, derr))
+		}
+	}
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		return schema, nil, drop, fmt.Errorf("peers: %s: %w", what, err)
+	}
+	driver = riverpgxv5.New(pool)
+	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema, Logger: quietLogger()})
+	if err != nil {
+		return schema, nil, drop, fmt.Errorf("peers: %s: migrator: %w", what, err)
+	}
+	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return schema, nil, drop, fmt.Errorf("peers: %s: migrate: %w", what, err)
+	}
+	return schema, driver, drop, nil
+}
