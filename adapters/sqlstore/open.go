@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
+	"github.com/claimstore/claimstore/internal/retry"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 )
@@ -33,7 +35,9 @@ func Config() *gorm.Config {
 // handle with [Config]. Each backend package documents its DSN (its Open
 // function calls this one). On SQLite GORM's timestamps are taken in UTC,
 // and an in-memory database (":memory:" or mode=memory) is limited to one
-// open connection, since each connection would see its own database.
+// open connection, since each connection would see its own database. A
+// SQLite ping refused as busy is tried again for about 5 s, so that
+// several processes may open one new file at the same moment.
 //
 // Errors: an unknown or unlinked backend or a malformed DSN is
 // [dao.ErrInvalidArgument]; a server that cannot be reached is
@@ -68,12 +72,29 @@ func Open(ctx context.Context, backend string, dsn string) (*gorm.DB, error) {
 	if name == dialects.SQLite && (strings.Contains(dsn, ":memory:") || strings.Contains(dsn, "mode=memory")) {
 		sqlDB.SetMaxOpenConns(1)
 	}
-	if err := sqlDB.PingContext(ctx); err != nil {
+	ping := func() (struct{}, error) { return struct{}{}, mapError(sqlDB.PingContext(ctx)) }
+	tries := uint(1)
+	if name == dialects.SQLite {
+		// A new connection sets the DSN's PRAGMAs. Switching a new file
+		// to WAL takes an exclusive lock, and SQLite may report "database
+		// is locked" to another connection at once instead of calling its
+		// busy handler, when waiting could deadlock (SQLite manual,
+		// "sqlite3_busy_handler()"); so several processes opening one new
+		// file together retry that refusal, about 5 s in all.
+		tries = sqliteOpenTries
+	}
+	if _, err := retry.While(ctx, tries, 500*time.Millisecond, isBusy, ping); err != nil {
 		sqlDB.Close()
-		return nil, fmt.Errorf("claimstore: open %s: ping: %w", name, mapError(err))
+		return nil, fmt.Errorf("claimstore: open %s: ping: %w", name, err)
 	}
 	return db, nil
 }
+
+// sqliteOpenTries bounds the pings [Open] makes while a SQLite database
+// is busy: with waits of 20 ms doubling to 500 ms, about 5 s in all.
+const sqliteOpenTries = 14
+
+func isBusy(err error) bool { return errors.Is(err, dao.ErrBusy) }
 
 // SQLiteDSN returns a DSN for the database file at path with the settings
 // concurrent claimers need, and a 5 s busy timeout; see [SQLiteDSNTimeout].

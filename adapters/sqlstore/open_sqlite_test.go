@@ -125,3 +125,45 @@ func TestSQLiteOpenAddsTimeLayout(t *testing.T) {
 		}
 	}
 }
+
+// Several handles opening one new database file at the same moment (as
+// several processes starting together do) all open it: switching a new
+// file to WAL takes an exclusive lock, and SQLite may report "database is
+// locked" at once to the others instead of calling their busy handler
+// (SQLite manual, "sqlite3_busy_handler()": the handler is not called when
+// that could deadlock). Each round counts the handles that failed.
+func TestSQLiteConcurrentOpenNewFile(t *testing.T) {
+	ctx := context.Background()
+	const rounds, handles = 30, 6
+	failed := 0
+	for r := 0; r < rounds; r++ {
+		path := filepath.Join(t.TempDir(), "new.db")
+		errs := make(chan error, handles)
+		start := make(chan struct{})
+		for h := 0; h < handles; h++ {
+			go func() {
+				<-start
+				db, err := sqlstore.Open(ctx, "sqlite", sqlstore.SQLiteDSN(path))
+				if err == nil {
+					var mode string
+					err = db.Raw("PRAGMA journal_mode").Scan(&mode).Error
+					if err == nil && mode != "wal" {
+						err = errors.New("journal_mode " + mode + ", want wal")
+					}
+					closeDB(db)
+				}
+				errs <- err
+			}()
+		}
+		close(start)
+		for h := 0; h < handles; h++ {
+			if err := <-errs; err != nil {
+				failed++
+				if failed <= 3 {
+					t.Errorf("round %d: %v", r, err)
+				}
+			}
+		}
+	}
+	t.Logf("%d rounds × %d handles: %d opens failed", rounds, handles, failed)
+}

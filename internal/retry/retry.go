@@ -36,11 +36,18 @@ func Retryable[T any](ctx context.Context, tries uint, op func() (T, error)) (T,
 // succeed is short, such as a leader's renewal within its lease: the
 // waits start at 20 ms and double up to longest, each spread by ±50 %.
 func RetryableUpTo[T any](ctx context.Context, tries uint, longest time.Duration, op func() (T, error)) (T, error) {
+	return While(ctx, tries, longest, dao.IsRetryable, op)
+}
+
+// While is [RetryableUpTo] with the errors to retry chosen by retryable
+// instead of dao.IsRetryable, for a caller that may retry only some of
+// them (opening a SQLite file retries dao.ErrBusy, not a missing file).
+func While[T any](ctx context.Context, tries uint, longest time.Duration, retryable func(error) bool, op func() (T, error)) (T, error) {
 	var last error
 	v, err := backoff.Retry(ctx, func() (T, error) {
 		v, err := op()
 		last = err
-		if err != nil && !dao.IsRetryable(err) {
+		if err != nil && !retryable(err) {
 			return v, backoff.Permanent(err)
 		}
 		return v, err
