@@ -56,6 +56,9 @@ type sqlDriver[T any] struct {
 	ranked reflect.Type
 	// plans caches scanSQLite's scan plan; nil on the other dialects.
 	plans *sqlitePlans
+	// arrays is the PostgreSQL array INSERT plan of Insert (nil: GORM's
+	// INSERT); see newArrayInsert.
+	arrays *arrayInsert
 }
 
 var (
@@ -264,6 +267,7 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 	if err := checkHandle(ctx, db, s.pool, name, s.inTx); err != nil {
 		return nil, err
 	}
+	s.arrays = newArrayInsert(ctx, s, b.Native)
 	if s.collation, err = readCollation(ctx, s.pool, name, table); err != nil {
 		return nil, fmt.Errorf("read collation: %w", mapError(err))
 	}
@@ -474,6 +478,11 @@ const sqliteInsertValues = 1000
 func (s *sqlDriver[T]) Insert(ctx context.Context, items []*T) error {
 	// Rows per INSERT: as many as the dialect's bound-value limit allows
 	// (dialects.Renderer.MaxParams), or GORM's CreateBatchSize if smaller.
+	if a := s.arrays; a != nil && len(items) >= arrayInsertMin && !a.refused.Load() {
+		if done, err := s.insertArrays(ctx, items); done {
+			return err
+		}
+	}
 	tx, batch, err := s.insertSession(ctx, items)
 	if err != nil {
 		return err
