@@ -474,6 +474,11 @@ const sqliteInsertValues = 1000
 // automatic timestamps are taken in UTC, so that every stored time has the
 // same offset and text order is time order.
 //
+// On PostgreSQL two rows or more go in INSERTs that bind one array per
+// column, 10,000 rows per statement, writing the values GORM's create
+// would write (see arrayInsert and docs/models.md, "Many rows on
+// PostgreSQL"), unless the model or the handle needs GORM's INSERT.
+//
 // A unique violation is [dao.ErrDuplicate], and then nothing is inserted.
 func (s *sqlDriver[T]) Insert(ctx context.Context, items []*T) error {
 	// Rows per INSERT: as many as the dialect's bound-value limit allows
