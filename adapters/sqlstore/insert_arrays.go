@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"errors"
 	"fmt"
 	"reflect"
@@ -15,6 +16,7 @@ import (
 	"gorm.io/gorm/clause"
 	"gorm.io/gorm/schema"
 
+	"github.com/claimstore/claimstore/dao/driver"
 	"github.com/claimstore/claimstore/dialects"
 )
 
@@ -259,38 +261,155 @@ func (s *sqlDriver[T]) insertArrays(ctx context.Context, items []*T) (done bool,
 	return true, mapCtxError(ctx, err)
 }
 
+// arrayKind is the Go slice an array INSERT binds a column's values in:
+// a typed slice, which pgx encodes without reflection, for a field of a
+// plain Go kind (no driver.Valuer, reached without an embedded pointer
+// struct), else []any of the values GORM would bind.
+type arrayKind uint8
+
+const (
+	arrayAny arrayKind = iota
+	arrayString
+	arrayInt
+	arrayBool
+	arrayFloat
+	arrayBytes
+	arrayTime
+)
+
+var valuerType = reflect.TypeFor[sqldriver.Valuer]()
+
+// arrayKindOf returns the slice kind of field f.
+func arrayKindOf(f *schema.Field) arrayKind {
+	t := f.FieldType
+	if t.Implements(valuerType) || reflect.PointerTo(t).Implements(valuerType) || !driver.DirectField(f) {
+		return arrayAny
+	}
+	switch {
+	case t == timeType:
+		return arrayTime
+	case t == bytesType:
+		return arrayBytes
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return arrayString
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return arrayInt
+	case reflect.Bool:
+		return arrayBool
+	case reflect.Float32, reflect.Float64:
+		return arrayFloat
+	}
+	return arrayAny
+}
+
+// column collects one column's values of a chunk.
+type column struct {
+	f       *schema.Field
+	kind    arrayKind
+	strings []string
+	ints    []int64
+	bools   []bool
+	floats  []float64
+	bytes   [][]byte
+	times   []time.Time
+	anys    []any
+}
+
+func newColumn(f *schema.Field, n int) *column {
+	c := &column{f: f, kind: arrayKindOf(f)}
+	switch c.kind {
+	case arrayString:
+		c.strings = make([]string, 0, n)
+	case arrayInt:
+		c.ints = make([]int64, 0, n)
+	case arrayBool:
+		c.bools = make([]bool, 0, n)
+	case arrayFloat:
+		c.floats = make([]float64, 0, n)
+	case arrayBytes:
+		c.bytes = make([][]byte, 0, n)
+	case arrayTime:
+		c.times = make([]time.Time, 0, n)
+	default:
+		c.anys = make([]any, 0, n)
+	}
+	return c
+}
+
+// add appends the field's value in rv.
+func (c *column) add(ctx context.Context, rv reflect.Value) {
+	if c.kind == arrayAny {
+		v, _ := c.f.ValueOf(ctx, rv)
+		c.anys = append(c.anys, v)
+		return
+	}
+	fv := c.f.ReflectValueOf(ctx, rv)
+	switch c.kind {
+	case arrayString:
+		c.strings = append(c.strings, fv.String())
+	case arrayInt:
+		c.ints = append(c.ints, fv.Int())
+	case arrayBool:
+		c.bools = append(c.bools, fv.Bool())
+	case arrayFloat:
+		c.floats = append(c.floats, fv.Float())
+	case arrayBytes:
+		c.bytes = append(c.bytes, fv.Bytes())
+	case arrayTime:
+		c.times = append(c.times, fv.Interface().(time.Time))
+	}
+}
+
+// arg returns the collected slice.
+func (c *column) arg() any {
+	switch c.kind {
+	case arrayString:
+		return c.strings
+	case arrayInt:
+		return c.ints
+	case arrayBool:
+		return c.bools
+	case arrayFloat:
+		return c.floats
+	case arrayBytes:
+		return c.bytes
+	case arrayTime:
+		return c.times
+	}
+	return c.anys
+}
+
 // arrayArgs returns one []any per column of cols holding the chunk's
 // values in row order, with zero values replaced as GORM's create replaces
 // them (see arrayInsert) and written back into the items.
 func arrayArgs[T any](ctx context.Context, chunk []*T, cols []*schema.Field, now time.Time) ([]any, error) {
-	arrays := make([][]any, len(cols))
-	for j := range arrays {
-		arrays[j] = make([]any, len(chunk))
+	columns := make([]*column, len(cols))
+	for j, f := range cols {
+		columns[j] = newColumn(f, len(chunk))
 	}
-	for i, it := range chunk {
+	for _, it := range chunk {
 		rv := reflect.ValueOf(it).Elem()
-		for j, f := range cols {
-			v, zero := f.ValueOf(ctx, rv)
-			if zero {
-				switch {
-				case f.DefaultValueInterface != nil:
-					v = f.DefaultValueInterface
+		for _, c := range columns {
+			f := c.f
+			if f.DefaultValueInterface != nil || f.AutoCreateTime > 0 || f.AutoUpdateTime > 0 {
+				if _, zero := f.ValueOf(ctx, rv); zero {
+					v := any(now)
+					if f.DefaultValueInterface != nil {
+						v = f.DefaultValueInterface
+					}
 					if err := f.Set(ctx, rv, v); err != nil {
 						return nil, fmt.Errorf("%s: %w", f.DBName, err)
 					}
-				case f.AutoCreateTime > 0 || f.AutoUpdateTime > 0:
-					if err := f.Set(ctx, rv, now); err != nil {
-						return nil, fmt.Errorf("%s: %w", f.DBName, err)
-					}
-					v, _ = f.ValueOf(ctx, rv)
 				}
 			}
-			arrays[j][i] = v
+			c.add(ctx, rv)
 		}
 	}
-	args := make([]any, len(arrays))
-	for j := range arrays {
-		args[j] = arrays[j]
+	args := make([]any, len(columns))
+	for j, c := range columns {
+		args[j] = c.arg()
 	}
 	return args, nil
 }

@@ -25,6 +25,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,7 +60,7 @@ func main() {
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
 	cfg := Config{}
-	var only, jsonFile, riverWorkers string
+	var only, jsonFile, riverWorkers, cpuProfile string
 	fs.StringVar(&cfg.DSN, "dsn", envOr("CLAIMSTORE_POSTGRES_DSN", defaultDSN), "PostgreSQL connection URL")
 	fs.IntVar(&cfg.Rows, "rows", 100000, "rows, jobs and messages per system and round")
 	fs.IntVar(&cfg.Workers, "workers", 8, "claimstore's concurrent claimers")
@@ -74,8 +75,20 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "limit of each timed phase")
 	fs.StringVar(&only, "systems", strings.Join(systems, ","), "systems to measure, comma-separated")
 	fs.StringVar(&jsonFile, "json", "", "also write the results as JSON to this file")
+	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof reads it)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return fmt.Errorf("peers: --cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("peers: --cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	for s := range strings.SplitSeq(only, ",") {
 		if s = strings.TrimSpace(s); s == "" {

@@ -25,6 +25,73 @@ type Model[T any] struct {
 	columns []string
 	byName  map[string]*schema.Field
 	pk      *schema.Field
+	// checks are the columns CheckRow checks (those of a kind the
+	// package compares), with their kinds, in column order.
+	checks []columnCheck
+}
+
+// columnCheck is one column [Model.CheckRow] checks.
+type columnCheck struct {
+	name string
+	f    *schema.Field
+	ki   kindInfo
+	mode checkMode
+}
+
+// checkMode is how CheckRow reads a column: for a field of a plain Go
+// kind (no driver.Valuer, not a pointer) straight from the struct,
+// without making an interface value of it.
+type checkMode uint8
+
+const (
+	checkValue  checkMode = iota // the field's value, converted as Normalize converts
+	checkNone                    // a Go integer or bool of the column's kind: always storable
+	checkString                  // a Go string of a text column: valid UTF-8, no NUL
+)
+
+// DirectField reports whether f is reached from its model's struct
+// through struct fields alone, no pointer to an embedded struct, so that
+// GORM's ReflectValueOf reads it without changing the row: to reach a
+// field of a nil embedded pointer struct it allocates that struct.
+func DirectField(f *schema.Field) bool {
+	t := f.Schema.ModelType
+	idx := f.StructField.Index
+	for i, n := range idx {
+		for t.Kind() == reflect.Pointer {
+			if i > 0 {
+				return false
+			}
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || n < 0 || n >= t.NumField() {
+			return false
+		}
+		t = t.Field(n).Type
+	}
+	return true
+}
+
+// checkModeOf returns the check mode of field f of kind ki.
+func checkModeOf(f *schema.Field, ki kindInfo) checkMode {
+	t := f.FieldType
+	if t.Implements(valuerType) || reflect.PointerTo(t).Implements(valuerType) || !DirectField(f) {
+		return checkValue
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if ki.kind == KindInt {
+			return checkNone
+		}
+	case reflect.Bool:
+		if ki.kind == KindBool {
+			return checkNone
+		}
+	case reflect.String:
+		if ki.kind == KindString {
+			return checkString
+		}
+	}
+	return checkValue
 }
 
 // schemaCaches holds one GORM schema cache per naming strategy: GORM's
@@ -71,6 +138,9 @@ func NewModel[T any](namer schema.Namer) (*Model[T], error) {
 		}
 		m.byName[f.DBName] = f
 		m.columns = append(m.columns, f.DBName)
+		if ki := kindOf(f); ki.kind != KindOther {
+			m.checks = append(m.checks, columnCheck{f.DBName, f, ki, checkModeOf(f, ki)})
+		}
 	}
 	return m, nil
 }
@@ -338,13 +408,29 @@ func (m *Model[T]) CheckRow(row *T) error {
 		return fmt.Errorf("%w: nil item", ErrInvalidArgument)
 	}
 	rv := reflect.ValueOf(row).Elem()
-	for _, name := range m.columns {
-		f := m.byName[name]
-		ki := kindOf(f)
-		if ki.kind == KindOther {
+	for _, c := range m.checks {
+		f, ki, name := c.f, c.ki, c.name
+		switch c.mode {
+		case checkNone:
+			continue
+		case checkString:
+			if err := storable(f, f.ReflectValueOf(context.Background(), rv).String()); err != nil {
+				return fmt.Errorf("%w: field %q: %w", ErrInvalidArgument, name, err)
+			}
 			continue
 		}
 		v, _ := f.ValueOf(context.Background(), rv)
+		// A time.Time needs none of plain's and coerce's conversions,
+		// which return it unchanged.
+		switch x := v.(type) {
+		case time.Time:
+			if ki.kind == KindTime {
+				if err := storable(f, x); err != nil {
+					return fmt.Errorf("%w: field %q: %w", ErrInvalidArgument, name, err)
+				}
+				continue
+			}
+		}
 		p, err := plain(v)
 		if err != nil || p == nil {
 			continue
