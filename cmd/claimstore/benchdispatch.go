@@ -42,7 +42,8 @@ func newBenchDispatchCmd() *cobra.Command {
 worker processes. It creates a fresh table (random name, dropped at the end
 unless --keep), inserts --schedules once schedules, paused, in batches of
 --load-batch, and starts --processes processes of ` + "`claimstore dispatch run`" + `
-(--concurrency fires at once each, claims of up to --batch, --tick, --lease;
+(--concurrency fires at once each, claims of up to --batch (default: half of
+--concurrency), --tick, --lease;
 no maintenance, no health server), each writing one line per fire to a file
 of its own. Then one UPDATE makes every schedule active and due at the
 database's current time, and the clock runs until no schedule is active.
@@ -53,7 +54,7 @@ next_fire_at) at p50 and p99, and the verdict read from the processes'
 files and the table: duplicates (fire lines beyond a schedule's first) and
 missed (schedules without a fire line, or not fired in the table). The
 handler does no work, so the figure is the dispatcher's own cost: a claim
-per batch and one fenced outcome UPDATE per fire. With every schedule due
+per batch and the batched, fenced outcome writes. With every schedule due
 at once, the lag is mostly the wait in the backlog.
 
 --budget bounds the time from the UPDATE to the last fire; a run it stops is
@@ -73,7 +74,7 @@ duplicates and missed are 0.`,
 	f, r := cmd.Flags(), &o.run
 	f.IntVar(&r.Schedules, "schedules", dispatchbench.DefaultSchedules, "once schedules, all due at once")
 	f.IntVar(&r.Processes, "processes", dispatchbench.DefaultProcesses, "worker processes")
-	f.IntVar(&r.Concurrency, "concurrency", dispatchbench.DefaultConcurrency, "fires running at once per process (each process holds up to this + 4 connections)")
+	f.IntVar(&r.Concurrency, "concurrency", dispatchbench.DefaultConcurrency, "fires running at once per process")
 	f.IntVar(&r.Batch, "batch", 0, "most schedules one claim takes (default: --concurrency)")
 	f.DurationVar(&r.Tick, "tick", dispatchbench.DefaultTick, "worker heartbeat: wait between claims when idle")
 	f.DurationVar(&r.Lease, "lease", dispatchbench.DefaultLease, "lease of a claimed schedule (at least two ticks)")

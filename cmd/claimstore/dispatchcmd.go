@@ -93,7 +93,7 @@ and tests.`,
 	f.StringVar(&o.http, "http", ":8080", "address of the /readyz and /livez server (empty: none)")
 	f.StringVar(&o.workerID, "worker-id", "", "worker id written to lease_owner (default host-pid-random)")
 	f.IntVar(&o.concurrency, "concurrency", dispatch.DefaultConcurrency, "most fires running at once")
-	f.IntVar(&o.batch, "batch", 0, "most schedules one claim takes (default: --concurrency)")
+	f.IntVar(&o.batch, "batch", 0, "most schedules one claim takes (default: half of --concurrency)")
 	f.DurationVar(&o.tick, "tick", 0, "heartbeat: wait between claims when idle, and lease renewal period (0: 1s, or a quarter of a shorter lease)")
 	f.DurationVar(&o.lease, "lease", dispatch.DefaultLease, "lease of a claimed schedule (at least two ticks)")
 	f.DurationVar(&o.drainTimeout, "drain-timeout", dispatch.DefaultDrainTimeout, "how long in-flight fires may finish after SIGTERM")
@@ -160,12 +160,18 @@ func (w *eventWriter) write(e demo.Event) {
 	_ = w.enc.Encode(e)
 }
 
+// dispatchRunPool is the connection pool of `dispatch run`: the worker's
+// loops use up to four connections at once (claim, outcome writes, lease
+// renewal, maintenance; docs/dispatch.md, "Pool sizing") and its handler
+// none, so eight leave room without holding a connection per fire.
+const dispatchRunPool = 8
+
 func runDispatch(cmd *cobra.Command, o dispatchRunOptions) error {
 	if err := o.check(); err != nil {
 		return err
 	}
 	ctx := cmd.Context()
-	s, err := openSchedules(ctx, o.table, o.migrate, o.concurrency+4)
+	s, err := openSchedules(ctx, o.table, o.migrate, dispatchRunPool)
 	if err != nil {
 		return err
 	}

@@ -80,7 +80,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	o := r.Options
 	batch := o.Batch
 	if batch == 0 {
-		batch = o.Concurrency
+		batch = max(1, o.Concurrency/2) // dispatch.Config's default BatchSize
 	}
 	fmt.Fprintf(ew, "bench dispatch: %d once schedules due at once, %d worker processes x %d fires at once (claims of up to %d, tick %v, lease %v); table %s\n",
 		o.Schedules, o.Processes, o.Concurrency, batch, o.Tick, o.Lease, r.Table)
