@@ -540,6 +540,15 @@ func (s *Subscriber) consume(ctx context.Context, topic, worker string, out chan
 	// a busy subscription then claims its deliveries without an empty
 	// fan-out claim before each batch.
 	var nextFanOut time.Time
+	// The marks of a handled batch are written while the next batch is
+	// claimed and handled: marked is closed once they are, and the loop
+	// waits for it before the next batch's marks, and before it returns.
+	var marked chan struct{}
+	defer func() {
+		if marked != nil {
+			<-marked
+		}
+	}()
 	for ctx.Err() == nil {
 		fanned := 0
 		if now := time.Now(); !now.Before(nextFanOut) {
@@ -560,7 +569,16 @@ func (s *Subscriber) consume(ctx context.Context, topic, worker string, out chan
 		}
 		if len(batch) > 0 {
 			idle = 0
-			s.handle(ctx, log, worker, batch, out)
+			mark := s.handle(ctx, log, batch, out)
+			if marked != nil {
+				<-marked
+			}
+			done := make(chan struct{})
+			marked = done
+			go func() {
+				defer close(done)
+				mark(ctx, log, worker)
+			}()
 			continue
 		}
 		if fanned > 0 && err == nil {
@@ -581,10 +599,11 @@ func (s *Subscriber) consume(ctx context.Context, topic, worker string, out chan
 }
 
 // handle hands the deliveries of batch to the subscription's channel one
-// at a time, waiting for each to be acked or nacked, then writes the
-// outcomes: acked → published (done for the group), nacked → failed
-// through the retry policy, not handed out → released.
-func (s *Subscriber) handle(ctx context.Context, log *slog.Logger, worker string, batch []outbox.Message, out chan<- *message.Message) {
+// at a time, waiting for each to be acked or nacked, and returns the
+// function that writes the outcomes: acked → published (done for the
+// group), nacked → failed through the retry policy, not handed out →
+// released.
+func (s *Subscriber) handle(ctx context.Context, log *slog.Logger, batch []outbox.Message, out chan<- *message.Message) (mark func(ctx context.Context, log *slog.Logger, worker string)) {
 	start := time.Now()
 	var acked, rest []int64
 	var nacked []outbox.Failure
@@ -630,6 +649,14 @@ loop:
 			break loop
 		}
 	}
+	return func(ctx context.Context, log *slog.Logger, worker string) {
+		s.mark(ctx, log, worker, acked, nacked, rest)
+	}
+}
+
+// mark writes the outcomes of one handled batch, within MarkTimeout even
+// when ctx has ended.
+func (s *Subscriber) mark(ctx context.Context, log *slog.Logger, worker string, acked []int64, nacked []outbox.Failure, rest []int64) {
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.MarkTimeout)
 	defer cancel()
 	if len(acked) > 0 {
