@@ -15,7 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
-	gormpg "gorm.io/driver/postgres"
 	"gorm.io/gorm"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
@@ -116,26 +115,28 @@ func (c strictConnector) Connect(ctx context.Context) (driver.Conn, error) {
 // strictConn), its clock fixed at now.
 func openArrays(t *testing.T, log *statementLog, strict bool, now time.Time) *gorm.DB {
 	t.Helper()
-	testdb.Postgres(t) // skip, or fail when required, if unreachable
-	cfg, err := pgx.ParseConfig(testdb.PostgresDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Tracer = log
-	var sqlDB *sql.DB
+	var wrap func(driver.Connector) driver.Connector
 	if strict {
-		sqlDB = sql.OpenDB(strictConnector{stdlib.GetConnector(*cfg)})
-	} else {
-		sqlDB = stdlib.OpenDB(*cfg)
+		wrap = func(c driver.Connector) driver.Connector { return strictConnector{c} }
 	}
 	gcfg := testdb.Config()
 	gcfg.NowFunc = func() time.Time { return now }
-	db, err := gorm.Open(gormpg.New(gormpg.Config{Conn: sqlDB}), gcfg)
+	return openPgx(t, log, wrap, gcfg)
+}
+
+// migratedStore returns a store of T on a new table of db named after
+// prefix, created by Migrate, and the table's name.
+func migratedStore[T any](t *testing.T, db *gorm.DB, prefix string) (*dao.Table[T], string) {
+	t.Helper()
+	table := testdb.Table(t, db, prefix)
+	s, err := sqlstore.New[T](db, sqlstore.WithTable(table))
 	if err != nil {
-		sqlDB.Close()
 		t.Fatal(err)
 	}
-	return testdb.CloseAtCleanup(t, db)
+	if err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s, table
 }
 
 // randomArrayRows returns n rows with a random mix of zero, NULL and set
@@ -263,14 +264,7 @@ func TestPostgresArrayInsertDuplicateInsertsNothing(t *testing.T) {
 	ctx := context.Background()
 	var log statementLog
 	db := openArrays(t, &log, false, time.Now())
-	table := testdb.Table(t, db, "arraydup")
-	s, err := sqlstore.New[arrayRow](db, sqlstore.WithTable(table))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s, _ := migratedStore[arrayRow](t, db, "arraydup")
 	for _, n := range []int{3, 10001 + 5} {
 		items := make([]*arrayRow, n)
 		for i := range items {
@@ -304,14 +298,7 @@ func TestPostgresArrayInsertFallsBackToGORM(t *testing.T) {
 	db := openArrays(t, &log, false, time.Now())
 
 	t.Run("hook", func(t *testing.T) {
-		table := testdb.Table(t, db, "arrayhook")
-		s, err := sqlstore.New[hookedRow](db, sqlstore.WithTable(table))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
+		s, table := migratedStore[hookedRow](t, db, "arrayhook")
 		items := []*hookedRow{{Name: table + "a"}, {Name: table + "b"}, {Name: table + "c"}}
 		log.inserts()
 		if err := s.Create(ctx, items...); err != nil {
@@ -329,14 +316,7 @@ func TestPostgresArrayInsertFallsBackToGORM(t *testing.T) {
 	})
 
 	t.Run("mixed-keys", func(t *testing.T) {
-		table := testdb.Table(t, db, "arraymixed")
-		s, err := sqlstore.New[arrayRow](db, sqlstore.WithTable(table))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
+		s, table := migratedStore[arrayRow](t, db, "arraymixed")
 		items := []*arrayRow{{ID: 1000, Name: "set"}, {Name: "unset"}}
 		log.inserts()
 		if err := s.Create(ctx, items...); err != nil {
@@ -363,15 +343,8 @@ func TestPostgresArrayInsertFallsBackToGORM(t *testing.T) {
 	t.Run("driver-refuses-arrays", func(t *testing.T) {
 		var strictLog statementLog
 		strict := openArrays(t, &strictLog, true, time.Now())
-		table := testdb.Table(t, db, "arraystrict")
-		base, err := sqlstore.New[arrayRow](db, sqlstore.WithTable(table))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := base.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-		err = strict.Transaction(func(tx *gorm.DB) error {
+		base, table := migratedStore[arrayRow](t, db, "arraystrict")
+		err := strict.Transaction(func(tx *gorm.DB) error {
 			return base.WithTx(tx).Create(ctx, &arrayRow{Name: "s1"}, &arrayRow{Name: "s2"})
 		})
 		if err != nil {

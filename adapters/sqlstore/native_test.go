@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"reflect"
 	"strings"
@@ -65,20 +66,36 @@ func (l *claimLog) take() (native, viaSQL int) {
 // it. The pool is closed at cleanup.
 func openTraced(t *testing.T, log *claimLog, wrapped bool, c *roundtrip.Counter) *gorm.DB {
 	t.Helper()
-	testdb.Postgres(t) // skip, or fail when required, if unreachable
+	var wrap func(driver.Connector) driver.Connector
+	if wrapped {
+		wrap = func(conn driver.Connector) driver.Connector { return roundtrip.Connector(conn, c) }
+	}
+	db := openPgx(t, log, wrap, testdb.Config())
+	if sqlDB, err := db.DB(); err == nil {
+		sqlDB.SetMaxOpenConns(2)
+	}
+	return db
+}
+
+// openPgx opens the PostgreSQL test database with GORM (configured by
+// gcfg) over a connector of pgx's database/sql driver whose connections
+// report to tracer, wrapped by wrap when it is not nil. It skips, or
+// fails when the server is required, if the server is unreachable; the
+// pool is closed at cleanup.
+func openPgx(t *testing.T, tracer pgx.QueryTracer, wrap func(driver.Connector) driver.Connector, gcfg *gorm.Config) *gorm.DB {
+	t.Helper()
+	testdb.Postgres(t)
 	cfg, err := pgx.ParseConfig(testdb.PostgresDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Tracer = log
-	var sqlDB *sql.DB
-	if wrapped {
-		sqlDB = sql.OpenDB(roundtrip.Connector(stdlib.GetConnector(*cfg), c))
-	} else {
-		sqlDB = stdlib.OpenDB(*cfg)
+	cfg.Tracer = tracer
+	var conn driver.Connector = stdlib.GetConnector(*cfg)
+	if wrap != nil {
+		conn = wrap(conn)
 	}
-	sqlDB.SetMaxOpenConns(2)
-	db, err := gorm.Open(gormpg.New(gormpg.Config{Conn: sqlDB}), testdb.Config())
+	sqlDB := sql.OpenDB(conn)
+	db, err := gorm.Open(gormpg.New(gormpg.Config{Conn: sqlDB}), gcfg)
 	if err != nil {
 		sqlDB.Close()
 		t.Fatal(err)
