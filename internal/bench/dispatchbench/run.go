@@ -28,8 +28,8 @@ import (
 
 // Defaults of [Options] (the command's flag defaults).
 const (
-	DefaultSchedules   = 200000
-	DefaultProcesses   = 3
+	DefaultSchedules = 200000
+	DefaultProcesses = 3
 	// DefaultConcurrency lets each claim take 32 schedules: the handler
 	// does no work, so the processes measure the claim and the batched
 	// outcome writes, not the handlers.
