@@ -154,13 +154,16 @@ func matchesGORM[T any](a *arrayInsert, s *sqlDriver[T]) bool {
 // columnTypes returns the type names of s's table's columns, read from
 // pg_attribute (format_type without the type modifier: the column's own
 // modifier applies on assignment) the first time on pool, and nil with
-// an error when the table cannot be read.
+// an error when the table cannot be read. A table that does not exist
+// reads as no columns (to_regclass is NULL), not as an error, which
+// would abort a caller's transaction; the call then goes through GORM,
+// whose INSERT reports the missing table.
 func (a *arrayInsert) columnTypes(ctx context.Context, pool gorm.ConnPool, quotedTable string) (map[string]string, error) {
 	if t := a.types.Load(); t != nil {
 		return *t, nil
 	}
 	rows, err := pool.QueryContext(ctx, `SELECT a.attname, format_type(a.atttypid, NULL)
-FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped`, quotedTable)
+FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, quotedTable)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +179,9 @@ FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.a
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	a.types.Store(&types)
+	if len(types) > 0 {
+		a.types.Store(&types)
+	}
 	return types, nil
 }
 

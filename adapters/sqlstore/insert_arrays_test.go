@@ -340,6 +340,21 @@ func TestPostgresArrayInsertFallsBackToGORM(t *testing.T) {
 		}
 	})
 
+	t.Run("missing-table", func(t *testing.T) {
+		// The catalog read finds no table without failing, so the error
+		// is GORM's INSERT's, not an aborted transaction's.
+		s, err := sqlstore.New[arrayRow](db, sqlstore.WithTable(testdb.Table(t, db, "arraymissing")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.Transaction(func(tx *gorm.DB) error {
+			return s.WithTx(tx).Create(ctx, &arrayRow{Name: "m1"}, &arrayRow{Name: "m2"})
+		})
+		if err == nil || !strings.Contains(err.Error(), "does not exist") || strings.Contains(err.Error(), "aborted") {
+			t.Errorf("Create on a missing table: %v, want the missing relation's error", err)
+		}
+	})
+
 	t.Run("driver-refuses-arrays", func(t *testing.T) {
 		var strictLog statementLog
 		strict := openArrays(t, &strictLog, true, time.Now())
