@@ -174,7 +174,7 @@ FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT 
 		if err := rows.Scan(&name, &typ); err != nil {
 			return nil, err
 		}
-		types[name] = typ
+		types[name] = arrayElementType(typ)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -183,6 +183,24 @@ FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT 
 		a.types.Store(&types)
 	}
 	return types, nil
+}
+
+// arrayElementType returns the element type to cast a column's array to,
+// given the column type's name without its modifier. Written without a
+// length, the SQL types character and bit mean character(1) and bit(1),
+// and an explicit cast to them cuts longer values silently (PostgreSQL
+// manual, "Character Types", "Bit String Types"); bpchar and bit varying
+// keep every value whole, and the column's own length is then checked on
+// assignment, with the error a GORM INSERT gets. Other types without a
+// modifier take any value of the type.
+func arrayElementType(typ string) string {
+	switch typ {
+	case "character":
+		return "bpchar"
+	case "bit":
+		return "bit varying"
+	}
+	return typ
 }
 
 // insertArrays inserts items by arrays when the plan allows this call

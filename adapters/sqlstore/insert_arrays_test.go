@@ -38,6 +38,7 @@ type arrayRow struct {
 	Ratio     float64   //
 	Flag      bool      //
 	Mood      arrayMood `gorm:"size:16"`
+	Code      string    `gorm:"type:char(5)"`
 	Label     sql.NullString
 	Stamp     *time.Time
 	CreatedAt time.Time
@@ -163,6 +164,7 @@ func randomArrayRows(rng *rand.Rand, n int, prefix string) []*arrayRow {
 		if rng.IntN(2) == 0 {
 			r.Mood = "calm"
 		}
+		r.Code = "abcde"[:rng.IntN(6)]
 		if rng.IntN(2) == 0 {
 			r.Label = sql.NullString{String: "label", Valid: true}
 		}
@@ -259,12 +261,17 @@ func TestPostgresArrayInsertWritesWhatGORMWrites(t *testing.T) {
 
 // A duplicate key among the rows, in one statement or in the second
 // statement of a call that needs two, is dao.ErrDuplicate and inserts
-// nothing.
+// nothing; a value too long for its column is refused, not cut.
 func TestPostgresArrayInsertDuplicateInsertsNothing(t *testing.T) {
 	ctx := context.Background()
 	var log statementLog
 	db := openArrays(t, &log, false, time.Now())
 	s, _ := migratedStore[arrayRow](t, db, "arraydup")
+	// A value longer than a char(5) column is refused, not cut.
+	err := s.Create(ctx, &arrayRow{Name: "long1", Code: "abcdefg"}, &arrayRow{Name: "long2"})
+	if err == nil || !strings.Contains(err.Error(), "too long") {
+		t.Errorf("a char(5) value of 7 characters: %v, want value too long", err)
+	}
 	for _, n := range []int{3, 10001 + 5} {
 		items := make([]*arrayRow, n)
 		for i := range items {
