@@ -158,7 +158,8 @@ func SQLite(t testing.TB) *gorm.DB {
 }
 
 // Table returns a fresh table name, prefix_<random>, and drops the table at
-// cleanup.
+// cleanup, also when the test failed; a drop that fails fails the test,
+// so that no run leaves a table behind unnoticed.
 func Table(t testing.TB, db *gorm.DB, prefix string) string {
 	t.Helper()
 	var b [4]byte
@@ -166,7 +167,11 @@ func Table(t testing.TB, db *gorm.DB, prefix string) string {
 		t.Fatal(err)
 	}
 	name := prefix + "_" + hex.EncodeToString(b[:])
-	t.Cleanup(func() { _ = db.Migrator().DropTable(name) })
+	t.Cleanup(func() {
+		if err := db.Session(&gorm.Session{NewDB: true, Context: context.Background()}).Migrator().DropTable(name); err != nil {
+			t.Errorf("testdb: drop table %s: %v", name, err)
+		}
+	})
 	return name
 }
 
