@@ -1,36 +1,17 @@
 package dispatch_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/claimstore/claimstore/dispatch"
+	"github.com/claimstore/claimstore/internal/syncbuf"
 	"github.com/claimstore/claimstore/internal/testdb"
 )
-
-// syncBuffer is a bytes.Buffer safe for the worker's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestPoolWarnings: a worker over a pool of 2 connections that keeps none
 // idle warns, once each, that the pool is too small and that it churns
@@ -52,7 +33,7 @@ func TestPoolWarnings(t *testing.T) {
 	if _, err := sc.AddMany(context.Background(), specs); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	w := newScheduleWorker(t, store, func(context.Context, dispatch.Fire) error { return nil }, dispatch.Policy{},
 		dispatch.Config[dispatch.Schedule]{Concurrency: 2, Tick: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	stop := runWorker(t, w.Run)

@@ -1,34 +1,15 @@
 package outbox_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/claimstore/claimstore/adapters/memstore"
+	"github.com/claimstore/claimstore/internal/syncbuf"
 	"github.com/claimstore/claimstore/outbox"
 )
-
-// syncBuffer is a bytes.Buffer safe for the relay's concurrent loggers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A message whose subject no stream holds fails with outbox.ErrNoStream,
 // stays retryable, and the relay says so at ERROR once per topic, with the
@@ -43,7 +24,7 @@ func TestRelayReportsMissingStreamOncePerTopic(t *testing.T) {
 	const n = 5
 	good := write(t, repo, nil, msgs("good", testSubject, n))
 	write(t, repo, nil, msgs("lost", "nowhere.orders", n))
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	rr := startRelay(t, repo, nb.publisher(t, time.Second), outbox.RelayConfig{
 		BatchSize: 4, Lease: 5 * time.Second, PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError})),

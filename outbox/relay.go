@@ -157,7 +157,7 @@ func NewRelay(repo *Repository, pub Publisher, cfg RelayConfig) (*Relay, error) 
 		return nil, fmt.Errorf("outbox: new relay: %w: window %d above the maximum %d", dao.ErrInvalidArgument, cfg.Window, MaxWindow)
 	}
 	if cfg.WorkerID == "" {
-		cfg.WorkerID = defaultWorkerID()
+		cfg.WorkerID = DefaultWorkerID()
 	}
 	if cfg.BatchSize == 0 {
 		cfg.BatchSize = DefaultBatchSize
@@ -211,7 +211,11 @@ func NewRelay(repo *Repository, pub Publisher, cfg RelayConfig) (*Relay, error) 
 	}, nil
 }
 
-func defaultWorkerID() string {
+// DefaultWorkerID returns the worker id a [Relay] takes when its config
+// gives none: "<hostname>-<pid>-<6 random hex digits>", the host name cut
+// to 100 bytes ("relay" when the host has no name), at most 115 bytes, so
+// that a suffix such as "/<n>" keeps it within [MaxNameLen].
+func DefaultWorkerID() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "relay"

@@ -2,12 +2,9 @@ package watermill
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,7 +62,7 @@ type SubscriberConfig struct {
 	// [DefaultTargetBroker].
 	TargetBroker string
 	// WorkerID names this subscriber in locked_by; default
-	// "<hostname>-<pid>-<random>". Each subscription (each call of
+	// outbox.DefaultWorkerID(). Each subscription (each call of
 	// Subscribe) claims as WorkerID + "/<n>", so its marks are fenced on
 	// their own.
 	WorkerID string
@@ -152,7 +149,7 @@ func NewSubscriber(db *gorm.DB, cfg SubscriberConfig) (*Subscriber, error) {
 		return nil, fmt.Errorf("watermill: new subscriber: %w: target broker is %d bytes, the limit is %d", dao.ErrInvalidArgument, len(cfg.TargetBroker), outbox.MaxBrokerLen)
 	}
 	if cfg.WorkerID == "" {
-		cfg.WorkerID = defaultWorkerID()
+		cfg.WorkerID = outbox.DefaultWorkerID()
 	}
 	if len(cfg.WorkerID) > outbox.MaxNameLen-21 {
 		return nil, fmt.Errorf("watermill: new subscriber: %w: worker id is %d bytes, the limit is %d", dao.ErrInvalidArgument, len(cfg.WorkerID), outbox.MaxNameLen-21)
@@ -214,19 +211,6 @@ func NewSubscriber(db *gorm.DB, cfg SubscriberConfig) (*Subscriber, error) {
 		log:        cfg.Logger.With("component", "watermill.subscriber", "worker", cfg.WorkerID, "consumer_group", cfg.ConsumerGroup),
 		closing:    make(chan struct{}),
 	}, nil
-}
-
-func defaultWorkerID() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "subscriber"
-	}
-	if len(host) > 100 {
-		host = host[:100]
-	}
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
 // Config returns the subscriber's configuration with defaults filled in.
