@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/claimstore/claimstore/adapters/memstore"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/coord"
@@ -36,16 +34,9 @@ func registerStores(t *testing.T, f func(t *testing.T, s dao.Store[register])) {
 		}
 		f(t, s)
 	})
-	for _, b := range []struct {
-		name string
-		open func(testing.TB) *gorm.DB
-	}{
-		{"sqlite", testdb.SQLite},
-		{"postgres", testdb.Postgres},
-		{"mariadb", testdb.MySQL},
-	} {
-		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t)
+	for _, b := range testdb.SQLBackends {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Open(t)
 			s, err := sqlstore.New[register](db, sqlstore.WithTable(testdb.Table(t, db, "fence")))
 			if err != nil {
 				t.Fatal(err)

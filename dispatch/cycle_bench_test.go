@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/claimstore/claimstore/adapters/memstore"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
@@ -52,21 +50,18 @@ func cycleDue(now time.Time) dao.Criteria {
 //
 //	go test ./dispatch -run '^$' -bench JobCycle -benchtime 20000x
 func BenchmarkJobCycle(b *testing.B) {
-	backends := []struct {
-		name string
-		open func(testing.TB) *gorm.DB
-	}{{"memory", nil}, {"sqlite", testdb.SQLite}, {"postgres", testdb.Postgres}, {"mariadb", testdb.MySQL}}
+	backends := append([]testdb.Backend{{Name: "memory"}}, testdb.SQLBackends...)
 	for _, be := range backends {
-		b.Run(be.name, func(b *testing.B) {
+		b.Run(be.Name, func(b *testing.B) {
 			open := func() dao.Store[cycleJob] {
-				if be.open == nil {
+				if be.Open == nil {
 					s, err := memstore.New[cycleJob]()
 					if err != nil {
 						b.Fatal(err)
 					}
 					return s
 				}
-				db := be.open(b)
+				db := be.Open(b)
 				if sqlDB, err := db.DB(); err == nil {
 					sqlDB.SetMaxOpenConns(16)
 					sqlDB.SetMaxIdleConns(16)

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"gorm.io/gorm"
-
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
@@ -18,16 +16,9 @@ import (
 // table, and the schedules added through the store land in it.
 func TestMigrateScheduleStoreUsesTheStoresTable(t *testing.T) {
 	ctx := context.Background()
-	for _, b := range []struct {
-		name string
-		open func(testing.TB) *gorm.DB
-	}{
-		{"sqlite", testdb.SQLite},
-		{"postgres", testdb.Postgres},
-		{"mariadb", testdb.MySQL},
-	} {
-		t.Run(b.name, func(t *testing.T) {
-			db := b.open(t)
+	for _, b := range testdb.SQLBackends {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Open(t)
 			table := testdb.Table(t, db, "own_sched")
 			store, err := sqlstore.New[dispatch.Schedule](db, sqlstore.WithTable(table))
 			if err != nil {

@@ -26,17 +26,14 @@ func TestPublishInCallersTransaction(t *testing.T) {
 		defer cancel()
 		tables := newTables(t, db)
 		repo := repository(t, db, tables.Messages)
-		pub, err := cswm.NewPublisher(repo, cswm.PublisherConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		pub := newPublisher(t, db, tables.Messages)
 		sub := newSubscriber(t, db, tables.Messages, "g", cswm.SubscriberConfig{})
 		if err := sub.SubscribeInitialize("orders"); err != nil {
 			t.Fatal(err)
 		}
 
 		rolledBack := message.NewMessage(watermill.NewUUID(), []byte("never"))
-		err = db.Transaction(func(tx *gorm.DB) error {
+		err := db.Transaction(func(tx *gorm.DB) error {
 			if err := pub.WithTx(tx).Publish("orders", rolledBack); err != nil {
 				return err
 			}
@@ -96,10 +93,7 @@ func TestPublishRefusesBadInput(t *testing.T) {
 		defer cancel()
 		tables := newTables(t, db)
 		repo := repository(t, db, tables.Messages)
-		pub, err := cswm.NewPublisher(repo, cswm.PublisherConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
+		pub := newPublisher(t, db, tables.Messages)
 		m := message.NewMessage(watermill.NewUUID(), []byte("x"))
 		if err := pub.Publish("a", m); err != nil {
 			t.Fatal(err)

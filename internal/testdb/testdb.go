@@ -157,6 +157,18 @@ func SQLite(t testing.TB) *gorm.DB {
 	return open(t, "sqlite", gormlite.Open(SQLiteDSN(filepath.Join(t.TempDir(), "test.db"))))
 }
 
+// Backend is one SQL backend a test runs on: its name (a subtest name)
+// and the function that opens its test database (skipping the test, or
+// failing it where the backend is required, without a server).
+type Backend struct {
+	Name string
+	Open func(testing.TB) *gorm.DB
+}
+
+// SQLBackends are the SQL backends every machine of the project runs:
+// SQLite, PostgreSQL and MariaDB (named "mariadb", opened with [MySQL]).
+var SQLBackends = []Backend{{"sqlite", SQLite}, {"postgres", Postgres}, {"mariadb", MySQL}}
+
 // Table returns a fresh table name, prefix_<random>, and drops the table at
 // cleanup, also when the test failed; a drop that fails fails the test,
 // so that no run leaves a table behind unnoticed.
