@@ -272,10 +272,10 @@ func (s *sqlDriver[T]) insertArrays(ctx context.Context, items []*T) (done bool,
 		}
 		return nil
 	}
-	if s.inTx || len(items) <= arrayInsertRows {
-		err = run(s.pool)
+	if len(items) <= arrayInsertRows {
+		err = run(s.pool) // one statement: atomic on its own
 	} else {
-		err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return run(connPool(tx)) })
+		err = s.atomically(ctx, run)
 	}
 	if err != nil && isArgConversion(err) {
 		a.refused.Store(true)

@@ -286,6 +286,16 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 	return s, nil
 }
 
+// atomically runs run on the caller's transaction when the store is bound
+// to one, else in a transaction of its own, committed when run returns nil
+// and rolled back otherwise; it returns run's error, or the commit's.
+func (s *sqlDriver[T]) atomically(ctx context.Context, run func(pool gorm.ConnPool) error) error {
+	if s.inTx {
+		return run(s.pool)
+	}
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return run(connPool(tx)) })
+}
+
 // connPool returns the pool statements of db run on.
 func connPool(db *gorm.DB) gorm.ConnPool {
 	if db.Statement != nil && db.Statement.ConnPool != nil {
@@ -708,11 +718,7 @@ func (s *sqlDriver[T]) UpdateKeys(ctx context.Context, where dao.Criteria, set d
 		_, err = s.exec(ctx, pool, up)
 		return err
 	}
-	if s.inTx {
-		err = run(s.pool)
-	} else {
-		err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return run(connPool(tx)) })
-	}
+	err = s.atomically(ctx, run)
 	if err != nil {
 		return nil, mapError(err)
 	}
@@ -770,11 +776,7 @@ func (s *sqlDriver[T]) updateMatched(ctx context.Context, where dao.Criteria, st
 	// When either statement fails, the UPDATE changed nothing: MySQL rolls
 	// back a failed statement, a deadlock the whole transaction, and the
 	// transaction below is rolled back on any error. The count is then 0.
-	if s.inTx {
-		err = run(s.pool)
-	} else {
-		err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return run(connPool(tx)) })
-	}
+	err = s.atomically(ctx, run)
 	if err != nil {
 		return 0, mapError(err)
 	}
