@@ -105,6 +105,10 @@ type Subscriber struct {
 	deliveries *outbox.Repository
 	groups     dao.Store[Group]
 	log        *slog.Logger
+	// fast is the one-statement fan-out on PostgreSQL, nil elsewhere.
+	fast *pgFanOut
+	// maxRetries is what [outbox.Repository.Add] gives a new delivery.
+	maxRetries int
 
 	mu      sync.Mutex
 	closed  bool
@@ -208,6 +212,8 @@ func NewSubscriber(db *gorm.DB, cfg SubscriberConfig) (*Subscriber, error) {
 		messages:   msgs,
 		deliveries: dlvs,
 		groups:     groups,
+		fast:       newPGFanOut(db, t),
+		maxRetries: policy.MaxRetries,
 		log:        cfg.Logger.With("component", "watermill.subscriber", "worker", cfg.WorkerID, "consumer_group", cfg.ConsumerGroup),
 		closing:    make(chan struct{}),
 	}, nil
@@ -462,9 +468,50 @@ func (s *Subscriber) addDeliveries(ctx context.Context, copies []copyOf, check b
 // fanOut claims up to FanOutBatchSize messages of the target broker from
 // the message table, writes a delivery of each for every group of its
 // topic, and marks them published. It returns how many it claimed.
-func (s *Subscriber) fanOut(ctx context.Context, worker string) (int, error) {
+//
+// On PostgreSQL (see [pgFanOut]) it does so in one statement, claims at
+// most own messages when own > 0, and inserts the deliveries of the
+// subscription's group on topic (up to own) already claimed by worker,
+// which it returns; elsewhere it returns no delivery.
+func (s *Subscriber) fanOut(ctx context.Context, worker, topic string, own int) (int, []outbox.Message, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
+	if s.fast != nil {
+		if ok, _ := s.fast.usable(cctx); ok {
+			return s.fanOutPostgres(cctx, worker, topic, own)
+		}
+	}
+	n, err := s.fanOutPortable(ctx, cctx, worker)
+	return n, nil, err
+}
+
+// fanOutPostgres is fanOut's one statement, retried on a retryable
+// error; the deliveries a failed try returned are kept (their statement
+// committed before its answer was lost) and the next try claims fewer.
+func (s *Subscriber) fanOutPostgres(ctx context.Context, worker, topic string, own int) (int, []outbox.Message, error) {
+	limit := s.cfg.FanOutBatchSize
+	if own > 0 {
+		limit = min(limit, own)
+	}
+	var claimed int
+	var mine []outbox.Message
+	err := retry(ctx, func() error {
+		n, rows, err := s.fast.run(ctx, s.cfg.TargetBroker, limit, worker, s.cfg.ConsumerGroup, topic, max(own-len(mine), 0), s.cfg.Lease, s.maxRetries)
+		claimed += n
+		mine = append(mine, rows...)
+		return err
+	})
+	if err != nil {
+		err = fmt.Errorf("fan out: %w", err)
+	}
+	return max(claimed, len(mine)), mine, err
+}
+
+// fanOutPortable claims the messages with the outbox claim, reads the
+// groups, writes the deliveries and marks the messages, each its own
+// statement; cctx bounds the claim and the deliveries, ctx's values serve
+// the mark.
+func (s *Subscriber) fanOutPortable(ctx, cctx context.Context, worker string) (int, error) {
 	batch, err := s.messages.ClaimBatch(cctx, worker, s.cfg.FanOutBatchSize, s.cfg.TargetBroker)
 	if len(batch) == 0 {
 		return 0, err
@@ -516,14 +563,22 @@ func (s *Subscriber) fanOut(ctx context.Context, worker string) (int, error) {
 }
 
 // consume is the loop of one subscription.
+//
+// Each turn claims a batch of the group's deliveries of topic and fans
+// out messages. Portably the fan-out comes first, so the deliveries it
+// wrote are claimed in the same turn. On PostgreSQL the delivery claim
+// comes first (so nacked and released deliveries are never starved) and
+// the fan-out fills the rest of the batch with deliveries it inserts
+// already claimed; after a delivery claim that found nothing the next
+// waits a poll interval, while the fan-out keeps the batches full.
 func (s *Subscriber) consume(ctx context.Context, topic, worker string, out chan<- *message.Message) {
 	key := DeliveryKey(s.cfg.ConsumerGroup, topic)
 	log := s.log.With("topic", topic, "subscription", worker)
 	var idle time.Duration
-	// After a fan-out that found nothing, the next waits a poll interval:
-	// a busy subscription then claims its deliveries without an empty
-	// fan-out claim before each batch.
-	var nextFanOut time.Time
+	// After a fan-out (or, on PostgreSQL, a delivery claim) that found
+	// nothing, the next waits a poll interval: a busy subscription then
+	// does not spend a statement on an empty claim before each batch.
+	var nextFanOut, nextClaim time.Time
 	// The marks of a handled batch are written while the next batch is
 	// claimed and handled: marked is closed once they are, and the loop
 	// waits for it before the next batch's marks, and before it returns.
@@ -533,23 +588,48 @@ func (s *Subscriber) consume(ctx context.Context, topic, worker string, out chan
 			<-marked
 		}
 	}()
+	// Whether the fan-out inserts claimed deliveries: PostgreSQL 11 or
+	// later; asked once per subscriber (an error asking counts as no).
+	fast := false
+	if s.fast != nil {
+		var err error
+		if fast, err = s.fast.usable(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("fan-out: one-statement fan-out not used", "err", err)
+		}
+	}
+	claim := func() ([]outbox.Message, error) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+		defer cancel()
+		batch, err := s.deliveries.ClaimBatch(cctx, worker, s.cfg.BatchSize, key)
+		if err != nil && ctx.Err() == nil {
+			log.Warn("claim failed", "err", err)
+		}
+		return batch, err
+	}
 	for ctx.Err() == nil {
+		var batch []outbox.Message
+		var err error
+		now := time.Now()
+		if fast && !now.Before(nextClaim) {
+			if batch, err = claim(); len(batch) == 0 {
+				nextClaim = now.Add(s.cfg.PollInterval)
+			}
+		}
 		fanned := 0
-		if now := time.Now(); !now.Before(nextFanOut) {
-			var err error
-			fanned, err = s.fanOut(ctx, worker)
-			if err != nil && ctx.Err() == nil {
-				log.Warn("fan-out failed", "err", err)
+		if !now.Before(nextFanOut) {
+			var mine []outbox.Message
+			var ferr error
+			fanned, mine, ferr = s.fanOut(ctx, worker, topic, s.cfg.BatchSize-len(batch))
+			if ferr != nil && ctx.Err() == nil {
+				log.Warn("fan-out failed", "err", ferr)
 			}
 			if fanned == 0 {
 				nextFanOut = now.Add(s.cfg.PollInterval)
 			}
+			batch = append(batch, mine...)
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-		batch, err := s.deliveries.ClaimBatch(cctx, worker, s.cfg.BatchSize, key)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			log.Warn("claim failed", "err", err)
+		if !fast {
+			batch, err = claim()
 		}
 		if len(batch) > 0 {
 			idle = 0

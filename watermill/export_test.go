@@ -1,0 +1,26 @@
+package watermill
+
+import (
+	"context"
+
+	"github.com/claimstore/claimstore/outbox"
+)
+
+// FanOut runs one fan-out step of s as worker for a subscription of
+// topic, with room for own deliveries claimed at once (PostgreSQL).
+func FanOut(ctx context.Context, s *Subscriber, worker, topic string, own int) (int, []outbox.Message, error) {
+	return s.fanOut(ctx, worker, topic, own)
+}
+
+// FansOutInOneStatement reports whether s fans out with the PostgreSQL
+// statement.
+func FansOutInOneStatement(ctx context.Context, s *Subscriber) bool {
+	if s.fast == nil {
+		return false
+	}
+	ok, err := s.fast.usable(ctx)
+	return ok && err == nil
+}
+
+// FanOutPortably makes s fan out with the portable steps.
+func FanOutPortably(s *Subscriber) { s.fast = nil }
