@@ -84,8 +84,8 @@ func (s *scheduleSource) list(ctx context.Context, f scheduleFilter) ([]dispatch
 }
 
 // fireNow makes the active schedule key due now. Errors: dao.ErrNotFound
-// when no schedule has key; dispatch.ErrTerminal-wrapping when it is not
-// active.
+// when no schedule has key; one saying to resume it first when it is
+// paused; dispatch.ErrTerminal-wrapping when it is fired or failed.
 func (s *scheduleSource) fireNow(ctx context.Context, key string) error {
 	now, err := s.clock(ctx)
 	if err != nil {
@@ -99,6 +99,12 @@ func (s *scheduleSource) fireNow(ctx context.Context, key string) error {
 	got, err := s.api.Get(ctx, key)
 	if err != nil {
 		return err
+	}
+	switch got.Status {
+	case dispatch.StatusPaused:
+		return fmt.Errorf("schedule %q is paused: resume it first", key)
+	case dispatch.StatusFired:
+		return fmt.Errorf("schedule %q has fired and will not fire again: add it anew: %w", key, dispatch.ErrTerminal)
 	}
 	return fmt.Errorf("schedule %q is %s, not active: resume it first: %w", key, got.Status, dispatch.ErrTerminal)
 }
