@@ -369,6 +369,8 @@ type schedulesData struct {
 type scheduleTableData struct {
 	Name  string
 	Rows  []dispatch.Schedule
+	More  bool // more schedules match than shown
+	Scan  int  // a search stopped after reading this many schedules
 	Error string
 	Now   time.Time
 }
@@ -398,11 +400,11 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request, status int, 
 		if now, err := s.clock(ctx); err == nil {
 			td.Now = now
 		}
-		rows, err := s.list(ctx, scheduleFilter{Status: d.Status, Search: d.Search, Limit: 200})
+		l, err := s.list(ctx, scheduleFilter{Status: d.Status, Search: d.Search, Limit: 200})
 		if err != nil {
 			td.Error = err.Error()
 		}
-		td.Rows = rows
+		td.Rows, td.More, td.Scan = l.Rows, l.More, l.Scanned
 		d.Tables = append(d.Tables, td)
 	}
 	h.render(w, r, status, "schedules", page{Title: "Schedules", Nav: "schedules", Data: d})

@@ -59,28 +59,65 @@ func Schedules(name string, store dao.Store[dispatch.Schedule]) (Source, error) 
 // scheduleFilter selects the schedules listed on the schedules page.
 type scheduleFilter struct {
 	Status string // "" for all
-	Search string // a substring of the key, "" for all
+	Search string // a substring of the key, any case; "" for all
 	Limit  int
 }
 
-// list returns up to f.Limit schedules in key order (reading at most 1000
-// to filter by search text).
-func (s *scheduleSource) list(ctx context.Context, f scheduleFilter) ([]dispatch.Schedule, error) {
-	read := f.Limit
-	if f.Search != "" {
-		read = 1000
-	}
-	rows, err := s.api.List(ctx, dispatch.ListOptions{Status: dispatch.Status(f.Status), Limit: read})
-	if err != nil || f.Search == "" {
-		return rows, err
-	}
-	out := rows[:0]
-	for _, r := range rows {
-		if strings.Contains(strings.ToLower(r.Key), strings.ToLower(f.Search)) && len(out) < f.Limit {
-			out = append(out, r)
+// searchScan bounds the schedules a search reads, in key order (a
+// variable for the tests).
+var searchScan = 100_000
+
+// scheduleList is a page of schedules.
+type scheduleList struct {
+	Rows []dispatch.Schedule
+	// More is true when more schedules match than Rows holds.
+	More bool
+	// Scanned is the number of schedules a search read when it stopped
+	// at searchScan before reaching the end of the table; 0 otherwise.
+	Scanned int
+}
+
+// list returns up to f.Limit schedules in key order. A search reads the
+// table in key order, 1000 schedules a read, until f.Limit match, the
+// table ends or searchScan schedules were read.
+func (s *scheduleSource) list(ctx context.Context, f scheduleFilter) (scheduleList, error) {
+	var out scheduleList
+	if f.Search == "" {
+		rows, err := s.api.List(ctx, dispatch.ListOptions{Status: dispatch.Status(f.Status), Limit: f.Limit + 1})
+		if len(rows) > f.Limit {
+			rows, out.More = rows[:f.Limit], true
 		}
+		out.Rows = rows
+		return out, err
 	}
-	return out, nil
+	const page = 1000
+	q := strings.ToLower(f.Search)
+	after := ""
+	for scanned := 0; ; {
+		if scanned >= searchScan {
+			out.Scanned = scanned
+			return out, nil
+		}
+		rows, err := s.api.List(ctx, dispatch.ListOptions{Status: dispatch.Status(f.Status), AfterKey: after, Limit: page})
+		if err != nil {
+			return out, err
+		}
+		for _, r := range rows {
+			if !strings.Contains(strings.ToLower(r.Key), q) {
+				continue
+			}
+			if len(out.Rows) == f.Limit {
+				out.More = true
+				return out, nil
+			}
+			out.Rows = append(out.Rows, r)
+		}
+		if len(rows) < page {
+			return out, nil
+		}
+		scanned += len(rows)
+		after = rows[len(rows)-1].Key
+	}
 }
 
 // fireNow makes the active schedule key due now. Errors: dao.ErrNotFound
