@@ -239,3 +239,29 @@ func TestOutboxActionsNeedConfirmation(t *testing.T) {
 		}
 	})
 }
+
+// TestPayloadIsText: a payload holding markup is shown on the row's page
+// as the text it is, escaped as HTML only.
+func TestPayloadIsText(t *testing.T) {
+	forEach(t, func(t *testing.T, e *env) {
+		ctx := context.Background()
+		rows, err := e.repo.Unprocessed(ctx, 1)
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("unprocessed: %d, %v", len(rows), err)
+		}
+		if _, err := e.messages.Update(ctx, dao.Eq("id", rows[0].ID), dao.Set{"payload": []byte(xssScript + xssImg)}); err != nil {
+			t.Fatal(err)
+		}
+		srv := e.serve(t, ui.Config{})
+		code, _, page := get(t, client(t), srv.URL+"/row?t="+e.outboxT+"&id="+itoa(rows[0].ID))
+		if code != http.StatusOK {
+			t.Fatalf("row page: %d", code)
+		}
+		if strings.Contains(page, "<script>window") || strings.Contains(page, "<img src=x") {
+			t.Fatal("the payload is written as HTML")
+		}
+		if !strings.Contains(page, "&lt;script&gt;window.__xss=") || !strings.Contains(page, "&lt;img src=x onerror=") {
+			t.Fatalf("the payload is not shown as its text:\n%s", page)
+		}
+	})
+}
