@@ -458,7 +458,7 @@ func (h *Handler) outboxPage(w http.ResponseWriter, r *http.Request) {
 // topics counts the unpublished messages per topic, from the oldest 1000
 // of them.
 func (o *outboxSource) topics(ctx context.Context) ([]topicCount, error) {
-	rows, err := o.repo.List(ctx, outbox.Filter{Statuses: []outbox.Status{outbox.StatusPending, outbox.StatusFailed, outbox.StatusAbandoned}, Limit: 1000})
+	rows, err := o.unpublished(ctx, 1000, outbox.StatusPending, outbox.StatusFailed, outbox.StatusAbandoned)
 	if err != nil {
 		return nil, err
 	}
