@@ -46,7 +46,10 @@ type Config struct {
 	// Auth, when set, is asked about every request; a request it refuses
 	// gets 401 with a Basic challenge. [TokenAuth] and [BasicAuth] make
 	// one. Nil lets every request through: mount the handler behind your
-	// own authentication, or bind it to loopback only.
+	// own authentication, or bind it to loopback only and refuse requests
+	// whose Host is not a loopback name (a site whose name resolves to
+	// 127.0.0.1, DNS rebinding, would reach it as its own origin), as
+	// `claimstore ui` does.
 	Auth func(r *http.Request) bool
 	// ExactBound is the number of rows of one status above which the
 	// overview shows PostgreSQL's planner estimate (labelled as such)
