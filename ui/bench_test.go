@@ -2,8 +2,11 @@ package ui_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 
 	"gorm.io/gorm"
@@ -34,6 +37,8 @@ func benchRows(b *testing.B) int {
 //   - outbox-tail and outbox-scattered: a message table of
 //     CLAIMSTORE_UI_BENCH_ROWS rows (default 1,000,000): 98.9 % published,
 //     1 % pending (the newest rows, or every 100th row), 0.1 % abandoned;
+//     its overview, and its outbox page (counts, topics, abandoned
+//     messages);
 //   - schedules: a schedule table of as many rows: all active cron
 //     schedules, 1,000 of them due.
 //
@@ -78,7 +83,8 @@ FROM generate_series(1, ?) g`, table, rows, rows, rows, rows)
 			if err != nil {
 				b.Fatal(err)
 			}
-			overview(b, src)
+			b.Run("overview", func(b *testing.B) { overview(b, src) })
+			b.Run("outbox-page", func(b *testing.B) { servePage(b, src, "/outbox") })
 		})
 	}
 	b.Run("schedules", func(b *testing.B) {
@@ -112,6 +118,26 @@ func load(b testing.TB, db *gorm.DB, insert, table string, args ...any) {
 	if err := db.Exec("ANALYZE " + table).Error; err != nil {
 		b.Fatal(err)
 	}
+}
+
+// servePage times the console's page at path over src, without HTTP.
+func servePage(b *testing.B, src ui.Source, path string) {
+	h, err := ui.New(ui.Config{Sources: []ui.Source{src}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	get := func() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		if w.Code != http.StatusOK || strings.Contains(w.Body.String(), `class="error"`) {
+			b.Fatalf("GET %s: %d\n%s", path, w.Code, w.Body.String())
+		}
+	}
+	get()
+	for b.Loop() {
+		get()
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/page")
 }
 
 // overview times the overview of src and reports its counts once.

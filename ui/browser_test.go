@@ -193,6 +193,31 @@ func TestBrowser(t *testing.T) {
 					}
 				}
 				screenshot(t, ctx, "row-"+b.name)
+
+				// A message whose last error is a <script> and whose
+				// payload is an <img onerror>: its row page shows both
+				// as text.
+				var id int64
+				if err := e.db.Table(e.outboxT).Select("id").Where("last_error = ?", xssScript).Scan(&id).Error; err != nil || id == 0 {
+					t.Fatalf("message with a script error: %d, %v", id, err)
+				}
+				if _, err := e.messages.Update(context.Background(), dao.Eq("id", id), dao.Set{"payload": []byte(xssImg)}); err != nil {
+					t.Fatal(err)
+				}
+				page := "/row?t=" + e.outboxT + "&id=" + itoa(id)
+				run(t, ctx, chromedp.Navigate(base+page), chromedp.WaitReady(chromedp.CSS("body")), chromedp.Sleep(300*time.Millisecond))
+				if value(t, ctx, chromedp.Evaluate[bool](`window.__xss !== undefined`)) {
+					t.Fatalf("%s ran the stored error or the payload as script", page)
+				}
+				if shown := text("#last-error"); shown != xssScript {
+					t.Fatalf("%s shows the last error as %q", page, shown)
+				}
+				if shown := text("#row-json"); !strings.Contains(shown, strings.ReplaceAll(xssImg, `"`, `\"`)) {
+					t.Fatalf("%s shows the payload as %q", page, shown)
+				}
+				if n := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("img, script:not([src])").length`)); n != 0 {
+					t.Fatalf("%s has %d img or inline script elements", page, n)
+				}
 			})
 
 			t.Run("CrossSitePostIsRefused", func(t *testing.T) {

@@ -46,7 +46,10 @@ type Config struct {
 	// Auth, when set, is asked about every request; a request it refuses
 	// gets 401 with a Basic challenge. [TokenAuth] and [BasicAuth] make
 	// one. Nil lets every request through: mount the handler behind your
-	// own authentication, or bind it to loopback only.
+	// own authentication, or bind it to loopback only and refuse requests
+	// whose Host is not a loopback name (a site whose name resolves to
+	// 127.0.0.1, DNS rebinding, would reach it as its own origin), as
+	// `claimstore ui` does.
 	Auth func(r *http.Request) bool
 	// ExactBound is the number of rows of one status above which the
 	// overview shows PostgreSQL's planner estimate (labelled as such)
@@ -369,6 +372,8 @@ type schedulesData struct {
 type scheduleTableData struct {
 	Name  string
 	Rows  []dispatch.Schedule
+	More  bool // more schedules match than shown
+	Scan  int  // a search stopped after reading this many schedules
 	Error string
 	Now   time.Time
 }
@@ -398,11 +403,11 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request, status int, 
 		if now, err := s.clock(ctx); err == nil {
 			td.Now = now
 		}
-		rows, err := s.list(ctx, scheduleFilter{Status: d.Status, Search: d.Search, Limit: 200})
+		l, err := s.list(ctx, scheduleFilter{Status: d.Status, Search: d.Search, Limit: 200})
 		if err != nil {
 			td.Error = err.Error()
 		}
-		td.Rows = rows
+		td.Rows, td.More, td.Scan = l.Rows, l.More, l.Scanned
 		d.Tables = append(d.Tables, td)
 	}
 	h.render(w, r, status, "schedules", page{Title: "Schedules", Nav: "schedules", Data: d})
@@ -456,7 +461,7 @@ func (h *Handler) outboxPage(w http.ResponseWriter, r *http.Request) {
 // topics counts the unpublished messages per topic, from the oldest 1000
 // of them.
 func (o *outboxSource) topics(ctx context.Context) ([]topicCount, error) {
-	rows, err := o.repo.List(ctx, outbox.Filter{Statuses: []outbox.Status{outbox.StatusPending, outbox.StatusFailed, outbox.StatusAbandoned}, Limit: 1000})
+	rows, err := o.unpublished(ctx, 1000, outbox.StatusPending, outbox.StatusFailed, outbox.StatusAbandoned)
 	if err != nil {
 		return nil, err
 	}

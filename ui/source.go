@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -455,8 +456,15 @@ func (b *backlog[T]) rowDetail(row *T) RowDetail {
 		d.Fields[f.DBName] = v
 	}
 	d.ID = fmt.Sprint(d.Fields[b.sch.PrioritizedPrimaryField.DBName])
-	if js, err := json.MarshalIndent(d.Fields, "", "  "); err == nil {
-		d.JSON = string(js)
+	// The page's template escapes the JSON as HTML; escaping <, > and &
+	// here too would show a payload's markup as \u003c… instead of its
+	// text.
+	var js strings.Builder
+	enc := json.NewEncoder(&js)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(d.Fields); err == nil {
+		d.JSON = strings.TrimSuffix(js.String(), "\n")
 	} else {
 		d.JSON = err.Error()
 	}

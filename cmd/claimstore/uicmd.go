@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,7 +51,9 @@ It listens on --addr, 127.0.0.1:8080 by default. Any other interface needs
 file:PATH (a file, readable by you alone) or env:NAME (an environment
 variable). They hold a token (sent as "Authorization: Bearer TOKEN", or as the
 password of the browser's login prompt with any user name) or user:password
-for Basic authentication. --read-only serves no action.`,
+for Basic authentication. Without --auth it answers only requests addressed to
+localhost, 127.0.0.1 or [::1] (403 for another Host, as a page of another
+site made to resolve to 127.0.0.1 sends). --read-only serves no action.`,
 		Example: `  claimstore ui --backend postgres
   claimstore ui --backend sqlite --dsn app.db --read-only
   CONSOLE_TOKEN=$(openssl rand -hex 16) claimstore ui --backend postgres --addr :8080 --auth env:CONSOLE_TOKEN`,
@@ -82,6 +85,29 @@ func loopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// loopbackHostsOnly serves h to requests whose Host names the loopback
+// interface only (localhost, 127.0.0.0/8, ::1) and refuses others with
+// 403. Without --auth the console trusts whoever reaches the loopback
+// address; a page of another site whose name was made to resolve to
+// 127.0.0.1 (DNS rebinding) reaches it too, as its own origin, and could
+// read the CSRF token and post; its requests carry that site's name as
+// Host.
+func loopbackHostsOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if hp, _, err := net.SplitHostPort(host); err == nil {
+			host = hp
+		}
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		ip := net.ParseIP(host)
+		if !strings.EqualFold(host, "localhost") && (ip == nil || !ip.IsLoopback()) {
+			http.Error(w, "without --auth the console answers only to localhost, 127.0.0.1 and [::1], not to "+strconv.Quote(r.Host), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // errNeedAuth is the error of a non-loopback --addr without --auth.
@@ -185,7 +211,11 @@ func runUI(ctx context.Context, o uiOptions, ready func(addr string)) error {
 	if err != nil {
 		return fmt.Errorf("--addr: %w", err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	var served http.Handler = h
+	if auth == nil {
+		served = loopbackHostsOnly(h)
+	}
+	srv := &http.Server{Handler: served, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	ready(ln.Addr().String())

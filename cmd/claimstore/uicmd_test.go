@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -142,6 +143,30 @@ func TestUIServesFoundTables(t *testing.T) {
 		}
 		if page := read("/schedules"); strings.Contains(page, `action="do"`) != !readOnly {
 			t.Errorf("read-only %v: the schedules page shows forms: %v", readOnly, !readOnly)
+		}
+		// Without --auth only loopback host names are served: a page of
+		// another site whose name was made to resolve to 127.0.0.1 (DNS
+		// rebinding) would otherwise read the console, its CSRF token
+		// included, as its own origin.
+		_, port, _ := net.SplitHostPort(addr)
+		for host, want := range map[string]int{
+			"evil.example:" + port: http.StatusForbidden, "evil.example": http.StatusForbidden, "127.0.0.1.nip.io:" + port: http.StatusForbidden,
+			"localhost:" + port: http.StatusOK, "127.0.0.1:" + port: http.StatusOK, "LOCALHOST:" + port: http.StatusOK,
+		} {
+			req, _ := http.NewRequest("GET", "http://"+addr+"/schedules", nil)
+			req.Host = host
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
+			}
+			if want == http.StatusForbidden && strings.Contains(string(b), `name="csrf"`) {
+				t.Errorf("Host %s: the answer holds a CSRF token", host)
+			}
 		}
 		cancel()
 		if err := <-done; err != nil {
