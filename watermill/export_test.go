@@ -7,9 +7,12 @@ import (
 )
 
 // FanOut runs one fan-out step of s as worker for a subscription of
-// topic, with room for own deliveries claimed at once (PostgreSQL).
-func FanOut(ctx context.Context, s *Subscriber, worker, topic string, own int) (int, []outbox.Message, error) {
-	return s.fanOut(ctx, worker, topic, own)
+// topic, with room for own deliveries claimed at once and the deliveries
+// acked to mark (PostgreSQL); it returns the messages claimed, the
+// deliveries claimed for worker and the count of acks marked.
+func FanOut(ctx context.Context, s *Subscriber, worker, topic string, own int, acked []int64) (int, []outbox.Message, int, error) {
+	r, err := s.fanOut(ctx, worker, topic, own, acked)
+	return r.claimed, r.mine, r.acked, err
 }
 
 // FansOutInOneStatement reports whether s fans out with the PostgreSQL

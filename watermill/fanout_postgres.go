@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -65,7 +66,13 @@ func newPGFanOut(db *gorm.DB, t Tables) *pgFanOut {
 // the groups table, %[3]s the delivery table. Parameters: $1 target
 // broker, $2 the most messages to claim, $3 worker, $4 own consumer group,
 // $5 own topic, $6 the most deliveries to insert claimed, $7 lease in
-// microseconds, $8 max retries of a delivery.
+// microseconds, $8 max retries of a delivery, $9 the deliveries the
+// worker's handler acked, as the text of a bigint array ('{}' for none).
+//
+// The acked deliveries are marked published as [outbox.Repository.MarkPublished]
+// marks them, fenced the same way (still processing and locked by $3), so
+// a batch's acks commit with the next fan-out instead of in a commit of
+// their own.
 //
 // The claim's WHERE and ORDER BY are the outbox claim's (pending, failed
 // and due, or processing with an ended lease; priority, then oldest), on
@@ -75,9 +82,15 @@ func newPGFanOut(db *gorm.DB, t Tables) *pgFanOut {
 // $3 until now + $7; the rest pending, as [outbox.Repository.Add] writes
 // them. ON CONFLICT skips a delivery a group's backfill wrote first.
 //
-// The one result row per own delivery carries the count of messages
-// claimed; when there is no own delivery, one row carries it with NULLs.
-const pgFanOutSQL = `WITH m AS (
+// The one result row per own delivery carries the counts of messages
+// claimed and of deliveries acked; when there is no own delivery, one row
+// carries them with NULLs.
+const pgFanOutSQL = `WITH a AS (
+	UPDATE %[3]s
+	SET status = 'published', published_at = now(), locked_until = NULL, last_processed_at = now()
+	WHERE id = ANY($9::bigint[]) AND status = 'processing' AND locked_by = $3
+	RETURNING id
+), m AS (
 	UPDATE %[1]s AS t
 	SET status = 'published', published_at = now(), locked_until = NULL, locked_by = $3, last_processed_at = now()
 	WHERE t.id IN (
@@ -110,9 +123,9 @@ const pgFanOutSQL = `WITH m AS (
 	RETURNING id, message_id, topic, type, payload, headers, target_broker, partition_key, priority, max_retries,
 		locked_until, created_at, last_processed_at, correlation_id, causation_id, status
 )
-SELECT n.claimed, i.id, i.message_id, i.topic, i.type, i.payload, i.headers, i.target_broker, i.partition_key,
+SELECT n.claimed, n.acked, i.id, i.message_id, i.topic, i.type, i.payload, i.headers, i.target_broker, i.partition_key,
 	i.priority, i.max_retries, i.locked_until, i.created_at, i.last_processed_at, i.correlation_id, i.causation_id
-FROM (SELECT count(*) AS claimed FROM m) AS n
+FROM (SELECT (SELECT count(*) FROM m) AS claimed, (SELECT count(*) FROM a) AS acked) AS n
 LEFT JOIN ins AS i ON i.status = 'processing'
 ORDER BY i.priority DESC, i.created_at, i.id`
 
@@ -136,17 +149,33 @@ func (f *pgFanOut) usable(ctx context.Context) (bool, error) {
 	return f.ok, nil
 }
 
-// run claims up to limit messages of broker, fans them out, and returns
-// how many it claimed and the deliveries of group on topic it inserted
-// claimed by worker (at most own, each with the lease), in claim order.
-func (f *pgFanOut) run(ctx context.Context, broker string, limit int, worker, group, topic string, own int, lease time.Duration, maxRetries int) (int, []outbox.Message, error) {
-	rows, err := f.db.QueryContext(ctx, f.stmt, broker, limit, worker, group, topic, own, lease.Microseconds(), maxRetries)
+// fanOutRun is what one run of the fan-out statement did.
+type fanOutRun struct {
+	claimed int              // messages claimed and marked
+	acked   int              // acked deliveries marked published
+	mine    []outbox.Message // deliveries inserted claimed by the worker, in claim order
+}
+
+// run marks the deliveries acked by worker published, claims up to limit
+// messages of broker, fans them out, and returns what it did, with the
+// deliveries of group on topic it inserted claimed by worker (at most own,
+// each with the lease).
+func (f *pgFanOut) run(ctx context.Context, broker string, limit int, worker, group, topic string, own int, lease time.Duration, maxRetries int, acked []int64) (fanOutRun, error) {
+	var ids strings.Builder
+	ids.WriteByte('{')
+	for i, id := range acked {
+		if i > 0 {
+			ids.WriteByte(',')
+		}
+		ids.WriteString(strconv.FormatInt(id, 10))
+	}
+	ids.WriteByte('}')
+	var r fanOutRun
+	rows, err := f.db.QueryContext(ctx, f.stmt, broker, limit, worker, group, topic, own, lease.Microseconds(), maxRetries, ids.String())
 	if err != nil {
-		return 0, nil, sqlstore.MapError(err)
+		return r, sqlstore.MapError(err)
 	}
 	defer rows.Close()
-	var claimed int
-	var out []outbox.Message
 	for rows.Next() {
 		var (
 			id, priority, maxRetries            sql.NullInt64
@@ -156,10 +185,10 @@ func (f *pgFanOut) run(ctx context.Context, broker string, limit int, worker, gr
 			headers                             outbox.Headers
 			lockedUntil, created, lastProcessed sql.NullTime
 		)
-		err := rows.Scan(&claimed, &id, &msgID, &topic, &typ, &payload, &headers, &key, &part,
+		err := rows.Scan(&r.claimed, &r.acked, &id, &msgID, &topic, &typ, &payload, &headers, &key, &part,
 			&priority, &maxRetries, &lockedUntil, &created, &lastProcessed, &corr, &cause)
 		if err != nil {
-			return 0, out, sqlstore.MapError(err)
+			return r, sqlstore.MapError(err)
 		}
 		if !id.Valid {
 			continue
@@ -189,10 +218,10 @@ func (f *pgFanOut) run(ctx context.Context, broker string, limit int, worker, gr
 			t := lastProcessed.Time.UTC()
 			m.LastProcessedAt = &t
 		}
-		out = append(out, m)
+		r.mine = append(r.mine, m)
 	}
 	if err := rows.Err(); err != nil {
-		return 0, out, sqlstore.MapError(err)
+		return r, sqlstore.MapError(err)
 	}
-	return claimed, out, nil
+	return r, nil
 }

@@ -25,7 +25,9 @@ import (
 // leave the same deliveries, field by field, with the delivery keys
 // [cswm.DeliveryKey] gives; the one-statement fan-out inserts the
 // subscription's own deliveries claimed (at most the room it was given,
-// oldest first), returns exactly those, and their acks pass the fence.
+// oldest first) and returns exactly those; acks sent with the next step
+// mark them published, and acks of deliveries another worker holds mark
+// nothing.
 func TestPostgresFanOutWritesWhatThePortableOneWrites(t *testing.T) {
 	db := testdb.Postgres(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -61,13 +63,21 @@ func TestPostgresFanOutWritesWhatThePortableOneWrites(t *testing.T) {
 		var mine []outbox.Message
 		for i, s := range subs {
 			steps := 0
+			var acks []int64 // the previous step's deliveries, acked with the next
 			for {
 				// The room varies, none some steps: then every delivery
 				// is inserted pending.
 				room := []int{own, 0, 3}[steps%3]
-				n, got, err := cswm.FanOut(ctx, s, worker, topics[1], room)
+				n, got, acked, err := cswm.FanOut(ctx, s, worker, topics[1], room, acks)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if acked != len(acks) {
+					t.Fatalf("step %d marked %d acks of %d", steps, acked, len(acks))
+				}
+				acks = ids(got)
+				if i == 0 {
+					mine = append(mine, got...)
 				}
 				if n == 0 {
 					break
@@ -85,17 +95,52 @@ func TestPostgresFanOutWritesWhatThePortableOneWrites(t *testing.T) {
 				if room > 0 && n > room {
 					t.Fatalf("fan-out claimed %d messages, room was %d", n, room)
 				}
-				mine = append(mine, got...)
 			}
 			if steps == 0 {
 				t.Fatal("no fan-out step claimed anything")
 			}
 		}
 		checkFanOut(t, ctx, db, fast, slow, msgs, mine, worker, topics[1], groups[2])
-		if _, err := subs[0].Deliveries().MarkPublished(ctx, worker, ids(mine)...); err != nil {
-			t.Fatalf("ack of the deliveries claimed by the fan-out: %v", err)
+		checkAckFence(t, ctx, subs[0], topics[1], groups[2])
+	}
+}
+
+// checkAckFence: acks sent with a fan-out by a worker that does not hold
+// the deliveries (another claimed them) mark nothing.
+func checkAckFence(t *testing.T, ctx context.Context, s *cswm.Subscriber, topic, group string) {
+	t.Helper()
+	held, err := s.Deliveries().ClaimBatch(ctx, "w/2", 1000, cswm.DeliveryKey(group, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) == 0 {
+		t.Fatal("no pending delivery of the own group to claim")
+	}
+	_, _, acked, err := cswm.FanOut(ctx, s, "w/1", topic, 0, ids(held))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acked != 0 {
+		t.Errorf("acks of another worker's deliveries: %d marked, want 0", acked)
+	}
+	rows, err := s.Deliveries().Store().Find(ctx, dao.Query{Where: dao.In("id", anyIDs(held)...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.Status != outbox.StatusProcessing || r.LockedBy != "w/2" {
+			t.Errorf("delivery %d held by w/2 is now %s, locked by %q", r.ID, r.Status, r.LockedBy)
 		}
 	}
+}
+
+// anyIDs returns the primary keys of msgs as criteria values.
+func anyIDs(msgs []outbox.Message) []any {
+	out := make([]any, len(msgs))
+	for i, m := range msgs {
+		out[i] = m.ID
+	}
+	return out
 }
 
 // checkFanOut compares the tables fanned out in one statement (fast) and
@@ -142,33 +187,37 @@ func checkFanOut(t *testing.T, ctx context.Context, db *gorm.DB, fast, slow cswm
 			fmt.Sprint(g.Headers) != fmt.Sprint(w.Headers) || g.PartitionKey != w.PartitionKey ||
 			g.Priority != w.Priority || g.MaxRetries != w.MaxRetries || g.RetryCount != 0 ||
 			!g.CreatedAt.Equal(w.CreatedAt) || g.CorrelationID != w.CorrelationID ||
-			g.CausationID != w.CausationID || g.NextRetryAt != nil || g.LastError != "" || g.PublishedAt != nil {
+			g.CausationID != w.CausationID || g.NextRetryAt != nil || g.LastError != "" {
 			t.Errorf("delivery %v:\n one statement %+v\n portable      %+v", k, g, w)
 		}
 		r, returned := byID[g.ID]
 		switch {
 		case returned:
-			if g.TargetBroker != ownKey || g.Status != outbox.StatusProcessing || g.LockedBy != worker ||
-				g.LockedUntil == nil || time.Until(*g.LockedUntil) < outbox.DefaultLease-time.Minute {
-				t.Errorf("returned delivery %v is not claimed by %s: %+v", k, worker, g)
+			// Returned claimed by worker, then acked with the next step.
+			if r.TargetBroker != ownKey || r.Status != outbox.StatusProcessing || r.LockedBy != worker ||
+				r.LockedUntil == nil || time.Until(*r.LockedUntil) < outbox.DefaultLease-time.Minute {
+				t.Errorf("returned delivery %v is not claimed by %s: %+v", k, worker, r)
 			}
 			if r.MessageID != g.MessageID || r.TargetBroker != g.TargetBroker || string(r.Payload) != string(g.Payload) ||
-				fmt.Sprint(r.Headers) != fmt.Sprint(g.Headers) || !r.CreatedAt.Equal(g.CreatedAt) || !r.LockedUntil.Equal(*g.LockedUntil) {
+				fmt.Sprint(r.Headers) != fmt.Sprint(g.Headers) || !r.CreatedAt.Equal(g.CreatedAt) || r.Priority != g.Priority {
 				t.Errorf("returned delivery %v differs from its row:\n returned %+v\n row      %+v", k, r, g)
+			}
+			if g.Status != outbox.StatusPublished || g.LockedBy != worker || g.LockedUntil != nil || g.PublishedAt == nil {
+				t.Errorf("acked delivery %v is %s, locked by %q until %v, published at %v", k, g.Status, g.LockedBy, g.LockedUntil, g.PublishedAt)
 			}
 		case g.Status != outbox.StatusPending || g.LockedBy != "" || g.LockedUntil != nil:
 			t.Errorf("delivery %v not returned but %s, locked by %q", k, g.Status, g.LockedBy)
 		}
 	}
-	// The returned deliveries are exactly those the table holds claimed.
+	// The returned deliveries are exactly those the table holds done.
 	n := 0
 	for _, g := range got {
-		if g.Status == outbox.StatusProcessing {
+		if g.Status == outbox.StatusPublished {
 			n++
 		}
 	}
 	if len(mine) == 0 || len(mine) != n {
-		t.Errorf("own deliveries: %d returned, %d claimed in the table", len(mine), n)
+		t.Errorf("own deliveries: %d returned, %d acked in the table", len(mine), n)
 	}
 	// Returned in claim order within each step: priority, then oldest.
 	less := func(a, b outbox.Message) bool {

@@ -472,39 +472,43 @@ func (s *Subscriber) addDeliveries(ctx context.Context, copies []copyOf, check b
 // On PostgreSQL (see [pgFanOut]) it does so in one statement, claims at
 // most own messages when own > 0, and inserts the deliveries of the
 // subscription's group on topic (up to own) already claimed by worker,
-// which it returns; elsewhere it returns no delivery.
-func (s *Subscriber) fanOut(ctx context.Context, worker, topic string, own int) (int, []outbox.Message, error) {
+// which it returns; the same statement marks published the deliveries
+// acked by the subscription's handler, and the run says how many it
+// marked. Elsewhere it returns no delivery, and acked must be empty.
+func (s *Subscriber) fanOut(ctx context.Context, worker, topic string, own int, acked []int64) (fanOutRun, error) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
 	defer cancel()
 	if s.fast != nil {
 		if ok, _ := s.fast.usable(cctx); ok {
-			return s.fanOutPostgres(cctx, worker, topic, own)
+			return s.fanOutPostgres(cctx, worker, topic, own, acked)
 		}
 	}
 	n, err := s.fanOutPortable(ctx, cctx, worker)
-	return n, nil, err
+	return fanOutRun{claimed: n}, err
 }
 
 // fanOutPostgres is fanOut's one statement, retried on a retryable
-// error; the deliveries a failed try returned are kept (their statement
-// committed before its answer was lost) and the next try claims fewer.
-func (s *Subscriber) fanOutPostgres(ctx context.Context, worker, topic string, own int) (int, []outbox.Message, error) {
+// error. What a failed try returned is kept (its statement may have
+// committed before its answer was lost): the next try claims fewer, and
+// marks none of the acks twice (they are no longer processing).
+func (s *Subscriber) fanOutPostgres(ctx context.Context, worker, topic string, own int, acked []int64) (fanOutRun, error) {
 	limit := s.cfg.FanOutBatchSize
 	if own > 0 {
 		limit = min(limit, own)
 	}
-	var claimed int
-	var mine []outbox.Message
+	var done fanOutRun
 	err := retry(ctx, func() error {
-		n, rows, err := s.fast.run(ctx, s.cfg.TargetBroker, limit, worker, s.cfg.ConsumerGroup, topic, max(own-len(mine), 0), s.cfg.Lease, s.maxRetries)
-		claimed += n
-		mine = append(mine, rows...)
+		r, err := s.fast.run(ctx, s.cfg.TargetBroker, limit, worker, s.cfg.ConsumerGroup, topic, max(own-len(done.mine), 0), s.cfg.Lease, s.maxRetries, acked)
+		done.claimed += r.claimed
+		done.acked += r.acked
+		done.mine = append(done.mine, r.mine...)
 		return err
 	})
+	done.claimed = max(done.claimed, len(done.mine))
 	if err != nil {
 		err = fmt.Errorf("fan out: %w", err)
 	}
-	return max(claimed, len(mine)), mine, err
+	return done, err
 }
 
 // fanOutPortable claims the messages with the outbox claim, reads the
@@ -570,7 +574,11 @@ func (s *Subscriber) fanOutPortable(ctx, cctx context.Context, worker string) (i
 // comes first (so nacked and released deliveries are never starved) and
 // the fan-out fills the rest of the batch with deliveries it inserts
 // already claimed; after a delivery claim that found nothing the next
-// waits a poll interval, while the fan-out keeps the batches full.
+// waits a poll interval, while the fan-out keeps the batches full. There
+// the acks of a batch whose every message was acked are marked by the
+// next turn's fan-out statement when one is due; otherwise, and
+// portably, a batch's marks are written while the next batch is claimed
+// and handled.
 func (s *Subscriber) consume(ctx context.Context, topic, worker string, out chan<- *message.Message) {
 	key := DeliveryKey(s.cfg.ConsumerGroup, topic)
 	log := s.log.With("topic", topic, "subscription", worker)
@@ -579,11 +587,27 @@ func (s *Subscriber) consume(ctx context.Context, topic, worker string, out chan
 	// nothing, the next waits a poll interval: a busy subscription then
 	// does not spend a statement on an empty claim before each batch.
 	var nextFanOut, nextClaim time.Time
-	// The marks of a handled batch are written while the next batch is
-	// claimed and handled: marked is closed once they are, and the loop
-	// waits for it before the next batch's marks, and before it returns.
+	// marked is closed once the marks written in the background are;
+	// the loop waits for it before the next batch's marks, and before it
+	// returns. acks are the acked deliveries whose mark goes with the next
+	// fan-out statement.
 	var marked chan struct{}
+	var acks []int64
+	flush := func(o outcome) {
+		if marked != nil {
+			<-marked
+		}
+		done := make(chan struct{})
+		marked = done
+		go func() {
+			defer close(done)
+			s.mark(ctx, log, worker, o)
+		}()
+	}
 	defer func() {
+		if len(acks) > 0 {
+			flush(outcome{acked: acks})
+		}
 		if marked != nil {
 			<-marked
 		}
@@ -617,32 +641,32 @@ func (s *Subscriber) consume(ctx context.Context, topic, worker string, out chan
 		}
 		fanned := 0
 		if !now.Before(nextFanOut) {
-			var mine []outbox.Message
-			var ferr error
-			fanned, mine, ferr = s.fanOut(ctx, worker, topic, s.cfg.BatchSize-len(batch))
+			r, ferr := s.fanOut(ctx, worker, topic, s.cfg.BatchSize-len(batch), acks)
 			if ferr != nil && ctx.Err() == nil {
 				log.Warn("fan-out failed", "err", ferr)
 			}
-			if fanned == 0 {
+			if len(acks) > 0 && (ferr != nil || r.acked != len(acks)) {
+				// Not all marked (a failed statement, or a lease lost):
+				// the ordinary mark writes the rest and reports the fence.
+				flush(outcome{acked: acks})
+			}
+			acks = nil
+			if fanned = r.claimed; fanned == 0 {
 				nextFanOut = now.Add(s.cfg.PollInterval)
 			}
-			batch = append(batch, mine...)
+			batch = append(batch, r.mine...)
 		}
 		if !fast {
 			batch, err = claim()
 		}
 		if len(batch) > 0 {
 			idle = 0
-			mark := s.handle(ctx, log, batch, out)
-			if marked != nil {
-				<-marked
+			o := s.handle(ctx, log, batch, out)
+			if fast && len(o.nacked) == 0 && len(o.rest) == 0 && ctx.Err() == nil && !time.Now().Before(nextFanOut) {
+				acks = o.acked
+			} else {
+				flush(o)
 			}
-			done := make(chan struct{})
-			marked = done
-			go func() {
-				defer close(done)
-				mark(ctx, log, worker)
-			}()
 			continue
 		}
 		if fanned > 0 && err == nil {
@@ -662,18 +686,23 @@ func (s *Subscriber) consume(ctx context.Context, topic, worker string, out chan
 	}
 }
 
+// outcome is what a subscription's handler did with a batch: the
+// deliveries it acked and nacked, and those not handed out (rest).
+type outcome struct {
+	acked  []int64
+	nacked []outbox.Failure
+	rest   []int64
+}
+
 // handle hands the deliveries of batch to the subscription's channel one
-// at a time, waiting for each to be acked or nacked, and returns the
-// function that writes the outcomes: acked → published (done for the
-// group), nacked → failed through the retry policy, not handed out →
-// released.
-func (s *Subscriber) handle(ctx context.Context, log *slog.Logger, batch []outbox.Message, out chan<- *message.Message) (mark func(ctx context.Context, log *slog.Logger, worker string)) {
+// at a time, waiting for each to be acked or nacked, and returns what the
+// handler did; see [Subscriber.mark] for how each outcome is written.
+func (s *Subscriber) handle(ctx context.Context, log *slog.Logger, batch []outbox.Message, out chan<- *message.Message) outcome {
 	start := time.Now()
-	var acked, rest []int64
-	var nacked []outbox.Failure
+	var o outcome
 	stop := func(i int) {
 		for j := i; j < len(batch); j++ {
-			rest = append(rest, batch[j].ID)
+			o.rest = append(o.rest, batch[j].ID)
 		}
 	}
 loop:
@@ -705,35 +734,34 @@ loop:
 		// select above picks at random among ready cases.
 		select {
 		case <-wm.Acked():
-			acked = append(acked, m.ID)
+			o.acked = append(o.acked, m.ID)
 		case <-wm.Nacked():
-			nacked = append(nacked, outbox.Failed(m, ErrNacked))
+			o.nacked = append(o.nacked, outbox.Failed(m, ErrNacked))
 		default:
 			stop(i)
 			break loop
 		}
 	}
-	return func(ctx context.Context, log *slog.Logger, worker string) {
-		s.mark(ctx, log, worker, acked, nacked, rest)
-	}
+	return o
 }
 
 // mark writes the outcomes of one handled batch, within MarkTimeout even
-// when ctx has ended.
-func (s *Subscriber) mark(ctx context.Context, log *slog.Logger, worker string, acked []int64, nacked []outbox.Failure, rest []int64) {
+// when ctx has ended: acked → published (done for the group), nacked →
+// failed through the retry policy, not handed out → released.
+func (s *Subscriber) mark(ctx context.Context, log *slog.Logger, worker string, o outcome) {
 	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.MarkTimeout)
 	defer cancel()
-	if len(acked) > 0 {
-		err := retry(mctx, func() error { _, err := s.deliveries.MarkPublished(mctx, worker, acked...); return err })
-		logMark(log, "ack", err, len(acked))
+	if len(o.acked) > 0 {
+		err := retry(mctx, func() error { _, err := s.deliveries.MarkPublished(mctx, worker, o.acked...); return err })
+		logMark(log, "ack", err, len(o.acked))
 	}
-	if len(nacked) > 0 {
-		err := retry(mctx, func() error { _, err := s.deliveries.MarkFailed(mctx, worker, nacked...); return err })
-		logMark(log, "nack", err, len(nacked))
+	if len(o.nacked) > 0 {
+		err := retry(mctx, func() error { _, err := s.deliveries.MarkFailed(mctx, worker, o.nacked...); return err })
+		logMark(log, "nack", err, len(o.nacked))
 	}
-	if len(rest) > 0 {
-		err := retry(mctx, func() error { _, err := s.deliveries.Release(mctx, worker, rest...); return err })
-		logMark(log, "release", err, len(rest))
+	if len(o.rest) > 0 {
+		err := retry(mctx, func() error { _, err := s.deliveries.Release(mctx, worker, o.rest...); return err })
+		logMark(log, "release", err, len(o.rest))
 	}
 }
 
