@@ -3,6 +3,7 @@ package sqlstore_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -119,5 +120,21 @@ func TestSQLiteClaimStaleSchemaAfterAWait(t *testing.T) {
 				t.Fatalf("claim behind a 100 ms lock (busy timeout %v): %d rows, %v; want 2 rows", staleBusyTimeout, len(got), err)
 			}
 		})
+	}
+}
+
+// TestSQLiteClaimStaleSchemaBusy: when the lock outlasts the busy
+// timeout, the claim on the stale connection fails as busy (retryable,
+// nothing claimed), not with "no such table".
+func TestSQLiteClaimStaleSchemaBusy(t *testing.T) {
+	s, hold := staleSchemaSetup(t)
+	hold(3 * staleBusyTimeout)
+	got, err := s.Claim(context.Background(), claimReq("stale", 2))
+	if len(got) != 0 || !errors.Is(err, dao.ErrBusy) || !dao.IsRetryable(err) {
+		t.Fatalf("claim behind a lock held past the busy timeout: %d rows, %v; want none and a retryable ErrBusy", len(got), err)
+	}
+	time.Sleep(3 * staleBusyTimeout)
+	if got, err := s.Claim(context.Background(), claimReq("stale", 2)); err != nil || len(got) != 2 {
+		t.Fatalf("claim once the lock is free: %d rows, %v; want 2 rows", len(got), err)
 	}
 }
