@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 
 	"github.com/claimstore/claimstore/adapters/sqlite"
-	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
 	"gorm.io/gorm"
@@ -26,7 +25,7 @@ func ExampleWithLock() {
 	dir, _ := os.MkdirTemp("", "claimstore-example")
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, sqlstore.SQLiteDSN(filepath.Join(dir, "app.db")))
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"))
 	if err != nil {
 		panic(err)
 	}

@@ -2,6 +2,7 @@ package coord_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -58,15 +59,17 @@ func Example_leaderElection() {
 	n, _ = coord.FencedUpdate(ctx, rows, b, "leader_term", dao.Eq("id", int64(1)), dao.Set{"swept_up_to": "2026-02-01"})
 	fmt.Printf("%s leads in term %d; its write changed %d row\n", b.ID(), b.Term(), n)
 
-	// A late write of server-a, fenced with term 1, as if it had passed
-	// its own leadership check before resigning.
-	n, _ = rows.Update(ctx, dao.And(dao.Eq("id", int64(1)), a.Fence("leader_term")), dao.Set{"swept_up_to": "stale", "leader_term": a.Term()})
-	fmt.Printf("the deposed leader's write changed %d rows\n", n)
-	_, err := coord.FencedUpdate(ctx, rows, a, "leader_term", dao.Eq("id", int64(1)), dao.Set{"swept_up_to": "stale"})
-	fmt.Println(err)
+	// A late write under term 1 that reaches the database, as a job
+	// server-a enqueued with its term would send it: the database refuses
+	// it.
+	n, err := coord.FencedUpdate(ctx, rows, a.Token(), "leader_term", dao.Eq("id", int64(1)), dao.Set{"swept_up_to": "stale"})
+	fmt.Printf("the write of term 1 changed %d rows; fenced off: %v\n", n, errors.Is(err, coord.ErrFenced))
+	// server-a's own Leader refuses before sending anything.
+	_, err = coord.FencedUpdate(ctx, rows, a, "leader_term", dao.Eq("id", int64(1)), dao.Set{"swept_up_to": "stale"})
+	fmt.Printf("%v; fenced off: %v\n", err, errors.Is(err, coord.ErrFenced))
 	// Output:
 	// server-a leads in term 1; its write changed 1 row
 	// server-b leads in term 2; its write changed 1 row
-	// the deposed leader's write changed 0 rows
-	// coord: fenced update of term 1: coord: not the leader
+	// the write of term 1 changed 0 rows; fenced off: true
+	// coord: fenced update of term 1: coord: not the leader; fenced off: true
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/adapters/sqlite"
-	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dispatch"
 )
 
@@ -35,18 +34,18 @@ func runExample() error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	db, err := sqlite.Open(ctx, sqlstore.SQLiteDSN(filepath.Join(dir, "app.db")))
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"))
 	if err != nil {
 		return err
 	}
 	if sqlDB, err := db.DB(); err == nil {
 		defer sqlDB.Close()
 	}
-	if err := dispatch.MigrateSchedules(ctx, db, ""); err != nil {
+	store, err := sqlite.New[dispatch.Schedule](db) // claimstore_schedules; sqlstore.WithTable names another
+	if err != nil {
 		return err
 	}
-	store, err := sqlite.New[dispatch.Schedule](db)
-	if err != nil {
+	if err := dispatch.MigrateScheduleStore(ctx, store); err != nil {
 		return err
 	}
 

@@ -136,6 +136,11 @@ func CheckTable(table string) error {
 // new index and the old one is dropped (on PostgreSQL that index made every
 // claim sort all due rows). Errors: [dao.ErrInvalidArgument]-wrapping for a bad
 // table name (1–63 letters, digits, underscores); database errors wrapped.
+//
+// The store that [NewSchedules] and [NewScheduleWorker] use must name the
+// same table (sqlstore.WithTable), or it uses [DefaultScheduleTable];
+// [MigrateScheduleStore] takes the name from the store instead, so that
+// it is given once.
 func MigrateSchedules(ctx context.Context, db *gorm.DB, table string) error {
 	if table == "" {
 		table = DefaultScheduleTable

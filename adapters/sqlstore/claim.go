@@ -238,8 +238,14 @@ func (s *sqlDriver[T]) claimSQLiteLocked(ctx, run context.Context, conn *sql.Con
 // completed, as with query.
 func (s *sqlDriver[T]) queryRanked(ctx context.Context, pool gorm.ConnPool, st dialects.Statement, limit int) ([]T, error) {
 	rows, err := pool.QueryContext(ctx, st.SQL, st.Args...)
-	if err != nil && s.staleSchema(err) && refreshSchema(ctx, pool) == nil {
-		rows, err = pool.QueryContext(ctx, st.SQL, st.Args...)
+	if err != nil && s.staleSchema(err) {
+		if rerr := refreshSchema(ctx, pool); rerr != nil {
+			// The lock outlasted the busy timeout: report that (busy,
+			// retryable), not the table the connection could not see.
+			err = rerr
+		} else {
+			rows, err = pool.QueryContext(ctx, st.SQL, st.Args...)
+		}
 	}
 	if err != nil {
 		return nil, mapCtxError(ctx, err)
@@ -263,27 +269,32 @@ func (s *sqlDriver[T]) queryRanked(ctx context.Context, pool gorm.ConnPool, st d
 }
 
 // staleSchema reports whether err is SQLite's "no such table" for the
-// store's own table, which a statement gets on a pooled connection whose
-// copy of the schema predates the table (another connection created it)
-// when SQLite could not re-read the schema while preparing it. SQLite
-// compares a connection's copy of the schema with the database's schema
-// version only when a statement runs, or when a prepare fails on a name
-// it does not know; that second check needs a read lock, and when it
-// does not get one (a rollback journal, a writer busy at that instant)
-// SQLite reports the original error instead of reloading ("no such
-// table", although the table exists and the same statement succeeds on
-// that connection right after). In WAL mode readers take no lock that a
-// writer holds, and the error does not occur.
+// store's own table, which a statement can get on a pooled connection
+// whose copy of the schema predates the table (another connection
+// created it). SQLite compares a connection's copy of the schema with the
+// database's schema version when a statement runs, or when a prepare
+// fails on a name it does not know; that second check needs a read lock,
+// and when it does not get one SQLite reports the original error instead
+// of reloading ("no such table", although the table exists). With a
+// rollback journal a writer's lock blocks that read lock, and the check
+// does not wait for it under the busy timeout on a connection that has
+// waited for a lock before: SQLite resets its count of busy retries when
+// a statement starts running, not when one is prepared, and the driver's
+// busy-timeout handler measures a wait from the first retry of that
+// count, so a prepare that meets a lock more than the busy timeout after
+// the connection's last wait is refused at once. In WAL mode readers take
+// no lock that a writer holds, and the error does not occur.
 func (s *sqlDriver[T]) staleSchema(err error) bool {
 	return s.dialect == dialects.SQLite && strings.Contains(err.Error(), "no such table: "+s.table.Name)
 }
 
 // refreshSchema makes the SQLite connection conn read the database's
-// schema again if its copy is stale: a read of sqlite_schema begins a
-// read transaction (waiting under the busy timeout like every statement),
-// which compares the schema version with the connection's copy and
-// reloads the copy when they differ (SQLite, "The Schema Table" and
-// SQLITE_SCHEMA). Nothing is written.
+// schema again if its copy is stale: a read of sqlite_schema is a
+// statement that runs (so its busy wait starts afresh and lasts the busy
+// timeout) and begins a read transaction, which compares the schema
+// version with the connection's copy and reloads the copy when they
+// differ (SQLite, "The Schema Table" and SQLITE_SCHEMA). Nothing is
+// written. A lock held past the busy timeout fails it with SQLITE_BUSY.
 func refreshSchema(ctx context.Context, conn gorm.ConnPool) error {
 	var n int64
 	return conn.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n)

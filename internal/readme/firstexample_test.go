@@ -71,7 +71,7 @@ func claimJobs(ctx context.Context, db *gorm.DB) ([]Job, error) {
 // run opens an SQLite file and works through its jobs (on PostgreSQL:
 // postgres.Open(ctx, dsn); MySQL and MariaDB: mysql.Open(ctx, dsn)).
 func run(ctx context.Context, path string) error {
-	db, err := sqlite.Open(ctx, sqlstore.SQLiteDSN(path))
+	db, err := sqlite.Open(ctx, path) // WAL, a 5 s busy timeout, BEGIN IMMEDIATE
 	if err != nil {
 		return err // errors.Is(err, dao.ErrUnavailable) when a server is down
 	}
