@@ -432,10 +432,29 @@ func (w *Worker[T]) claimLoop(ctx context.Context) error {
 	return nil
 }
 
+// The claim's deadline is Lease/claimWait; its rows are handled only when
+// it answered within Lease/startBy (see claim).
+const (
+	claimWait = 4
+	startBy   = 2
+)
+
 // claim claims up to n due rows and starts their handlers; it returns how
 // many it claimed. The claim runs to completion even when ctx ends, so
 // what it claimed is owned; rows claimed after ctx ended are released.
+//
+// The claim has a quarter of the lease (claimWait): a store that can end a
+// statement waiting behind another transaction's lock (the SQL backends)
+// returns then with the rows it committed and an error wrapping
+// context.DeadlineExceeded, so that a claim stuck behind a frozen
+// process's lock does not hold rows past their lease. Rows whose claim
+// answered only after half the lease (startBy, by the host's monotonic
+// clock from before the worker's clock was read) are released unstarted:
+// their lease may have ended meanwhile and another worker may hold them,
+// and a handler started so late would reach its first renewal after its
+// lease.
 func (w *Worker[T]) claim(ctx context.Context, n int) (int, error) {
+	began := time.Now()
 	now, err := w.clock.Now(ctx)
 	if err != nil {
 		return 0, err
@@ -450,7 +469,7 @@ func (w *Worker[T]) claim(ctx context.Context, n int) (int, error) {
 	set[w.cfg.OwnerField] = owner
 	set[w.cfg.UntilField] = now.Add(w.cfg.Lease)
 	sent := time.Now()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.WriteTimeout+w.cfg.Lease/2)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Lease/claimWait)
 	rows, err := w.cfg.Store.Claim(cctx, dao.ClaimRequest{
 		Where:   dao.And(w.cfg.Due(now), dao.Or(dao.IsNull(w.cfg.UntilField), dao.Le(w.cfg.UntilField, now))),
 		Set:     set,
@@ -459,7 +478,12 @@ func (w *Worker[T]) claim(ctx context.Context, n int) (int, error) {
 	})
 	cancel()
 	w.claimed.Add(int64(len(rows)))
-	if len(rows) > 0 && ctx.Err() != nil {
+	late := time.Since(began) > w.cfg.Lease/startBy
+	if len(rows) > 0 && (ctx.Err() != nil || late) {
+		if late {
+			w.log.Warn("claim answered after half the lease; its rows are released, not handled",
+				"rows", len(rows), "owner", owner, "took", time.Since(began).Round(time.Millisecond), "lease", w.cfg.Lease)
+		}
 		keys := make([]any, len(rows))
 		for i := range rows {
 			keys[i] = w.cfg.Key(&rows[i])
