@@ -328,7 +328,11 @@ func (c *child) fencedWrites(ctx context.Context, l coord.Leader, fence *dao.Tab
 		})
 		cancel()
 		e := Event{Kind: EvFenced, Term: l.Term(), N: rows}
-		if err != nil {
+		// A write the database refused (a newer term holds the row) is
+		// coord.ErrFenced and recorded as refused: no error, no row. A
+		// write refused locally (the lease ended) is ErrNotLeader and not
+		// recorded.
+		if err != nil && !(errors.Is(err, coord.ErrFenced) && !errors.Is(err, coord.ErrNotLeader)) {
 			e.Err, e.N = err.Error(), 0
 		}
 		if err == nil || !errors.Is(err, coord.ErrNotLeader) {

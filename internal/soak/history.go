@@ -32,7 +32,7 @@ const (
 	EvFire    = "fire"    // a schedule fired: Key, Due, Owner, ClaimedAt, LeaseUntil, Cron
 	EvElected = "elected" // this process won a term: Term
 	EvDeposed = "deposed" // its term ended: Term
-	EvFenced  = "fenced"  // a write fenced by the term: Term, N (rows), Err
+	EvFenced  = "fenced"  // a write fenced by the term: Term, N (rows), Err (none when the database refused it: N 0)
 
 	// every child
 	EvStart = "start" // the process is up: Pid
