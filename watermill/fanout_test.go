@@ -312,21 +312,11 @@ func TestGroupRegisteredDuringFanOutsMissesNothing(t *testing.T) {
 		counts := map[string]int{}
 		cctx, stop := context.WithCancel(ctx)
 		defer stop()
-		var wg sync.WaitGroup
-		for _, s := range subs {
-			ch, err := s.Subscribe(cctx, topic)
-			if err != nil {
-				t.Fatal(err)
-			}
-			wg.Go(func() {
-				for m := range ch {
-					mu.Lock()
-					counts[m.UUID]++
-					mu.Unlock()
-					m.Ack()
-				}
-			})
-		}
+		wait := ackAll(t, cctx, subs, topic, func(_ int, uuid string) {
+			mu.Lock()
+			counts[uuid]++
+			mu.Unlock()
+		})
 		pub := newPublisher(t, db, tables.Messages)
 		want := map[string]bool{}
 		late := newSubscriber(t, db, tables.Messages, "second", cswm.SubscriberConfig{})
@@ -366,7 +356,7 @@ func TestGroupRegisteredDuringFanOutsMissesNothing(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond) // a repeat would come now
 		stop()
-		wg.Wait()
+		wait()
 		dup, lost := 0, 0
 		for id := range want {
 			switch c := counts[id]; {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,4 +120,29 @@ func newSubscriber(t testing.TB, db *gorm.DB, table, group string, cfg cswm.Subs
 	}
 	t.Cleanup(func() { _ = sub.Close() })
 	return sub
+}
+
+// ackAll subscribes each of subs to topic under ctx and acks every message
+// it receives, calling seen first with the subscriber's index and the
+// message's UUID (one call at a time). The returned wait blocks until
+// every subscription's channel is closed (ctx ended).
+func ackAll(t *testing.T, ctx context.Context, subs []*cswm.Subscriber, topic string, seen func(i int, uuid string)) (wait func()) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, s := range subs {
+		ch, err := s.Subscribe(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			for m := range ch {
+				mu.Lock()
+				seen(i, m.UUID)
+				mu.Unlock()
+				m.Ack()
+			}
+		})
+	}
+	return wg.Wait
 }

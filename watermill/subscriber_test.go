@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -58,35 +57,21 @@ func TestGroupsShareAndEachSeesEveryMessage(t *testing.T) {
 		late := newSubscriber(t, db, tables.Messages, "late", cswm.SubscriberConfig{})
 
 		consume := func(subs []*cswm.Subscriber) (map[string]int, []int) {
-			var mu sync.Mutex
 			counts := map[string]int{}
 			per := make([]int, len(subs))
 			total := 0
 			cctx, stop := context.WithCancel(ctx)
 			defer stop()
-			var wg sync.WaitGroup
-			for i, s := range subs {
-				ch, err := s.Subscribe(cctx, topic)
-				if err != nil {
-					t.Fatal(err)
+			ackAll(t, cctx, subs, topic, func(i int, uuid string) {
+				counts[uuid]++
+				per[i]++
+				total++
+				if total == messages {
+					// Every message handled: a repeat would come within
+					// the next moment.
+					time.AfterFunc(500*time.Millisecond, stop)
 				}
-				wg.Go(func() {
-					for m := range ch {
-						mu.Lock()
-						counts[m.UUID]++
-						per[i]++
-						total++
-						if total == messages {
-							// Every message handled: a repeat would come
-							// within the next moment.
-							time.AfterFunc(500*time.Millisecond, stop)
-						}
-						mu.Unlock()
-						m.Ack()
-					}
-				})
-			}
-			wg.Wait()
+			})()
 			return counts, per
 		}
 		for name, subs := range map[string][]*cswm.Subscriber{"shared": shared, "other": other, "late": {late}} {
