@@ -613,7 +613,8 @@ func (s *Subscriber) consume(ctx context.Context, topic, worker string, out chan
 		}
 	}()
 	// Whether the fan-out inserts claimed deliveries: PostgreSQL 11 or
-	// later; asked once per subscriber (an error asking counts as no).
+	// later, asked once per subscriber; an error asking means no for this
+	// subscription.
 	fast := false
 	if s.fast != nil {
 		var err error
@@ -641,7 +642,13 @@ func (s *Subscriber) consume(ctx context.Context, topic, worker string, out chan
 		}
 		fanned := 0
 		if !now.Before(nextFanOut) {
-			r, ferr := s.fanOut(ctx, worker, topic, s.cfg.BatchSize-len(batch), acks)
+			// Room for claimed deliveries only when the loop runs in the
+			// PostgreSQL order (the portable claim below replaces batch).
+			room := 0
+			if fast {
+				room = s.cfg.BatchSize - len(batch)
+			}
+			r, ferr := s.fanOut(ctx, worker, topic, room, acks)
 			if ferr != nil && ctx.Err() == nil {
 				log.Warn("fan-out failed", "err", ferr)
 			}
