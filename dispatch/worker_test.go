@@ -203,14 +203,17 @@ func TestRenewalKeepsLongHandler(t *testing.T) {
 		fn := func(ctx context.Context, fr dispatch.Fire) error {
 			f.record(fr)
 			select {
-			case <-time.After(2 * time.Second): // four leases
+			case <-time.After(8 * time.Second): // four leases
 				return nil
 			case <-ctx.Done():
 				cancelled.Add(1)
 				return ctx.Err()
 			}
 		}
-		cfg := dispatch.Config[dispatch.Schedule]{Tick: 50 * time.Millisecond, Lease: 500 * time.Millisecond}
+		// Leases of 2 s: with 500 ms, a machine running the race
+		// detector at a load of 9 (two cores) delayed renewals past the
+		// lease, in the code before and after the lease changes alike.
+		cfg := dispatch.Config[dispatch.Schedule]{Tick: 200 * time.Millisecond, Lease: 2 * time.Second}
 		cfg.WorkerID = "first"
 		w1 := newScheduleWorker(t, store, fn, dispatch.Policy{}, cfg)
 		runWorker(t, w1.Run)
