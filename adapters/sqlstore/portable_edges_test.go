@@ -299,7 +299,10 @@ func TestPortableClaimConnectionKilled(t *testing.T) {
 				t.Fatal(err)
 			}
 			sqlDB.SetMaxOpenConns(1) // the claim runs on the one connection whose id is read below
-			s := newStore(t, db, sqlstore.WithStrategy(dao.StrategyPortable), sqlstore.WithLockWaitLimit(10*time.Second))
+			// The lock-wait limit outlasts the watcher below by far: on a
+			// loaded machine (a CI run) its reads once took about 10 s to
+			// see the claim wait, and the limit ended the wait first.
+			s := newStore(t, db, sqlstore.WithStrategy(dao.StrategyPortable), sqlstore.WithLockWaitLimit(45*time.Second))
 			all := seedOrdered(t, s, 4)
 			var connID int64
 			if err := sqlDB.QueryRow(idQuery).Scan(&connID); err != nil {
@@ -311,7 +314,7 @@ func TestPortableClaimConnectionKilled(t *testing.T) {
 				// Kill once the claim waits for the held row's lock: the
 				// rows before it are claimed and the connection runs an
 				// UPDATE.
-				deadline := time.Now().Add(10 * time.Second)
+				deadline := time.Now().Add(30 * time.Second)
 				for time.Now().Before(deadline) {
 					var done, running int64
 					err := admin.Raw("SELECT COUNT(*) FROM " + quoteTable(s) + " WHERE owner = 'me'").Scan(&done).Error
