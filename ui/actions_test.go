@@ -38,12 +38,7 @@ func TestScheduleActions(t *testing.T) {
 		c := client(t)
 		_, _, page := get(t, c, srv.URL+"/schedules")
 		tok := token(t, page)
-		do := func(v url.Values) (int, string) {
-			t.Helper()
-			v.Set("csrf", tok)
-			v.Set("t", e.schedT)
-			return post(t, c, srv.URL+"/do", v)
-		}
+		do := doer(t, c, srv.URL, tok, e.schedT)
 
 		if code, _ := do(url.Values{"op": {"resume"}, "key": {"held"}}); code != http.StatusSeeOther {
 			t.Fatalf("resume: %d", code)
@@ -137,12 +132,7 @@ func TestOutboxActionsNeedConfirmation(t *testing.T) {
 		// of this browser is on any page with a form that posts.
 		_, _, page := get(t, c, srv.URL+"/schedules")
 		tok := token(t, page)
-		do := func(v url.Values) (int, string) {
-			t.Helper()
-			v.Set("csrf", tok)
-			v.Set("t", e.outboxT)
-			return post(t, c, srv.URL+"/do", v)
-		}
+		do := doer(t, c, srv.URL, tok, e.outboxT)
 		counts := func() string {
 			return fmt.Sprintf("pending %d abandoned %d published %d failed %d",
 				e.count(t, e.outboxT, "pending"), e.count(t, e.outboxT, "abandoned"), e.count(t, e.outboxT, "published"), e.count(t, e.outboxT, "failed"))
@@ -264,4 +254,16 @@ func TestPayloadIsText(t *testing.T) {
 			t.Fatalf("the payload is not shown as its text:\n%s", page)
 		}
 	})
+}
+
+// doer returns a function that posts a form to the console at base's
+// /do with the CSRF token tok for table, and returns the status code and
+// body.
+func doer(t *testing.T, c *http.Client, base, tok, table string) func(url.Values) (int, string) {
+	return func(v url.Values) (int, string) {
+		t.Helper()
+		v.Set("csrf", tok)
+		v.Set("t", table)
+		return post(t, c, base+"/do", v)
+	}
 }
