@@ -206,6 +206,59 @@ func (t *Table[T]) Now(ctx context.Context) (time.Time, error) {
 	return now, nil
 }
 
+// Listen subscribes to the database notifications of channel on a
+// connection of its own and calls fn with each payload until ctx ends or
+// the connection fails, and returns the error that ended it (wrapping
+// ctx.Err() when ctx ended): PostgreSQL's LISTEN (PostgreSQL manual, "SQL
+// Commands: LISTEN" and "NOTIFY"). fn runs on Listen's goroutine and must
+// return quickly. A notification sent while no Listen runs is lost, so
+// callers treat notifications as hints and read the table after
+// subscribing. channel is a name of 1 to 63 ASCII letters, digits and
+// underscores, not starting with a digit ([ErrInvalidArgument]
+// otherwise). A backend without notifications returns an error wrapping
+// [errors.ErrUnsupported] at once.
+func (t *Table[T]) Listen(ctx context.Context, channel string, fn func(payload string)) error {
+	if t.err != nil {
+		return fmt.Errorf("claimstore: listen: %w", t.err)
+	}
+	l, ok := t.drv.(driver.Listener)
+	if !ok {
+		return fmt.Errorf("claimstore: listen: %s: %w", t.caps.Backend, errors.ErrUnsupported)
+	}
+	if !validChannel(channel) || fn == nil {
+		return fmt.Errorf("claimstore: listen: %w: channel %q (1-63 letters, digits, underscores) and a func are required", ErrInvalidArgument, channel)
+	}
+	if err := l.Listen(ctx, channel, fn); err != nil {
+		return fmt.Errorf("claimstore: listen %s: %w", channel, err)
+	}
+	return nil
+}
+
+// CanListen reports whether [Table.Listen] can subscribe on this store's
+// backend (a PostgreSQL store whose driver supports it), without I/O.
+func (t *Table[T]) CanListen() bool {
+	l, ok := t.drv.(interface{ CanListen() bool })
+	if ok {
+		return l.CanListen()
+	}
+	_, ok = t.drv.(driver.Listener)
+	return ok
+}
+
+// validChannel reports whether name is 1 to 63 ASCII letters, digits and
+// underscores, not starting with a digit.
+func validChannel(name string) bool {
+	if name == "" || len(name) > 63 || (name[0] >= '0' && name[0] <= '9') {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !(c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
+			return false
+		}
+	}
+	return true
+}
+
 // As reports whether it could set target, a pointer, to a value of the
 // backend's own type, as the backend documents (a **gorm.DB for the SQL
 // backends: the handle the store runs on). It is the escape hatch for

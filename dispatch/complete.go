@@ -24,10 +24,12 @@ type keyUpdater interface {
 	UpdateKeys(ctx context.Context, where dao.Criteria, set dao.Set) ([]any, error)
 }
 
-// writeTime is a Set value the worker replaces with the time of the
-// outcome write (by the worker's clock) when it writes the Set, so that
-// outcomes that differ only in that time are written together.
-type writeTime struct{}
+// WriteTime is a [dao.Set] value that a [Handler] returns in its outcome
+// for a time column: the worker replaces it with the time of the outcome
+// write (by the worker's clock), so that outcomes that differ only in
+// that time (a completion time, say) are identical Sets and are written
+// together in one statement.
+type WriteTime struct{}
 
 // outcome is a finished row whose outcome waits to be written: set nil
 // releases the lease only.
@@ -256,11 +258,11 @@ func (w *Worker[T]) counted(ctx context.Context, o outcome[T], written bool) {
 }
 
 // outcomeSet returns set with the lease cleared at now and every
-// writeTime value replaced by now; set is not changed.
+// WriteTime value replaced by now; set is not changed.
 func (w *Worker[T]) outcomeSet(set dao.Set, now time.Time) dao.Set {
 	out := make(dao.Set, len(set)+2)
 	for k, v := range set {
-		if _, ok := v.(writeTime); ok {
+		if _, ok := v.(WriteTime); ok {
 			v = now
 		}
 		out[k] = v

@@ -127,7 +127,7 @@ func (sw *ScheduleWorker) handle(ctx context.Context, job *Job[Schedule], fn Fir
 		sw.log.Error("fire failed max times; schedule failed", "schedule", s.Key, "id", s.ID, "failures", o.FailureCount, "err", err)
 	}
 	if _, ok := o.Set[ColLastFiredAt]; ok {
-		o.Set[ColLastFiredAt] = writeTime{}
+		o.Set[ColLastFiredAt] = WriteTime{}
 	}
 	return o.Set
 }

@@ -107,6 +107,11 @@ type Config[T any] struct {
 	ClaimSet func(now time.Time) dao.Set
 	// Handler runs each claimed row.
 	Handler Handler[T]
+	// Paused, optional, is asked before each claim: while it returns true
+	// the worker claims nothing, and handlers already running go on with
+	// their leases renewed (a paused job queue). It must return at once,
+	// without I/O.
+	Paused func() bool
 
 	// WorkerID names this worker in the lease owner column; default
 	// "<hostname>-<pid>-<random>". At most MaxWorkerIDLen bytes.
@@ -231,6 +236,7 @@ type Worker[T any] struct {
 	items map[*inflight[T]]struct{}
 
 	freed chan struct{} // a slot was freed
+	wake  chan struct{} // Wake: claim now
 	wg    sync.WaitGroup
 	comp  *completer[T]
 
@@ -309,6 +315,7 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 		log:   cfg.Logger.With("component", "dispatch.worker", "worker", cfg.WorkerID),
 		items: make(map[*inflight[T]]struct{}),
 		freed: make(chan struct{}, 1),
+		wake:  make(chan struct{}, 1),
 	}, nil
 }
 
@@ -394,9 +401,22 @@ func (w *Worker[T]) signalFreed() {
 	}
 }
 
+// Wake makes a running worker claim at once, as if its tick had come: a
+// producer calls it after it added due rows (a job inserted, a
+// notification received), so they start without waiting for the tick.
+// Wakes that come while a claim runs are merged into one claim after it.
+// It does no I/O and never blocks.
+func (w *Worker[T]) Wake() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
 // claimLoop claims and starts handlers until ctx ends: at once when it
 // starts, then whenever BatchSize slots are free while rows are due (the
-// last claim was full), and at every tick with the slots free then.
+// last claim was full), and at every tick (or Wake) with the slots free
+// then; never while Config.Paused says so.
 func (w *Worker[T]) claimLoop(ctx context.Context) error {
 	tick := time.NewTicker(w.cfg.Tick)
 	defer tick.Stop()
@@ -404,7 +424,9 @@ func (w *Worker[T]) claimLoop(ctx context.Context) error {
 	// next claim then waits for slots, not for the tick.
 	backlog, ticked := true, true
 	for ctx.Err() == nil {
-		if free := w.free(); free > 0 && (free >= w.cfg.BatchSize || ticked) {
+		if w.cfg.Paused != nil && w.cfg.Paused() {
+			backlog, ticked = false, false
+		} else if free := w.free(); free > 0 && (free >= w.cfg.BatchSize || ticked) {
 			n := min(free, w.cfg.BatchSize)
 			got, err := w.claim(ctx, n)
 			if err != nil {
@@ -425,6 +447,8 @@ func (w *Worker[T]) claimLoop(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
+			ticked = true
+		case <-w.wake:
 			ticked = true
 		case <-freed:
 		}
@@ -517,7 +541,7 @@ func (w *Worker[T]) start(ctx context.Context, row T, owner string, claimedAt, s
 			w.signalFreed()
 			w.comp.signal() // with no handler left running, write at once
 		}()
-		job := &Job[T]{Row: row, Owner: owner, ClaimedAt: claimedAt, now: w.clock.peek}
+		job := &Job[T]{Row: row, Owner: owner, ClaimedAt: claimedAt, now: w.clock.Peek}
 		set, ok := w.call(hctx, job)
 		w.mu.Lock()
 		state := it.state

@@ -7,6 +7,8 @@ import (
 	"github.com/claimstore/claimstore/conformance"
 	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dispatch"
+	"github.com/claimstore/claimstore/jobs"
 	"gorm.io/gorm/schema"
 )
 
@@ -55,4 +57,19 @@ func modelStore[T any](t *testing.T) dao.Store[T] {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestConformanceJobs runs the conformance suite's jobs group on memory
+// stores: no transactions and no other process can reach them.
+func TestConformanceJobs(t *testing.T) {
+	conformance.RunJobs(t, conformance.JobsHarness{
+		NewStores: func(t *testing.T) conformance.JobStores {
+			return conformance.JobStores{
+				Jobs:      modelStore[jobs.Row](t),
+				Queues:    modelStore[jobs.Queue](t),
+				Schedules: modelStore[dispatch.Schedule](t),
+			}
+		},
+		Skip: []string{conformance.CheckJobsTx, conformance.CheckJobsProcesses},
+	})
 }

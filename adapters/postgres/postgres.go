@@ -18,6 +18,7 @@ func init() {
 		Classify:    classify,
 		Native:      native,
 		Interrupter: interrupter,
+		Listen:      listen,
 	}, dialects.Postgres, dialects.CockroachDB, dialects.YugabyteDB)
 }
 

@@ -48,6 +48,13 @@ type Backend struct {
 	// interrupted; the claim then runs as without an Interrupter: a
 	// statement behind a lock waits for the store's lock-wait limit.
 	Interrupter func(ctx context.Context, db *gorm.DB, conn *sql.Conn) (Interrupt, error)
+	// Listen, optional, subscribes conn, a connection taken from the pool
+	// for it alone, to the notifications of channel (a name already
+	// checked: letters, digits, underscores) and calls fn with each
+	// payload until ctx ends or the connection fails, returning the error
+	// that ended it. The store closes conn afterwards, so it never returns
+	// to the pool subscribed. nil means the backend has no notifications.
+	Listen func(ctx context.Context, conn *sql.Conn, channel string, fn func(payload string)) error
 }
 
 // Interrupt asks the server, from outside the connection, to end the

@@ -40,7 +40,10 @@ type sqlDriver[T any] struct {
 	// ending behind a lock (Backend.Interrupter; nil: none); see
 	// execInterruptible.
 	interrupter func(ctx context.Context, db *gorm.DB, conn *sql.Conn) (Interrupt, error)
-	inTx        bool // bound to a caller's transaction: Claim is refused
+	// listen subscribes a connection to notifications (Backend.Listen;
+	// nil: none); see Listen.
+	listen func(ctx context.Context, conn *sql.Conn, channel string, fn func(payload string)) error
+	inTx   bool // bound to a caller's transaction: Claim is refused
 	// foundRows: MySQL and MariaDB report matched rather than changed rows
 	// (CLIENT_FOUND_ROWS, DSN clientFoundRows=true). Always true elsewhere.
 	foundRows bool
@@ -254,6 +257,7 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 		lockWait:     cmp.Or(max(o.lockWait, 0), DefaultLockWaitLimit),
 		foundRows:    b.MatchedRows == nil || b.MatchedRows(db),
 		interrupter:  b.Interrupter,
+		listen:       b.Listen,
 	}
 	if name == dialects.SQLite {
 		s.ranked = rankedType[T]()
@@ -362,6 +366,30 @@ func (s *sqlDriver[T]) As(target any) bool {
 		return false
 	}
 	return true
+}
+
+// CanListen reports whether Listen can subscribe: the backend has
+// notifications (PostgreSQL with pgx).
+func (s *sqlDriver[T]) CanListen() bool { return s.listen != nil }
+
+// Listen implements [driver.Listener] with the backend's Listen (PostgreSQL:
+// LISTEN on a connection of its own, taken from the pool and closed when
+// Listen returns, so it never goes back subscribed). A backend without
+// notifications returns an error wrapping errors.ErrUnsupported.
+func (s *sqlDriver[T]) Listen(ctx context.Context, channel string, fn func(payload string)) error {
+	if s.listen == nil {
+		return fmt.Errorf("%s has no notifications: %w", s.dialect, errors.ErrUnsupported)
+	}
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return fmt.Errorf("%w: %w", dao.ErrInvalidArgument, err)
+	}
+	conn, err := sqlDB.Conn(ctx)
+	if err != nil {
+		return mapCtxError(ctx, err)
+	}
+	defer conn.Close()
+	return mapCtxError(ctx, s.listen(ctx, conn, channel, fn))
 }
 
 // Model returns the parsed model of T.

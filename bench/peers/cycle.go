@@ -12,25 +12,27 @@ import (
 	"github.com/claimstore/claimstore/dispatch"
 )
 
-// cycleJob is the jobs table of the job-cycle phase: what River's job row
-// holds for the cycle (state, run time, attempts) and a lease (owner and
-// end) instead of River's attempted_by and state running.
+// cycleJob is a user's own table of the dispatch phase: what River's job
+// row holds for the cycle (state, run time, attempts) and a lease (owner
+// and end) instead of River's attempted_by and state running, with the
+// index a user declares for the claim, (status, run_at, id). The jobs
+// phase runs on the table the library owns and tunes.
 type cycleJob struct {
-	ID         int64      `gorm:"primaryKey;autoIncrement:false"`
-	Status     string     `gorm:"size:16;not null"`
-	RunAt      time.Time  `gorm:"not null"`
+	ID         int64      `gorm:"primaryKey;autoIncrement:false;index:,composite:due,priority:3"`
+	Status     string     `gorm:"size:16;not null;index:,composite:due,priority:1"`
+	RunAt      time.Time  `gorm:"not null;index:,composite:due,priority:2"`
 	Attempts   int64      `gorm:"not null;default:0"`
 	LeaseOwner string     `gorm:"size:191;not null;default:''"`
 	LeaseUntil *time.Time `gorm:""`
 }
 
-// runDispatch loads cfg.Rows available jobs into a fresh table with a
-// partial due index, then times one dispatch.Worker (cfg.Concurrency
+// runDispatch loads cfg.Rows available jobs into a fresh table made by
+// the store's Migrate from the model, then times one dispatch.Worker (cfg.Concurrency
 // handlers, claims of cfg.DispatchBatch) claiming, running (a handler that
 // only counts the job) and completing them until every job is completed.
 // The table is dropped before it returns.
 func runDispatch(ctx context.Context, cfg Config) (res Result, err error) {
-	res = Result{System: "dispatch", Unit: "job claimed (lease), run, marked completed by a dispatch.Worker", Rows: cfg.Rows, Workers: cfg.Concurrency}
+	res = Result{System: "dispatch", Unit: "job claimed (lease), run, marked completed by a dispatch.Worker on a user's table (index (status, run_at, id))", Rows: cfg.Rows, Workers: cfg.Concurrency}
 	var c counter
 	db, closeDB, err := openGorm(ctx, cfg.DSN, cfg.Pool, &c)
 	if err != nil {
@@ -47,18 +49,6 @@ func runDispatch(ctx context.Context, cfg Config) (res Result, err error) {
 	setup := startTimer()
 	if err := store.Migrate(ctx); err != nil {
 		return res, fmt.Errorf("peers: dispatch: %w", err)
-	}
-	// The due index: available jobs in run order (PostgreSQL manual,
-	// "Partial Indexes"); a claim writes only the lease columns, which no
-	// index holds, so with room on the page it is a HOT update ("Heap-Only
-	// Tuples").
-	for _, stmt := range []string{
-		`ALTER TABLE ` + strconv.Quote(name) + ` SET (fillfactor = 50)`,
-		`CREATE INDEX ` + strconv.Quote(name+"_due") + ` ON ` + strconv.Quote(name) + ` (run_at, id) WHERE status = 'available'`,
-	} {
-		if err := db.WithContext(ctx).Exec(stmt).Error; err != nil {
-			return res, fmt.Errorf("peers: dispatch: %w", err)
-		}
 	}
 	runAt := time.Now().Add(-time.Minute).UTC()
 	const loadBatch = 1000

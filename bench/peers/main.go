@@ -34,11 +34,15 @@ import (
 	"time"
 )
 
+// retryEvery is the share of jobs that fail their first attempt in the
+// retry phases: one in retryEvery.
+const retryEvery = 10
+
 // defaultDSN is the local test database.
 const defaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
 // systems are the systems a run measures, in order.
-var systems = []string{"claimstore", "dispatch", "river", "watermill", "addmany", "river-insert", "outbox-write", "watermill-publish"}
+var systems = []string{"claimstore", "dispatch", "jobs", "river", "jobs-retry", "river-retry", "watermill", "addmany", "jobs-insert", "river-insert", "outbox-write", "watermill-publish"}
 
 // Report is what a run writes with --json.
 type Report struct {
@@ -157,9 +161,19 @@ func measure(ctx context.Context, cfg Config, progress io.Writer) (*Report, erro
 			phases = append(phases, func(ctx context.Context) (Result, error) { return runClaimstore(ctx, cfg) })
 		case "dispatch":
 			phases = append(phases, func(ctx context.Context) (Result, error) { return runDispatch(ctx, cfg) })
+		case "jobs":
+			phases = append(phases, func(ctx context.Context) (Result, error) { return runJobs(ctx, cfg, 0) })
+		case "jobs-retry":
+			phases = append(phases, func(ctx context.Context) (Result, error) { return runJobs(ctx, cfg, retryEvery) })
+		case "jobs-insert":
+			phases = append(phases, func(ctx context.Context) (Result, error) { return runJobsInsert(ctx, cfg) })
 		case "river":
 			for _, n := range cfg.RiverMaxWorkers {
-				phases = append(phases, func(ctx context.Context) (Result, error) { return runRiver(ctx, cfg, n) })
+				phases = append(phases, func(ctx context.Context) (Result, error) { return runRiver(ctx, cfg, n, 0) })
+			}
+		case "river-retry":
+			for _, n := range cfg.RiverMaxWorkers {
+				phases = append(phases, func(ctx context.Context) (Result, error) { return runRiver(ctx, cfg, n, retryEvery) })
 			}
 		case "addmany":
 			phases = append(phases, func(ctx context.Context) (Result, error) { return runAddMany(ctx, cfg) })

@@ -94,7 +94,7 @@ func TestRunBurnsDownEverySystemExactlyOnce(t *testing.T) {
 			t.Errorf("%s: wall %v, %d statements: the timed phase measured nothing", r.System, r.Wall, r.Statements)
 		}
 	}
-	if want := []string{"claimstore", "dispatch", "river", "river", "watermill-sql", "addmany", "river-insert", "outbox-write", "watermill-publish"}; !slices.Equal(got, want) {
+	if want := []string{"claimstore", "dispatch", "jobs", "river", "river", "jobs-retry", "river-retry", "river-retry", "watermill-sql", "addmany", "jobs-insert", "river-insert", "outbox-write", "watermill-publish"}; !slices.Equal(got, want) {
 		t.Errorf("systems %v, want %v", got, want)
 	}
 	if rep.Machine.Server == "" || rep.Machine.CPUs <= 0 {
@@ -117,7 +117,7 @@ func TestRunDropsWhatItCreatedWhenInterrupted(t *testing.T) {
 	defer cancel()
 	dsn := envOr("CLAIMSTORE_POSTGRES_DSN", defaultDSN)
 	before := leftovers(t, ctx, dsn)
-	for _, system := range []string{"claimstore", "dispatch", "river", "watermill", "addmany", "river-insert", "outbox-write", "watermill-publish"} {
+	for _, system := range systems {
 		rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		err := run(rctx, []string{"--dsn", dsn, "--rows", "100000", "--systems", system}, &bytes.Buffer{})
 		rcancel()

@@ -22,14 +22,20 @@ type noopArgs struct {
 // Kind returns the job kind River stores and dispatches on.
 func (noopArgs) Kind() string { return "peers_noop" }
 
-// noopWorker does nothing but count which job it ran.
+// noopWorker does nothing but count which job it ran; with failEvery > 0
+// one job in failEvery fails its first attempt.
 type noopWorker struct {
 	river.WorkerDefaults[noopArgs]
-	t *tally
+	t         *tally
+	failEvery int
 }
 
-// Work records the job and returns nil, so River marks it completed.
+// Work records the job and returns nil, so River marks it completed, or
+// fails the first attempt of one job in failEvery.
 func (w *noopWorker) Work(_ context.Context, job *river.Job[noopArgs]) error {
+	if job.Attempt == 1 && failsFirst(job.Args.Seq, w.failEvery) {
+		return errFirstAttempt
+	}
 	w.t.mark(job.Args.Seq)
 	return nil
 }
@@ -38,8 +44,12 @@ func (w *noopWorker) Work(_ context.Context, job *river.Job[noopArgs]) error {
 // jobs (InsertManyFast, COPY), then times a client with cfg.Workers
 // maxWorkers (MaxWorkers, which is also the most jobs one fetch takes) from Start until the last job's completion event.
 // The schema is dropped before it returns.
-func runRiver(ctx context.Context, cfg Config, maxWorkers int) (res Result, err error) {
+func runRiver(ctx context.Context, cfg Config, maxWorkers, failEvery int) (res Result, err error) {
 	res = Result{System: "river", Unit: "job fetched (state running), run, marked completed", Rows: cfg.Rows, Workers: maxWorkers}
+	if failEvery > 0 {
+		res.System = "river-retry"
+		res.Unit = fmt.Sprintf("as river, one job in %d failing its first attempt (error recorded, retried after the default backoff)", failEvery)
+	}
 	var c counter
 	pool, err := openPool(ctx, cfg.DSN, cfg.Pool, &c)
 	if err != nil {
@@ -56,7 +66,7 @@ func runRiver(ctx context.Context, cfg Config, maxWorkers int) (res Result, err 
 
 	t := newTally(cfg.Rows)
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &noopWorker{t: t})
+	river.AddWorker(workers, &noopWorker{t: t, failEvery: failEvery})
 	client, err := river.NewClient(driver, &river.Config{
 		Schema:            schema,
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
@@ -98,7 +108,11 @@ func runRiver(ctx context.Context, cfg Config, maxWorkers int) (res Result, err 
 		return res, fmt.Errorf("peers: river: start: %w", err)
 	}
 	completed, failed := 0, 0
-	for completed+failed < cfg.Rows && err == nil {
+	want := cfg.Rows
+	if failEvery > 0 {
+		want += cfg.Rows / failEvery // a failed attempt is an event too
+	}
+	for completed+failed < want && err == nil {
 		select {
 		case ev := <-events:
 			if ev.Kind == river.EventKindJobCompleted {
@@ -121,8 +135,12 @@ func runRiver(ctx context.Context, cfg Config, maxWorkers int) (res Result, err 
 	if err != nil {
 		return res, err
 	}
-	if failed > 0 {
-		return res, fmt.Errorf("peers: river: %d jobs failed", failed)
+	wantFailed := 0
+	if failEvery > 0 {
+		wantFailed = cfg.Rows / failEvery
+	}
+	if failed != wantFailed || completed != cfg.Rows {
+		return res, fmt.Errorf("peers: river: %d jobs completed, %d attempts failed; want %d and %d", completed, failed, cfg.Rows, wantFailed)
 	}
 	var inTable int
 	if err := pool.QueryRow(ctx, "SELECT count(*) FROM "+pgx.Identifier{schema, "river_job"}.Sanitize()+" WHERE state = 'completed'").Scan(&inTable); err != nil {

@@ -172,6 +172,19 @@ type Clock interface {
 	Now(ctx context.Context) (time.Time, error)
 }
 
+// Listener is the optional interface of a driver whose database delivers
+// notifications between sessions (PostgreSQL's LISTEN and NOTIFY).
+type Listener interface {
+	// Listen subscribes to channel on a connection of its own and calls
+	// fn with the payload of each notification, in the order the database
+	// delivers them, until ctx ends or the connection fails; it returns
+	// the error that ended it (wrapping ctx.Err() when ctx ended). fn runs
+	// on Listen's goroutine and must return quickly. Notifications sent
+	// while no Listen runs are lost: a listener treats them as hints and
+	// looks at the table itself after (re)subscribing.
+	Listen(ctx context.Context, channel string, fn func(payload string)) error
+}
+
 // As is the optional escape hatch of a driver: As reports whether it could
 // set target (a pointer) to a value of the backend's own type, such as a
 // **gorm.DB. Each driver documents the types it supports.

@@ -100,3 +100,67 @@ func (c *Clock) Peek() time.Time {
 	}
 	return c.estimate()
 }
+
+// readTimeout bounds a read of the database's time by a [Source], which
+// runs detached from the caller's cancellation.
+const readTimeout = 5 * time.Second
+
+// Source is the clock a component's due-time comparisons and written
+// times read: a fixed function (tests, or a caller's choice), or an
+// estimate of the database's clock ([Clock]), or the host's clock.
+type Source struct {
+	fixed func() time.Time // set: used as is
+	db    *Clock           // set: the database's clock; else the host's
+}
+
+// Reader is the method of a store that reads its database's time
+// (dao.Table.Now).
+type Reader interface {
+	Now(ctx context.Context) (time.Time, error)
+}
+
+// NewSource returns a source that reads now when it is set, else the
+// database clock of store when store reads one (hasDB: the store's
+// capabilities say so, and store is a [Reader]), else the host's clock.
+func NewSource(now func() time.Time, store any, hasDB bool) *Source {
+	s := &Source{fixed: now}
+	if now == nil && hasDB {
+		if r, ok := store.(Reader); ok {
+			s.db = New(func(ctx context.Context) (time.Time, error) {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readTimeout)
+				defer cancel()
+				return r.Now(rctx)
+			})
+		}
+	}
+	return s
+}
+
+// Now returns the current time in UTC by the source's clock. On the
+// database clock it reads the database's time when the last sample is
+// older than Resync (one round trip, detached from ctx's cancellation for
+// at most 5 s; while it runs, other callers get the older sample's
+// estimate); when that read fails an older estimate is kept, and without
+// one the error is returned.
+func (s *Source) Now(ctx context.Context) (time.Time, error) {
+	switch {
+	case s.fixed != nil:
+		return s.fixed().UTC(), nil
+	case s.db == nil:
+		return time.Now().UTC(), nil
+	}
+	t, err := s.db.Now(ctx)
+	return t.UTC(), err
+}
+
+// Peek returns the current estimate without I/O: the host's time until a
+// first sample of the database's time was taken.
+func (s *Source) Peek() time.Time {
+	switch {
+	case s.fixed != nil:
+		return s.fixed().UTC()
+	case s.db == nil:
+		return time.Now().UTC()
+	}
+	return s.db.Peek().UTC()
+}

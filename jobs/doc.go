@@ -1,0 +1,81 @@
+// Package jobs is a job queue on every claimstore backend (PostgreSQL,
+// MySQL and MariaDB, SQLite, SQL Server, Elasticsearch, memory): jobs with
+// a kind and typed args, named queues with their own concurrency that
+// every process pauses and resumes together, retries with backoff and the
+// error of every attempt kept, unique jobs enforced by the database,
+// cancel (also of a running job), snooze, a timeout per kind, periodic
+// jobs on cron schedules, a rescuer and retention under leader election,
+// and a wake-up on insert. It is built on package dispatch's worker loop:
+// claims with a lease, batched fenced outcomes, renewals, drain.
+//
+// # The job table
+//
+// The library owns the table: [Migrate] creates it (claimstore_jobs, or the
+// name the store carries) with the indexes each backend needs, and records
+// its schema version. On PostgreSQL the fetch index is partial, over the
+// available jobs in claim order, and the table has a fillfactor that
+// leaves room for HOT updates: a claim writes only columns no index holds,
+// because a running job stays stored as available with a live lease (see
+// [Row] and [StateRunning]). A statement-level trigger notifies the
+// channel named like the table on every insert, and the clients listening
+// wake their queues at once.
+//
+// # Kinds and workers
+//
+// An args type names its kind ([Args]); [AddWorker] registers the typed
+// work function of a kind in a [Workers] registry:
+//
+//	type EmailArgs struct {
+//		To string `json:"to"`
+//	}
+//
+//	func (EmailArgs) Kind() string { return "email" }
+//
+//	ws := jobs.NewWorkers()
+//	jobs.AddWorker(ws, jobs.WorkFunc[EmailArgs](func(ctx context.Context, j *jobs.Job[EmailArgs]) error {
+//		return send(ctx, j.Args.To)
+//	}))
+//
+// A job whose kind has no worker in the client that claims it is
+// discarded with [ErrUnknownKind].
+//
+// # Outcomes
+//
+// A nil error completes the job. Another error fails the attempt: the job
+// is retryable after its kind's [Backoff] ([DefaultBackoff]: attempt⁴ s
+// with jitter) and discarded after MaxAttempts, each attempt's error (and
+// a panic's stack) appended to the job's Errors. [Cancel] ends the job
+// cancelled; [Snooze] runs it again later without spending an attempt. A
+// kind's timeout ([WithTimeout], default [DefaultTimeout]) ends the work's
+// context with cause [ErrTimeout]. The outcome is written fenced by the
+// job's lease, in one statement for the jobs that ended alike.
+//
+// Delivery is at least once: a worker that dies after the work's side
+// effect and before its outcome write leaves the job to run again when
+// its lease ends (the lost attempt is recorded); make work idempotent.
+//
+// # Inserting
+//
+// [Client.Insert] inserts on its own, [Client.InsertTx] inside the
+// caller's transaction (a *gorm.DB in a transaction: the job commits or
+// rolls back with the business rows), [Client.InsertMany] many at once
+// (on PostgreSQL one INSERT of arrays). [InsertOpts] set the queue,
+// priority, scheduled time, max attempts, tags, metadata and
+// [UniqueOpts].
+//
+// # Running
+//
+// [Client.Run] runs the client's queues until its context ends, then
+// drains. Queues wake on inserts (PostgreSQL LISTEN/NOTIFY across
+// processes, an in-process signal everywhere) and poll at each tick.
+// Once per tick each client reads the queue pauses ([Client.PauseQueue])
+// and the cancel requests of the jobs it runs ([Client.Cancel]). The
+// maintenance — the scheduler that makes scheduled and retryable jobs
+// available ([Client.Schedule]), the [Client.Rescue] of jobs whose worker
+// died on their last attempt, the retention [Client.Sweep] of final jobs —
+// runs on the elected leader when Config.Leases or Config.Leader is set,
+// else on every client.
+//
+// docs/jobs.md has the full guide, the table of states, and the mapping
+// of River's API to this one.
+package jobs

@@ -1,0 +1,417 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/claimstore/claimstore/dao"
+)
+
+// MaxTagLen is the longest tag, in bytes.
+const MaxTagLen = 255
+
+// InsertOpts are the options of one insert. Zero fields take the args
+// type's own options ([ArgsWithInsertOpts]), then the client's defaults.
+type InsertOpts struct {
+	// Queue is the queue the job runs in; default [DefaultQueue].
+	Queue string
+	// Priority orders the available jobs of a queue, 1 (first, the
+	// default) to [MaxPriority].
+	Priority int
+	// ScheduledAt is when the job may run; zero (or a past time) is now:
+	// the job is available at once, else scheduled.
+	ScheduledAt time.Time
+	// MaxAttempts is the number of attempts after which a failing job is
+	// discarded; default the client's MaxAttempts ([DefaultMaxAttempts]).
+	MaxAttempts int
+	// Tags label the job for people and tools: each 1 to [MaxTagLen]
+	// bytes of letters, digits, '_', '-', ':', '.'.
+	Tags []string
+	// Metadata is a JSON object kept with the job; nil for none.
+	Metadata json.RawMessage
+	// UniqueOpts, when set, makes the job unique: an insert while a job
+	// with the same unique properties is in one of the unique states
+	// inserts nothing and returns that job.
+	UniqueOpts UniqueOpts
+
+	// uniqueKey, when set, is the unique key as is (periodic jobs: one
+	// per schedule and occurrence), held in every state.
+	uniqueKey string
+}
+
+// UniqueOpts makes a job unique among the jobs of its kind: the database
+// holds at most one job per unique key in the unique states, enforced by
+// a unique index on the key under concurrent inserts on every backend.
+// The key is built from the kind and the properties chosen here.
+type UniqueOpts struct {
+	// ByArgs includes the args (their JSON) in the key.
+	ByArgs bool
+	// ByPeriod, when > 0, includes the scheduled time truncated to the
+	// period (UTC) in the key: one job per period.
+	ByPeriod time.Duration
+	// ByQueue includes the queue in the key.
+	ByQueue bool
+	// ByState are the states in which a job holds its key; default every
+	// state but cancelled and discarded. They must include available,
+	// scheduled and running: a job leaves a unique state only by moving
+	// forward (a job that leaves it does not hold it again).
+	ByState []State
+}
+
+// isZero reports whether no option is set.
+func (u UniqueOpts) isZero() bool {
+	return !u.ByArgs && u.ByPeriod == 0 && !u.ByQueue && len(u.ByState) == 0
+}
+
+// DefaultUniqueStates are the states a unique job holds its key in when
+// UniqueOpts.ByState is empty.
+func DefaultUniqueStates() []State {
+	return []State{StateAvailable, StateScheduled, StateRunning, StateRetryable, StateCompleted}
+}
+
+// InsertParams is one job of [Client.InsertMany].
+type InsertParams struct {
+	Args Args
+	// Opts, optional, are the job's insert options.
+	Opts *InsertOpts
+}
+
+// InsertResult is the outcome of one insert.
+type InsertResult struct {
+	// Job is the inserted job, or for a unique job that was a duplicate
+	// the job that holds the key.
+	Job *Row
+	// UniqueSkippedAsDuplicate is true when nothing was inserted because
+	// a job with the same unique key exists (Job is that job).
+	UniqueSkippedAsDuplicate bool
+}
+
+// Insert inserts one job with args (opts may be nil) and returns it. A
+// unique job whose key is held returns the job holding it with
+// UniqueSkippedAsDuplicate. The job commits on its own; a queue this
+// client runs is woken at once, and on PostgreSQL every client is
+// notified. Errors: dao.ErrInvalidArgument for bad args or options
+// (nothing is inserted); the store's errors, mapped.
+func (c *Client) Insert(ctx context.Context, args Args, opts *InsertOpts) (*InsertResult, error) {
+	res, err := c.insertMany(ctx, c.store, []InsertParams{{Args: args, Opts: opts}}, false)
+	if err != nil {
+		return nil, err
+	}
+	return &res[0], nil
+}
+
+// InsertTx is [Client.Insert] inside tx, the caller's open transaction
+// (a *gorm.DB in a transaction for the SQL backends): the job commits or
+// rolls back with the rest of the transaction, and workers see it once
+// it commits (on PostgreSQL they are notified then). A store that cannot
+// bind tx returns an error wrapping dao.ErrInvalidArgument.
+//
+// A unique insert in a transaction waits, on PostgreSQL and MySQL, for
+// another open transaction that inserted the same key, and then returns
+// its job as the duplicate (or inserts, if it rolled back).
+func (c *Client) InsertTx(ctx context.Context, tx any, args Args, opts *InsertOpts) (*InsertResult, error) {
+	store, err := c.txStore(tx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.insertMany(ctx, store, []InsertParams{{Args: args, Opts: opts}}, true)
+	if err != nil {
+		return nil, err
+	}
+	return &res[0], nil
+}
+
+// InsertMany inserts many jobs: those that are not unique in as few
+// statements as the backend allows (on PostgreSQL one INSERT of arrays per
+// 10,000 rows), the unique ones one by one. It returns the results in the
+// order of params. The jobs that are not unique are inserted together or
+// not at all; a failure after that leaves them inserted. Errors as
+// [Client.Insert]; with bad input nothing is inserted.
+func (c *Client) InsertMany(ctx context.Context, params []InsertParams) ([]InsertResult, error) {
+	return c.insertMany(ctx, c.store, params, false)
+}
+
+// InsertManyTx is [Client.InsertMany] inside tx, the caller's open
+// transaction (see [Client.InsertTx]).
+func (c *Client) InsertManyTx(ctx context.Context, tx any, params []InsertParams) ([]InsertResult, error) {
+	store, err := c.txStore(tx)
+	if err != nil {
+		return nil, err
+	}
+	return c.insertMany(ctx, store, params, true)
+}
+
+// txStore returns the job store bound to tx.
+func (c *Client) txStore(tx any) (dao.Store[Row], error) {
+	t, ok := c.store.(interface{ WithTx(tx any) *dao.Table[Row] })
+	if !ok {
+		return nil, fmt.Errorf("jobs: insert: %w", invalid("store %T runs no caller transactions", c.store))
+	}
+	return t.WithTx(tx), nil
+}
+
+// insertMany builds the rows of params, inserts them through store and
+// wakes the local queues that got available jobs (unless inTx: the
+// caller's transaction has not committed yet, and PostgreSQL's
+// notification comes at its commit).
+func (c *Client) insertMany(ctx context.Context, store dao.Store[Row], params []InsertParams, inTx bool) ([]InsertResult, error) {
+	if len(params) == 0 {
+		return nil, nil
+	}
+	now, err := c.now(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: insert: %w", err)
+	}
+	rows := make([]*Row, len(params))
+	for i, p := range params {
+		if rows[i], err = c.newRow(p.Args, p.Opts, now); err != nil {
+			return nil, fmt.Errorf("jobs: insert: job %d: %w", i, err)
+		}
+	}
+	out := make([]InsertResult, len(params))
+	var plain []*Row
+	for i, r := range rows {
+		if r.UniqueKey == nil {
+			plain = append(plain, r)
+			out[i].Job = r
+		}
+	}
+	if err := store.Create(ctx, plain...); err != nil {
+		return nil, fmt.Errorf("jobs: insert: %w", err)
+	}
+	for i, r := range rows {
+		if r.UniqueKey == nil {
+			continue
+		}
+		if out[i], err = insertUnique(ctx, store, r); err != nil {
+			return out[:i], fmt.Errorf("jobs: insert: job %d: %w", i, err)
+		}
+	}
+	woken := map[string]bool{}
+	for i := range out {
+		j := out[i].Job
+		j.present(now)
+		if !inTx && j.State == StateAvailable && !woken[j.Queue] {
+			woken[j.Queue] = true
+			c.wake(j.Queue)
+		}
+	}
+	return out, nil
+}
+
+// insertUnique inserts r unless a job holds its unique key, and returns
+// the job holding the key: r, or the other one. A holder that releases
+// the key between the two statements makes it try again.
+func insertUnique(ctx context.Context, store dao.Store[Row], r *Row) (InsertResult, error) {
+	for range 5 {
+		n, err := creator(store).CreateIfAbsent(ctx, r)
+		if err != nil {
+			return InsertResult{}, err
+		}
+		got, err := store.Find(ctx, dao.Query{Where: dao.Eq(ColUniqueKey, *r.UniqueKey), Limit: 1})
+		if err != nil {
+			return InsertResult{}, err
+		}
+		if len(got) == 1 {
+			return InsertResult{Job: &got[0], UniqueSkippedAsDuplicate: n == 0}, nil
+		}
+	}
+	return InsertResult{}, fmt.Errorf("unique key %s held and released repeatedly: %w", *r.UniqueKey, dao.ErrConflict)
+}
+
+// absentCreator is the idempotent insert of a store (dao.Table).
+type absentCreator interface {
+	CreateIfAbsent(ctx context.Context, items ...*Row) (int64, error)
+}
+
+// creator returns store's CreateIfAbsent, or an emulation by Create that
+// counts a duplicate as absent-skipped.
+func creator(store dao.Store[Row]) absentCreator {
+	if a, ok := store.(absentCreator); ok {
+		return a
+	}
+	return createFunc(func(ctx context.Context, items ...*Row) (int64, error) {
+		var n int64
+		for _, it := range items {
+			cp := *it
+			err := store.Create(ctx, &cp)
+			switch {
+			case err == nil:
+				n++
+			case !errors.Is(err, dao.ErrDuplicate):
+				return n, err
+			}
+		}
+		return n, nil
+	})
+}
+
+type createFunc func(ctx context.Context, items ...*Row) (int64, error)
+
+func (f createFunc) CreateIfAbsent(ctx context.Context, items ...*Row) (int64, error) {
+	return f(ctx, items...)
+}
+
+// merged returns the insert options of args with opts laid over them,
+// field by field.
+func merged(args Args, opts *InsertOpts) InsertOpts {
+	var o InsertOpts
+	if a, ok := args.(ArgsWithInsertOpts); ok {
+		o = a.InsertOpts()
+	}
+	if opts == nil {
+		return o
+	}
+	if opts.Queue != "" {
+		o.Queue = opts.Queue
+	}
+	if opts.Priority != 0 {
+		o.Priority = opts.Priority
+	}
+	if !opts.ScheduledAt.IsZero() {
+		o.ScheduledAt = opts.ScheduledAt
+	}
+	if opts.MaxAttempts != 0 {
+		o.MaxAttempts = opts.MaxAttempts
+	}
+	if opts.Tags != nil {
+		o.Tags = opts.Tags
+	}
+	if opts.Metadata != nil {
+		o.Metadata = opts.Metadata
+	}
+	if !opts.UniqueOpts.isZero() {
+		o.UniqueOpts = opts.UniqueOpts
+	}
+	if opts.uniqueKey != "" {
+		o.uniqueKey = opts.uniqueKey
+	}
+	return o
+}
+
+// newRow returns the row of a job with args and opts inserted at now.
+// Errors wrap dao.ErrInvalidArgument.
+func (c *Client) newRow(args Args, opts *InsertOpts, now time.Time) (*Row, error) {
+	if args == nil {
+		return nil, invalid("nil args")
+	}
+	kind := args.Kind()
+	if err := CheckKind(kind); err != nil {
+		return nil, err
+	}
+	o := merged(args, opts)
+	if o.Queue == "" {
+		o.Queue = DefaultQueue
+	}
+	if err := CheckQueue(o.Queue); err != nil {
+		return nil, err
+	}
+	if o.Priority == 0 {
+		o.Priority = DefaultPriority
+	}
+	if o.Priority < 1 || o.Priority > MaxPriority {
+		return nil, invalid("priority %d: use 1 to %d", o.Priority, MaxPriority)
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = c.cfg.MaxAttempts
+	}
+	if o.MaxAttempts < 1 {
+		return nil, invalid("max attempts %d: use 1 or more", o.MaxAttempts)
+	}
+	encoded, err := json.Marshal(args)
+	if err != nil {
+		return nil, invalid("args of kind %s do not encode as JSON: %v", kind, err)
+	}
+	r := &Row{
+		Kind: kind, Queue: o.Queue, State: StateAvailable, Priority: o.Priority,
+		EncodedArgs: string(encoded), MaxAttempts: o.MaxAttempts, ScheduledAt: now,
+	}
+	if !o.ScheduledAt.IsZero() && o.ScheduledAt.After(now) {
+		r.State, r.ScheduledAt = StateScheduled, o.ScheduledAt.UTC()
+	}
+	if len(o.Tags) > 0 {
+		for _, t := range o.Tags {
+			if len(t) > MaxTagLen || !nameRE.MatchString(t) {
+				return nil, invalid("tag %q: use 1-%d letters, digits, '_', '.', ':' or '-'", t, MaxTagLen)
+			}
+		}
+		b, _ := json.Marshal(o.Tags)
+		r.Tags = string(b)
+	}
+	if o.Metadata != nil {
+		m := bytes.TrimSpace(o.Metadata)
+		if !json.Valid(m) || len(m) == 0 || m[0] != '{' {
+			return nil, invalid("metadata is not a JSON object")
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, m); err != nil {
+			return nil, invalid("metadata: %v", err)
+		}
+		r.Metadata = buf.String()
+	}
+	switch {
+	case o.uniqueKey != "":
+		r.UniqueKey = &o.uniqueKey
+		r.UniqueStates = stateMask(States())
+	case !o.UniqueOpts.isZero():
+		key, mask, err := uniqueKey(kind, r, o.UniqueOpts)
+		if err != nil {
+			return nil, err
+		}
+		r.UniqueKey, r.UniqueStates = &key, mask
+	}
+	return r, nil
+}
+
+// stateMask returns the bit mask of states.
+func stateMask(states []State) int {
+	m := 0
+	for _, s := range states {
+		m |= s.bit()
+	}
+	return m
+}
+
+// uniqueKey returns the unique key of r (kind, and the properties u
+// chooses) and the mask of its unique states.
+func uniqueKey(kind string, r *Row, u UniqueOpts) (string, int, error) {
+	states := u.ByState
+	if len(states) == 0 {
+		states = DefaultUniqueStates()
+	}
+	for _, s := range states {
+		if !s.valid() {
+			return "", 0, invalid("unique state %q", s)
+		}
+	}
+	for _, must := range []State{StateAvailable, StateScheduled, StateRunning} {
+		if !slices.Contains(states, must) {
+			return "", 0, invalid("unique states must include %s", must)
+		}
+	}
+	if u.ByPeriod < 0 {
+		return "", 0, invalid("negative unique period %v", u.ByPeriod)
+	}
+	var b strings.Builder
+	b.WriteString("kind=" + kind)
+	if u.ByArgs {
+		b.WriteString("&args=" + r.EncodedArgs)
+	}
+	if u.ByPeriod > 0 {
+		b.WriteString("&period=" + strconv.FormatInt(r.ScheduledAt.Truncate(u.ByPeriod).Unix(), 10))
+	}
+	if u.ByQueue {
+		b.WriteString("&queue=" + r.Queue)
+	}
+	sum := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(sum[:]), stateMask(states), nil
+}

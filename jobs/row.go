@@ -1,0 +1,264 @@
+package jobs
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// State is the state of a job. A job is available when it may run
+// (scheduled time reached), scheduled or retryable while it waits for a
+// later time, running while a worker holds its lease, and completed,
+// cancelled or discarded once it is final (its FinalizedAt is set).
+type State string
+
+// The states of a job.
+const (
+	// StateAvailable: ready to run once its scheduled time has come; a
+	// worker claims it in queue order (priority, then scheduled time,
+	// then id). A retry or snooze due within [ScheduleAhead] is stored
+	// available with its future time.
+	StateAvailable State = "available"
+	// StateScheduled: inserted, or snoozed, to run at ScheduledAt; the
+	// scheduler makes it available when that time comes.
+	StateScheduled State = "scheduled"
+	// StateRunning: a worker holds the job's lease and runs it. It is not
+	// a stored state: a running job is stored as available with a lease
+	// end in the future (see [Row]), so that a claim writes no column an
+	// index holds. Reads through [Client] report it as running.
+	StateRunning State = "running"
+	// StateRetryable: an attempt failed and attempts are left; it runs
+	// again at ScheduledAt, after the backoff.
+	StateRetryable State = "retryable"
+	// StateCompleted: an attempt succeeded. Final.
+	StateCompleted State = "completed"
+	// StateCancelled: cancelled by [Client.Cancel] or by its work
+	// function ([Cancel]). Final.
+	StateCancelled State = "cancelled"
+	// StateDiscarded: its last attempt failed, or no worker exists for
+	// its kind. Final.
+	StateDiscarded State = "discarded"
+)
+
+// States lists every state, in lifecycle order.
+func States() []State {
+	return []State{StateAvailable, StateScheduled, StateRunning, StateRetryable, StateCompleted, StateCancelled, StateDiscarded}
+}
+
+// Final reports whether s is completed, cancelled or discarded.
+func (s State) Final() bool {
+	return s == StateCompleted || s == StateCancelled || s == StateDiscarded
+}
+
+// valid reports whether s is one of the states.
+func (s State) valid() bool {
+	for _, v := range States() {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// bit returns the state's bit in a unique-states mask.
+func (s State) bit() int {
+	for i, v := range States() {
+		if s == v {
+			return 1 << i
+		}
+	}
+	return 0
+}
+
+// Column names of the job table.
+const (
+	ColID                = "id"
+	ColKind              = "kind"
+	ColQueue             = "queue"
+	ColState             = "state"
+	ColPriority          = "priority"
+	ColArgs              = "args"
+	ColMetadata          = "metadata"
+	ColTags              = "tags"
+	ColAttempt           = "attempt"
+	ColMaxAttempts       = "max_attempts"
+	ColErrors            = "errors"
+	ColScheduledAt       = "scheduled_at"
+	ColAttemptedAt       = "attempted_at"
+	ColFinalizedAt       = "finalized_at"
+	ColCancelRequestedAt = "cancel_requested_at"
+	ColUniqueKey         = "unique_key"
+	ColUniqueStates      = "unique_states"
+	ColLeaseOwner        = "lease_owner"
+	ColLeaseUntil        = "lease_until"
+	ColCreatedAt         = "created_at"
+)
+
+// Size limits of the job table's columns, in bytes.
+const (
+	MaxKindLen  = 191
+	MaxQueueLen = 128
+)
+
+// DefaultTable is the job table's name when no other is given.
+const DefaultTable = "claimstore_jobs"
+
+// Row is one row of the job table: a job, its arguments as JSON, its
+// attempts and their errors, and its lease. It is a GORM model whose
+// table the library owns: create it with [Migrate], which also creates
+// the indexes each backend needs.
+//
+// The stored state of a running job is available, with a lease (LeaseOwner
+// and LeaseUntil) that ends in the future: a claim writes only the lease
+// and attempt columns, which no index holds, so that on PostgreSQL it is a
+// HOT update (PostgreSQL manual, "Heap-Only Tuples"). The rows [Client]
+// returns carry [StateRunning] for such a job; a row read through a store
+// directly carries the stored state.
+type Row struct {
+	// ID is the job's id, assigned on insert.
+	ID int64 `gorm:"primaryKey;autoIncrement"`
+	// Kind names the job's args type ([Args].Kind) and so its worker.
+	Kind string `gorm:"size:191;not null"`
+	// Queue is the queue the job runs in.
+	Queue string `gorm:"size:128;not null"`
+	// State is the job's state (see [State]).
+	State State `gorm:"size:16;not null"`
+	// Priority orders available jobs of a queue: smaller runs first, 1
+	// (the default) to [MaxPriority].
+	Priority int `gorm:"not null"`
+	// EncodedArgs is the job's args as JSON.
+	EncodedArgs string `gorm:"column:args;not null"`
+	// Metadata is a JSON object the inserter attached, "" for none.
+	Metadata string `gorm:"not null"`
+	// Tags is a JSON array of strings, "" for none.
+	Tags string `gorm:"not null"`
+	// Attempt is the number of attempts started, the current one
+	// included.
+	Attempt int `gorm:"not null"`
+	// MaxAttempts is the number of attempts after which a failing job is
+	// discarded.
+	MaxAttempts int `gorm:"not null"`
+	// Errors is a JSON array of the errors of failed attempts
+	// ([AttemptError]), oldest first; "" for none. Read it with
+	// [Row.AttemptErrors].
+	Errors string `gorm:"not null"`
+	// ScheduledAt is when the job may run (UTC): its insert time, the
+	// time asked for, or the retry or snooze time.
+	ScheduledAt time.Time `gorm:"not null"`
+	// AttemptedAt is when the current or last attempt started.
+	AttemptedAt *time.Time
+	// FinalizedAt is when the job reached a final state.
+	FinalizedAt *time.Time
+	// CancelRequestedAt is when [Client.Cancel] asked a running job to
+	// stop; its worker cancels the work's context within a tick.
+	CancelRequestedAt *time.Time
+	// UniqueKey is the hex SHA-256 of the job's unique properties
+	// ([UniqueOpts]) while the job is in one of its unique states, else
+	// NULL. A unique index on it makes the database refuse a second job
+	// with the same key.
+	UniqueKey *string `gorm:"size:64;uniqueIndex:,where:unique_key IS NOT NULL"`
+	// UniqueStates is the bit mask of the states in which the unique key
+	// is held (0 for a job that is not unique).
+	UniqueStates int `gorm:"not null"`
+	// LeaseOwner is the lease owner token of the worker claim that holds
+	// the job, "" when none.
+	LeaseOwner string `gorm:"size:191;not null"`
+	// LeaseUntil is the end of the current (or last) lease.
+	LeaseUntil *time.Time
+	// CreatedAt is when the job was inserted.
+	CreatedAt time.Time `gorm:"not null"`
+}
+
+// TableName returns [DefaultTable].
+func (Row) TableName() string { return DefaultTable }
+
+// AttemptError is the error of one failed attempt, as kept in
+// [Row].Errors.
+type AttemptError struct {
+	// Attempt is the attempt's number, from 1.
+	Attempt int `json:"attempt"`
+	// At is when the attempt ended (UTC).
+	At time.Time `json:"at"`
+	// Error is the error's text.
+	Error string `json:"error"`
+	// Trace is the stack of a panic, "" otherwise.
+	Trace string `json:"trace,omitempty"`
+}
+
+// AttemptErrors returns the errors of the job's failed attempts, oldest
+// first. A malformed Errors column is an error.
+func (r *Row) AttemptErrors() ([]AttemptError, error) {
+	if r.Errors == "" {
+		return nil, nil
+	}
+	var out []AttemptError
+	if err := json.Unmarshal([]byte(r.Errors), &out); err != nil {
+		return nil, fmt.Errorf("jobs: job %d: errors column: %w", r.ID, err)
+	}
+	return out, nil
+}
+
+// TagList returns the job's tags.
+func (r *Row) TagList() []string {
+	if r.Tags == "" {
+		return nil
+	}
+	var out []string
+	if json.Unmarshal([]byte(r.Tags), &out) != nil {
+		return nil
+	}
+	return out
+}
+
+// running reports whether the stored row is a running job at now: stored
+// available with a lease that ends after now.
+func (r *Row) running(now time.Time) bool {
+	return r.State == StateAvailable && r.LeaseOwner != "" && r.LeaseUntil != nil && r.LeaseUntil.After(now)
+}
+
+// present sets State to running for a job that runs at now.
+func (r *Row) present(now time.Time) {
+	if r.running(now) {
+		r.State = StateRunning
+	}
+}
+
+// Queue is one row of the queue table: the pause state of a named queue,
+// stored so that every process obeys it. A queue without a row is active.
+type Queue struct {
+	// Name is the queue's name.
+	Name string `gorm:"primaryKey;size:128"`
+	// PausedAt is when the queue was paused; nil while it is active.
+	PausedAt *time.Time
+	// UpdatedAt is when the row last changed.
+	UpdatedAt time.Time `gorm:"not null"`
+}
+
+// DefaultQueueTable is the queue table's name when no other is given.
+const DefaultQueueTable = "claimstore_job_queues"
+
+// TableName returns [DefaultQueueTable].
+func (Queue) TableName() string { return DefaultQueueTable }
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
+
+// CheckQueue returns nil when name is a valid queue name: 1 to
+// [MaxQueueLen] bytes of ASCII letters, digits, '_', '.', ':' and '-'.
+// Other names wrap dao.ErrInvalidArgument.
+func CheckQueue(name string) error {
+	if len(name) > MaxQueueLen || !nameRE.MatchString(name) {
+		return invalid("queue name %q: use 1-%d letters, digits, '_', '.', ':' or '-'", name, MaxQueueLen)
+	}
+	return nil
+}
+
+// CheckKind returns nil when kind is a valid job kind: 1 to [MaxKindLen]
+// bytes of ASCII letters, digits, '_', '.', ':' and '-'. Other kinds wrap
+// dao.ErrInvalidArgument.
+func CheckKind(kind string) error {
+	if len(kind) > MaxKindLen || !nameRE.MatchString(kind) {
+		return invalid("kind %q: use 1-%d letters, digits, '_', '.', ':' or '-'", kind, MaxKindLen)
+	}
+	return nil
+}
