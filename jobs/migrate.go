@@ -34,7 +34,7 @@ func MigrationTable(table string) string { return table + "_migrations" }
 // predicate — is a HOT update: a new row version on the same page and no
 // new index entry (PostgreSQL manual, "Heap-Only Tuples (HOT)", and CREATE
 // TABLE, "Storage Parameters").
-const Fillfactor = 50
+const Fillfactor = 40
 
 var tableRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,51}$`)
 

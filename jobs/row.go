@@ -126,7 +126,7 @@ type Row struct {
 	State State `gorm:"size:16;not null"`
 	// Priority orders available jobs of a queue: smaller runs first, 1
 	// (the default) to [MaxPriority].
-	Priority int `gorm:"not null"`
+	Priority int `gorm:"size:16;not null"`
 	// EncodedArgs is the job's args as JSON.
 	EncodedArgs string `gorm:"column:args;not null"`
 	// Metadata is a JSON object the inserter attached, "" for none.
@@ -135,10 +135,10 @@ type Row struct {
 	Tags string `gorm:"not null"`
 	// Attempt is the number of attempts started, the current one
 	// included.
-	Attempt int `gorm:"not null"`
+	Attempt int `gorm:"size:32;not null"`
 	// MaxAttempts is the number of attempts after which a failing job is
 	// discarded.
-	MaxAttempts int `gorm:"not null"`
+	MaxAttempts int `gorm:"size:32;not null"`
 	// Errors is a JSON array of the errors of failed attempts
 	// ([AttemptError]), oldest first; "" for none. Read it with
 	// [Row.AttemptErrors].
@@ -160,7 +160,7 @@ type Row struct {
 	UniqueKey *string `gorm:"size:64;uniqueIndex:,where:unique_key IS NOT NULL"`
 	// UniqueStates is the bit mask of the states in which the unique key
 	// is held (0 for a job that is not unique).
-	UniqueStates int `gorm:"not null"`
+	UniqueStates int `gorm:"size:16;not null"`
 	// LeaseOwner is the lease owner token of the worker claim that holds
 	// the job, "" when none.
 	LeaseOwner string `gorm:"size:191;not null"`
