@@ -231,8 +231,38 @@ func createV1(db *gorm.DB, table string, dialect dialects.Name) error {
 			return fmt.Errorf("create index %s: %w", ix.name, err)
 		}
 	}
+	if dialect == dialects.SQLServer {
+		if err := filterUniqueIndex(db, table); err != nil {
+			return err
+		}
+	}
 	if postgres {
 		return createNotifyTrigger(db, table)
+	}
+	return nil
+}
+
+// filterUniqueIndex makes the unique index of table's unique_key, which
+// GORM creates without its WHERE clause on SQL Server, a filtered index
+// (WHERE unique_key IS NOT NULL): SQL Server's unique indexes hold one
+// NULL, so without the filter a second job without a unique key would be
+// refused ("CREATE INDEX (Transact-SQL)", filtered indexes). It rebuilds
+// the index only when it has no filter.
+func filterUniqueIndex(db *gorm.DB, table string) error {
+	name := db.NamingStrategy.IndexName(table, ColUniqueKey)
+	var filtered int64
+	err := db.Raw("SELECT count(*) FROM sys.indexes WHERE name = ? AND object_id = OBJECT_ID(?) AND has_filter = 1", name, table).Scan(&filtered).Error
+	if err != nil || filtered > 0 {
+		return err
+	}
+	idx, t, col := clause.Column{Name: name}, clause.Table{Name: table}, clause.Column{Name: ColUniqueKey}
+	if db.Migrator().HasIndex(table, name) {
+		if err := db.Exec("DROP INDEX ? ON ?", idx, t).Error; err != nil {
+			return fmt.Errorf("drop index %s: %w", name, err)
+		}
+	}
+	if err := db.Exec("CREATE UNIQUE INDEX ? ON ? (?) WHERE ? IS NOT NULL", idx, t, col, col).Error; err != nil {
+		return fmt.Errorf("create index %s: %w", name, err)
 	}
 	return nil
 }

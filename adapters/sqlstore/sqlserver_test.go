@@ -468,7 +468,8 @@ const sqlServerHowTo = "start one with: docker compose up -d sqlserver, then set
 
 // TestSQLServerConformance runs the conformance suite against the SQL
 // Server named by CLAIMSTORE_SQLSERVER_DSN, each test in a fresh table:
-// once with the portable default, once with the opt-in fast path.
+// once with the portable default, once with the opt-in fast path; and its
+// jobs group.
 func TestSQLServerConformance(t *testing.T) {
 	dsn := os.Getenv("CLAIMSTORE_SQLSERVER_DSN")
 	if dsn == "" {
@@ -489,4 +490,5 @@ func TestSQLServerConformance(t *testing.T) {
 	t.Run("fast_path", func(t *testing.T) {
 		conformance.Run(t, sqlstoretest.Harness(db, sqlstore.WithStrategy(dao.StrategyFastPath)))
 	})
+	t.Run("jobs", func(t *testing.T) { conformance.RunJobs(t, sqlstoretest.JobsHarness(db)) })
 }
