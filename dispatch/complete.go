@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -158,8 +159,16 @@ func (w *Worker[T]) writeOutcomes(ctx context.Context, outs []outcome[T]) {
 	}
 	groups := map[string][]outcome[T]{}
 	var order []string
+	// A handler that returns one shared Set for a common outcome (a
+	// completion, say) has it printed once.
+	keys := map[uintptr]string{}
 	for _, o := range outs {
-		k := setKey(o.set)
+		p := reflect.ValueOf(o.set).Pointer()
+		k, ok := keys[p]
+		if !ok {
+			k = setKey(o.set)
+			keys[p] = k
+		}
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}

@@ -75,7 +75,9 @@ func (j *Job[T]) Now() time.Time { return j.now() }
 // hold identical Sets are written in one statement (see
 // [Config].OutcomeDelay), each row still fenced by its own key and owner.
 // A nil Set writes no outcome and releases the lease, so the row is
-// claimable again at once if it is still due. A handler that panics leaves
+// claimable again at once if it is still due. The worker never changes a
+// returned Set, so a handler may return one shared Set for a common
+// outcome; the grouping then costs less. A handler that panics leaves
 // the lease as it is: the row is claimable again when its lease ends.
 type Handler[T any] func(ctx context.Context, job *Job[T]) dao.Set
 
@@ -237,7 +239,11 @@ type Worker[T any] struct {
 
 	freed chan struct{} // a slot was freed
 	wake  chan struct{} // Wake: claim now
-	wg    sync.WaitGroup
+	wg    sync.WaitGroup // handlers running
+	// tasks hands a handler to an idle handler goroutine (see spawn);
+	// runDone is closed when the current Run returns, ending them.
+	tasks   chan func()
+	runDone chan struct{}
 	comp  *completer[T]
 
 	claimed, completed, leaseLost, renewed, renewFailures, released, panics, writeErrors, inFlight, unwritten atomic.Int64
@@ -316,6 +322,7 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 		items: make(map[*inflight[T]]struct{}),
 		freed: make(chan struct{}, 1),
 		wake:  make(chan struct{}, 1),
+		tasks: make(chan func()),
 	}, nil
 }
 
@@ -365,6 +372,8 @@ func (w *Worker[T]) Run(ctx context.Context) error {
 	defer w.running.Store(false)
 	w.runCtx.Store(&ctx)
 	defer w.runCtx.Store(nil)
+	w.runDone = make(chan struct{})
+	defer close(w.runDone)
 	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "lease", w.cfg.Lease, "tick", w.cfg.Tick)
 
 	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
@@ -533,7 +542,7 @@ func (w *Worker[T]) start(ctx context.Context, row T, owner string, claimedAt, s
 	w.mu.Unlock()
 	w.inFlight.Add(1)
 	w.m.inFlight.Add(bg(ctx), 1, w.m.attrSet)
-	w.wg.Go(func() {
+	w.spawn(func() {
 		defer func() {
 			cancel(nil)
 			w.inFlight.Add(-1)
@@ -559,6 +568,44 @@ func (w *Worker[T]) start(ctx context.Context, row T, owner string, claimedAt, s
 		}
 		w.enqueue(ctx, it, set)
 	})
+}
+
+// idleGoroutine is how long a handler goroutine waits for the next
+// handler to run before it exits.
+const idleGoroutine = 5 * time.Second
+
+// spawn runs f on an idle handler goroutine, or on a new one when none is
+// idle; wg counts it until f returns. A goroutine that ran a handler
+// waits idleGoroutine for the next one (ending when Run returns), so that
+// handlers reuse goroutines whose stacks their first calls (decoding,
+// logging) have grown already, instead of growing a new one's stack,
+// copying it each time, for every row.
+func (w *Worker[T]) spawn(f func()) {
+	w.wg.Add(1)
+	select {
+	case w.tasks <- f:
+	default:
+		go w.runTasks(f, w.runDone)
+	}
+}
+
+// runTasks runs f, then each handler spawn hands it, until it has been
+// idle for idleGoroutine or done is closed.
+func (w *Worker[T]) runTasks(f func(), done <-chan struct{}) {
+	t := time.NewTimer(idleGoroutine)
+	defer t.Stop()
+	for {
+		f()
+		w.wg.Done()
+		t.Reset(idleGoroutine)
+		select {
+		case f = <-w.tasks:
+		case <-t.C:
+			return
+		case <-done:
+			return
+		}
+	}
 }
 
 // call runs the handler, recovering a panic (ok false).

@@ -80,7 +80,9 @@ const (
 type WorkerOption func(*kindWorker)
 
 // WithTimeout sets the kind's attempt timeout: d > 0, or [NoTimeout].
-// Default [DefaultTimeout].
+// Default [DefaultTimeout]. The work's context ends with cause
+// [ErrTimeout] when it has passed: at once for a timeout shorter than two
+// of the client's ticks, else at the first tick after it.
 func WithTimeout(d time.Duration) WorkerOption {
 	return func(k *kindWorker) { k.timeout = d }
 }

@@ -140,13 +140,21 @@ type Client struct {
 	queues map[string]*queue
 
 	mu      sync.Mutex
-	running map[int64]context.CancelCauseFunc // jobs running in this client
+	running map[int64]runningJob // jobs running in this client
 
 	pausedMu sync.RWMutex
 	paused   map[string]bool
 
 	runningRun atomic.Bool
 	stats      stats
+}
+
+// runningJob is a job running in this client: its work's cancel, and
+// the end of its timeout when the tick checks it (zero: none, or a timer
+// of its own).
+type runningJob struct {
+	cancel   context.CancelCauseFunc
+	deadline time.Time
 }
 
 // queue is one queue the client runs.
@@ -195,7 +203,7 @@ func NewClient(cfg Config) (*Client, error) {
 		clock:   dbclock.NewSource(cfg.Now, cfg.Store, cfg.Store.Capabilities().DatabaseClock),
 		log:     cfg.Logger.With("component", "jobs", "client", cfg.ID),
 		queues:  map[string]*queue{},
-		running: map[int64]context.CancelCauseFunc{},
+		running: map[int64]runningJob{},
 		paused:  map[string]bool{},
 	}
 	for name, qc := range cfg.Queues {
@@ -383,6 +391,20 @@ func (c *Client) pollLoop(ctx context.Context) {
 		if err := c.readCancels(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("reading cancel requests failed", "err", err)
 		}
+		c.expire()
+	}
+}
+
+// expire cancels, with cause ErrTimeout, the work of the running jobs
+// whose timeout (checked at each tick) has passed.
+func (c *Client) expire() {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rj := range c.running {
+		if !rj.deadline.IsZero() && now.After(rj.deadline) {
+			rj.cancel(ErrTimeout)
+		}
 	}
 }
 
@@ -435,8 +457,8 @@ func (c *Client) readCancels(ctx context.Context) error {
 		ids = ids[n:]
 		c.mu.Lock()
 		for _, r := range rows {
-			if cancel, ok := c.running[r.ID]; ok {
-				cancel(ErrCancelled)
+			if rj, ok := c.running[r.ID]; ok {
+				rj.cancel(ErrCancelled)
 			}
 		}
 		c.mu.Unlock()

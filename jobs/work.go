@@ -51,13 +51,20 @@ func (c *Client) handle(ctx context.Context, j *dispatch.Job[Row]) dao.Set {
 	}
 	jctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if kw.timeout > 0 {
+	rj := runningJob{cancel: cancel}
+	switch {
+	case kw.timeout > 0 && kw.timeout < 2*c.cfg.Tick:
+		// A timeout shorter than two ticks has a timer of its own.
 		var stop context.CancelFunc
 		jctx, stop = context.WithTimeoutCause(jctx, kw.timeout, ErrTimeout)
 		defer stop()
+	case kw.timeout > 0:
+		// A longer one is checked at each tick (see expire): a timer
+		// per job would cost more than the work of a short job.
+		rj.deadline = time.Now().Add(kw.timeout)
 	}
 	c.mu.Lock()
-	c.running[row.ID] = cancel
+	c.running[row.ID] = rj
 	c.mu.Unlock()
 	err := c.call(jctx, kw, row)
 	c.mu.Lock()
@@ -130,11 +137,19 @@ func (c *Client) call(ctx context.Context, kw *kindWorker, row *Row) (err error)
 	return kw.work(ctx, row)
 }
 
+// completedSet is the outcome of a job that completed with nothing else
+// to write, shared by all such jobs (the dispatch worker never changes a
+// returned Set): its outcomes group at no cost.
+var completedSet = dao.Set{ColState: string(StateCompleted), ColFinalizedAt: dispatch.WriteTime{}}
+
 // final returns the outcome that ends row in state at now, with ae (when
 // not nil) appended to its errors. The finalized time is written as the
 // time of the outcome write, so that the outcomes of jobs that ended
 // alike are one statement.
 func (c *Client) final(row *Row, state State, now time.Time, ae *AttemptError) dao.Set {
+	if state == StateCompleted && ae == nil && row.UniqueKey == nil && row.Attempt == 1 {
+		return completedSet
+	}
 	set := dao.Set{ColState: string(state), ColFinalizedAt: dispatch.WriteTime{}}
 	if ae != nil || lostAttempts(row) > 0 {
 		set[ColErrors] = appendErrors(row, now, ae)

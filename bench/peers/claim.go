@@ -80,7 +80,7 @@ func runClaimstore(ctx context.Context, cfg Config) (res Result, err error) {
 		errs   []error
 		before = c.n.Load()
 	)
-	timer := startTimer()
+	timer := startServerTimer(&c)
 	for w := range cfg.Workers {
 		wg.Go(func() {
 			req := dao.ClaimRequest{

@@ -100,7 +100,7 @@ func runDispatch(ctx context.Context, cfg Config) (res Result, err error) {
 	wctx, stop := context.WithCancel(tctx)
 	defer stop()
 	before := c.n.Load()
-	timer := startTimer()
+	timer := startServerTimer(&c)
 	done := make(chan error, 1)
 	go func() { done <- w.Run(wctx) }()
 	// Every job handled, then every outcome written: the worker stops

@@ -132,7 +132,7 @@ func runJobs(ctx context.Context, cfg Config, failEvery int) (res Result, err er
 	wctx, stop := context.WithCancel(tctx)
 	defer stop()
 	before := c.n.Load()
-	timer := startTimer()
+	timer := startServerTimer(&c)
 	done := make(chan error, 1)
 	go func() { done <- client.Run(wctx) }()
 	for range cfg.Rows {

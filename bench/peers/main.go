@@ -220,7 +220,7 @@ func printReport(out io.Writer, rep *Report) {
 		}
 	}
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "round\tsystem\tworkers\trows/s\tvs claimstore\twall\tCPU/row\tstmts/row\texact\tload1 start/end\t")
+	fmt.Fprintln(w, "round\tsystem\tworkers\trows/s\tvs claimstore\twall\tCPU/row\tserver CPU/row\tstmts/row\texact\tload1 start/end\t")
 	for _, r := range rep.Results {
 		ratio := "-"
 		if b := base[r.Round]; b > 0 {
@@ -230,8 +230,12 @@ func printReport(out io.Writer, rep *Report) {
 		if !r.Exact() {
 			exact = fmt.Sprintf("no: %d done, %d dup, %d lost", r.Done, r.Duplicates, r.Lost)
 		}
-		fmt.Fprintf(w, "%d\t%s\t%d\t%.0f\t%s\t%v\t%v\t%.3f\t%s\t%.2f/%.2f\t\n", r.Round, r.System, r.Workers, r.RowsPerSec(), ratio,
-			r.Wall.Round(time.Millisecond), r.CPUPerRow().Round(100*time.Nanosecond), r.StatementsPerRow(), exact, r.Load1Start, r.Load1End)
+		server := "-"
+		if r.ServerCPU > 0 {
+			server = r.ServerCPUPerRow().Round(100 * time.Nanosecond).String()
+		}
+		fmt.Fprintf(w, "%d\t%s\t%d\t%.0f\t%s\t%v\t%v\t%s\t%.3f\t%s\t%.2f/%.2f\t\n", r.Round, r.System, r.Workers, r.RowsPerSec(), ratio,
+			r.Wall.Round(time.Millisecond), r.CPUPerRow().Round(100*time.Nanosecond), server, r.StatementsPerRow(), exact, r.Load1Start, r.Load1End)
 	}
 	w.Flush()
 	fmt.Fprintln(out, "\nunit of work per row:")

@@ -103,7 +103,7 @@ func runRiver(ctx context.Context, cfg Config, maxWorkers, failEvery int) (res R
 	tctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	before := c.n.Load()
-	timer := startTimer()
+	timer := startServerTimer(&c)
 	if err := client.Start(tctx); err != nil {
 		return res, fmt.Errorf("peers: river: start: %w", err)
 	}

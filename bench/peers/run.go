@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -72,6 +74,10 @@ type Result struct {
 	Lost       int           `json:"lost"`
 	Wall       time.Duration `json:"wall_ns"`
 	CPU        time.Duration `json:"cpu_ns"`
+	// ServerCPU is the CPU time of the PostgreSQL backends that served
+	// the phase's connections (read from /proc, so known only when the
+	// server runs on this machine; 0 otherwise).
+	ServerCPU  time.Duration `json:"server_cpu_ns"`
 	Statements int64         `json:"statements"`
 	Load1Start float64       `json:"load1_start"`
 	Load1End   float64       `json:"load1_end"`
@@ -93,6 +99,15 @@ func (r Result) CPUPerRow() time.Duration {
 		return 0
 	}
 	return r.CPU / time.Duration(r.Done)
+}
+
+// ServerCPUPerRow returns the PostgreSQL backends' CPU time per row
+// processed (0 when unknown).
+func (r Result) ServerCPUPerRow() time.Duration {
+	if r.Done == 0 {
+		return 0
+	}
+	return r.ServerCPU / time.Duration(r.Done)
 }
 
 // StatementsPerRow returns the statements, batches and copies sent per row
@@ -158,22 +173,93 @@ func currentMachine(ctx context.Context, db *sql.DB) (Machine, error) {
 }
 
 // counter is a pgx tracer that counts what a pool sends: statements,
-// batches and COPYs, each one exchange with the server.
-type counter struct{ n atomic.Int64 }
+// batches and COPYs, each one exchange with the server; it also records
+// the process ids of the backends that served them.
+type counter struct {
+	n    atomic.Int64
+	pids sync.Map // uint32 backend pid -> struct{}
+}
 
-func (c *counter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+func (c *counter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	c.n.Add(1)
+	c.pids.Store(conn.PgConn().PID(), struct{}{})
 	return ctx
 }
+
+// serverCPU returns the CPU time the backends c has seen have used since
+// before (their CPU times then, see postgresCPU; a backend not in it
+// started later and counts whole).
+func (c *counter) serverCPU(before map[uint32]time.Duration) time.Duration {
+	var total time.Duration
+	c.pids.Range(func(k, _ any) bool {
+		pid := k.(uint32)
+		if now, ok := procCPU(pid); ok {
+			total += now - before[pid]
+		}
+		return true
+	})
+	return total
+}
+
+// postgresCPU returns the CPU time used so far by every process of this
+// machine whose command is postgres, by pid; empty where /proc is not
+// readable.
+func postgresCPU() map[uint32]time.Duration {
+	out := map[uint32]time.Duration{}
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return out
+	}
+	for _, d := range dirs {
+		pid, err := strconv.ParseUint(d.Name(), 10, 32)
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile("/proc/" + d.Name() + "/comm")
+		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+			continue
+		}
+		if cpu, ok := procCPU(uint32(pid)); ok {
+			out[uint32(pid)] = cpu
+		}
+	}
+	return out
+}
+
+// procCPU returns the user plus system CPU time of process pid from
+// /proc/<pid>/stat (in units of 1/100 s, USER_HZ); false where it cannot
+// be read.
+func procCPU(pid uint32) (time.Duration, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, false
+	}
+	user, err1 := strconv.ParseInt(f[11], 10, 64)
+	sys, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(user+sys) * 10 * time.Millisecond, true
+}
 func (c *counter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (c *counter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+func (c *counter) TraceBatchStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
 	c.n.Add(1)
+	c.pids.Store(conn.PgConn().PID(), struct{}{})
 	return ctx
 }
 func (c *counter) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (c *counter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
-func (c *counter) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
+func (c *counter) TraceCopyFromStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
 	c.n.Add(1)
+	c.pids.Store(conn.PgConn().PID(), struct{}{})
 	return ctx
 }
 func (c *counter) TraceCopyFromEnd(context.Context, *pgx.Conn, pgx.TraceCopyFromEndData) {}
@@ -267,15 +353,25 @@ func (t *tally) count() (done, dup, lost int) {
 }
 
 // timed measures the wall time, process CPU and load around one timed
-// phase.
+// phase, and with a counter the CPU of the backends that served it.
 type timed struct {
-	start time.Time
-	cpu   time.Duration
-	load1 float64
+	start  time.Time
+	cpu    time.Duration
+	load1  float64
+	c      *counter
+	server map[uint32]time.Duration
 }
 
 func startTimer() timed {
 	return timed{load1: loadAverage()[0], cpu: processCPU(), start: time.Now()}
+}
+
+// startServerTimer is startTimer that also measures the CPU of the
+// PostgreSQL backends c sees during the phase.
+func startServerTimer(c *counter) timed {
+	t := timed{c: c, server: postgresCPU()}
+	t.load1, t.cpu, t.start = loadAverage()[0], processCPU(), time.Now()
+	return t
 }
 
 // stop fills r's wall time, CPU and load from the phase that t started.
@@ -283,6 +379,9 @@ func (t timed) stop(r *Result) {
 	r.Wall = time.Since(t.start)
 	r.CPU = processCPU() - t.cpu
 	r.Load1Start, r.Load1End = t.load1, loadAverage()[0]
+	if t.c != nil {
+		r.ServerCPU = t.c.serverCPU(t.server)
+	}
 }
 
 // openGorm opens a GORM handle (claimstore's settings) over a pool of at
