@@ -237,14 +237,14 @@ type Worker[T any] struct {
 	mu    sync.Mutex
 	items map[*inflight[T]]struct{}
 
-	freed chan struct{} // a slot was freed
-	wake  chan struct{} // Wake: claim now
+	freed chan struct{}  // a slot was freed
+	wake  chan struct{}  // Wake: claim now
 	wg    sync.WaitGroup // handlers running
 	// tasks hands a handler to an idle handler goroutine (see spawn);
 	// runDone is closed when the current Run returns, ending them.
 	tasks   chan func()
 	runDone chan struct{}
-	comp  *completer[T]
+	comp    *completer[T]
 
 	claimed, completed, leaseLost, renewed, renewFailures, released, panics, writeErrors, inFlight, unwritten atomic.Int64
 }

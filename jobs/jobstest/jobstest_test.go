@@ -77,7 +77,9 @@ func TestRequireInsertedInsideTheTransaction(t *testing.T) {
 		t.Errorf("RequireInserted outside the transaction: failure %q", msg)
 	}
 	// Other args, or another queue, are not the job.
-	msg = fails(t, func(tb testing.TB) { jobstest.RequireInsertedTx(ctx, tb, store, tx, welcomeArgs{To: "bob@example.com"}, nil) })
+	msg = fails(t, func(tb testing.TB) {
+		jobstest.RequireInsertedTx(ctx, tb, store, tx, welcomeArgs{To: "bob@example.com"}, nil)
+	})
 	if !strings.Contains(msg, "ada@example.com") {
 		t.Errorf("RequireInsertedTx with other args: failure %q, want it to list the job found", msg)
 	}
