@@ -321,6 +321,14 @@ func testJobLifecycle(t *testing.T, h JobsHarness) {
 	if runs := c.log.attempts(j.ID); !slices.Equal(runs, []int{1}) {
 		t.Errorf("job %d ran attempts %v, want [1]", j.ID, runs)
 	}
+	// A job scheduled in the past is available and keeps its time, which
+	// orders it among the available jobs.
+	past := time.Now().Add(-time.Hour).UTC()
+	early := insert(t, c.Client, NoteArgs{N: 9}, &jobs.InsertOpts{ScheduledAt: past})
+	if d := early.ScheduledAt.Sub(past); early.State != jobs.StateAvailable || d < -time.Second || d > time.Second {
+		t.Errorf("job scheduled an hour ago: state %s, scheduled at %v, want available at %v", early.State, early.ScheduledAt, past)
+	}
+	waitJob(t, c.Client, early.ID, 30*time.Second, "completed", inState(jobs.StateCompleted))
 	// A job scheduled a second ahead waits, then the scheduler makes it
 	// available and it runs.
 	at := time.Now().Add(time.Second)
@@ -358,8 +366,8 @@ func testJobLifecycle(t *testing.T, h JobsHarness) {
 			t.Errorf("insert with a bad %s: %v, want dao.ErrInvalidArgument", name, err)
 		}
 	}
-	if n, err := st.Jobs.Count(context.Background(), dao.Criteria{}); err != nil || n != 2 {
-		t.Errorf("%d jobs after the bad inserts (%v), want the 2 inserted before them", n, err)
+	if n, err := st.Jobs.Count(context.Background(), dao.Criteria{}); err != nil || n != 3 {
+		t.Errorf("%d jobs after the bad inserts (%v), want the 3 inserted before them", n, err)
 	}
 }
 

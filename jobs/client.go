@@ -322,6 +322,15 @@ func (c *Client) Run(ctx context.Context) error {
 		return errors.New("jobs: client already running")
 	}
 	defer c.runningRun.Store(false)
+	if c.cfg.QueueStore != nil && len(c.queues) > 0 {
+		names := make([]string, 0, len(c.queues))
+		for name := range c.queues {
+			names = append(names, name)
+		}
+		if err := c.registerQueues(ctx, names...); err != nil {
+			c.log.Warn("recording the client's queues in the queue table failed", "err", err)
+		}
+	}
 	if err := c.readPauses(ctx); err != nil && !errors.Is(err, ErrNoQueueStore) {
 		c.log.Warn("reading queue pauses failed; queues run until the next read", "err", err)
 	}

@@ -27,8 +27,9 @@ type InsertOpts struct {
 	// Priority orders the available jobs of a queue, 1 (first, the
 	// default) to [MaxPriority].
 	Priority int
-	// ScheduledAt is when the job may run; zero (or a past time) is now:
-	// the job is available at once, else scheduled.
+	// ScheduledAt is when the job may run; zero is now. A job whose time
+	// has come is available at once (a past time orders it among the
+	// available jobs of its priority), a later one is scheduled.
 	ScheduledAt time.Time
 	// MaxAttempts is the number of attempts after which a failing job is
 	// discarded; default the client's MaxAttempts ([DefaultMaxAttempts]).
@@ -335,8 +336,13 @@ func (c *Client) newRow(args Args, opts *InsertOpts, now time.Time) (*Row, error
 		Kind: kind, Queue: o.Queue, State: StateAvailable, Priority: o.Priority,
 		EncodedArgs: string(encoded), MaxAttempts: o.MaxAttempts, ScheduledAt: now,
 	}
-	if !o.ScheduledAt.IsZero() && o.ScheduledAt.After(now) {
-		r.State, r.ScheduledAt = StateScheduled, o.ScheduledAt.UTC()
+	if !o.ScheduledAt.IsZero() {
+		// A time in the past is kept: it orders the job among the
+		// available ones.
+		r.ScheduledAt = o.ScheduledAt.UTC()
+		if r.ScheduledAt.After(now) {
+			r.State = StateScheduled
+		}
 	}
 	if len(o.Tags) > 0 {
 		for _, t := range o.Tags {
