@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/claimstore/claimstore/dispatch"
 )
@@ -29,8 +31,17 @@ type PeriodicJob struct {
 	// dispatch.CheckCron), read in TimeZone (an IANA name; "" is UTC).
 	Cron, TimeZone string
 	// Construct returns the args of the job of one occurrence and its
-	// insert options (nil for none; unique options are ignored).
+	// insert options (nil for none; unique options are ignored; without
+	// metadata the job gets [PeriodicMetadata]).
 	Construct func() (Args, *InsertOpts)
+}
+
+// PeriodicMetadata is the metadata of a periodic job's job (unless its
+// Construct gives metadata of its own): the periodic job's key and the
+// occurrence the job is for.
+type PeriodicMetadata struct {
+	Periodic   string    `json:"periodic"`
+	Occurrence time.Time `json:"occurrence"`
 }
 
 // check validates p. Errors wrap dao.ErrInvalidArgument.
@@ -77,6 +88,9 @@ func (c *Client) runPeriodic(ctx context.Context) error {
 		o.UniqueOpts = UniqueOpts{}
 		sum := sha256.Sum256([]byte("periodic:" + c.table + ":" + f.Schedule.Key + "@" + strconv.FormatInt(f.Schedule.NextFireAt.UnixMilli(), 10)))
 		o.uniqueKey = hex.EncodeToString(sum[:])
+		if o.Metadata == nil {
+			o.Metadata, _ = json.Marshal(PeriodicMetadata{Periodic: p.Key, Occurrence: f.Schedule.NextFireAt.UTC()})
+		}
 		_, err := c.Insert(ctx, args, &o)
 		return err
 	}
