@@ -140,7 +140,7 @@ func (h *Handler) parse() error {
 		},
 	}
 	h.pages = map[string]*template.Template{}
-	for _, p := range []string{"overview", "schedules", "outbox", "leaders", "row", "confirm", "error"} {
+	for _, p := range []string{"overview", "schedules", "outbox", "leaders", "row", "confirm", "error", "jobs", "job", "queues"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")
 		if err != nil {
 			return fmt.Errorf("ui: template %s: %w", p, err)
@@ -176,6 +176,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /row", h.rowPage)
 	m.HandleFunc("GET /confirm", h.confirmPage)
 	m.HandleFunc("GET /api/overview", h.overviewAPI)
+	h.jobRoutes(m)
 	m.Handle("GET /static/", h.static)
 	if !h.cfg.ReadOnly {
 		m.HandleFunc("POST /do", h.action)
@@ -550,6 +551,10 @@ func (h *Handler) confirmPage(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	op, t := q.Get("op"), q.Get("t")
+	if s, ok := h.byName[t].(*jobSource); ok {
+		h.confirmJobChange(w, r, s)
+		return
+	}
 	d := confirmData{Fields: []field{{"op", op}, {"t", t}, {"confirm", "yes"}}}
 	switch op {
 	case "delete":
@@ -607,6 +612,9 @@ func (h *Handler) action(w http.ResponseWriter, r *http.Request) {
 		return true
 	}
 	switch s := src.(type) {
+	case *jobSource:
+		h.jobAction(ctx, w, r, s)
+		return
 	case *scheduleSource:
 		key := r.PostFormValue("key")
 		switch op {

@@ -456,15 +456,8 @@ func (b *backlog[T]) rowDetail(row *T) RowDetail {
 		d.Fields[f.DBName] = v
 	}
 	d.ID = fmt.Sprint(d.Fields[b.sch.PrioritizedPrimaryField.DBName])
-	// The page's template escapes the JSON as HTML; escaping <, > and &
-	// here too would show a payload's markup as \u003c… instead of its
-	// text.
-	var js strings.Builder
-	enc := json.NewEncoder(&js)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(d.Fields); err == nil {
-		d.JSON = strings.TrimSuffix(js.String(), "\n")
+	if js, err := textJSON(d.Fields); err == nil {
+		d.JSON = js
 	} else {
 		d.JSON = err.Error()
 	}
@@ -477,4 +470,19 @@ func (b *backlog[T]) rowDetail(row *T) RowDetail {
 		d.LastError, _ = b.field(row, b.t.ErrorField).(string)
 	}
 	return d
+}
+
+// textJSON returns v as indented JSON for a page. It keeps <, > and & as
+// they are: the page's template escapes the text as HTML, and escaping
+// them here too would show a payload's markup as \u003c… instead of its
+// text.
+func textJSON(v any) (string, error) {
+	var js strings.Builder
+	enc := json.NewEncoder(&js)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(js.String(), "\n"), nil
 }
