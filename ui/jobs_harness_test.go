@@ -197,6 +197,21 @@ func (e *jobEnv) hold(t testing.TB, id int64, owner string) {
 	}
 }
 
+// paused reports whether queue name is paused in the queue table.
+func (e *jobEnv) paused(t testing.TB, name string) bool {
+	t.Helper()
+	qs, err := e.c.Queues(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qs {
+		if q.Name == name {
+			return q.Paused
+		}
+	}
+	return false
+}
+
 // serve starts the console over e's job table with cfg.
 func (e *jobEnv) serve(t testing.TB, cfg ui.Config) *httptest.Server {
 	t.Helper()

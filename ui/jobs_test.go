@@ -212,7 +212,6 @@ func TestJobPages(t *testing.T) {
 // checked in the table.
 func TestJobActions(t *testing.T) {
 	forEachJobs(t, func(t *testing.T, e *jobEnv) {
-		ctx := context.Background()
 		srv := e.serve(t, ui.Config{})
 		c := client(t)
 		_, _, page := get(t, c, srv.URL+"/jobs")
@@ -311,18 +310,7 @@ func TestJobActions(t *testing.T) {
 
 		// Pause queue mail by its name (it is not in the queue table
 		// yet), then resume it, for every client.
-		paused := func() bool {
-			qs, err := e.c.Queues(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, q := range qs {
-				if q.Name == "mail" {
-					return q.Paused
-				}
-			}
-			return false
-		}
+		paused := func() bool { return e.paused(t, "mail") }
 		pause := url.Values{"op": {"pause-queue"}, "queue": {"mail"}, "back": {"queues"}}
 		if code, loc := do(pause); code != http.StatusSeeOther || !strings.HasPrefix(loc, "confirm?") || paused() {
 			t.Fatalf("pause without confirmation: %d %q, paused %v", code, loc, paused())
