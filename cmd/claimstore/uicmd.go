@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
 	"github.com/claimstore/claimstore/internal/bench"
+	"github.com/claimstore/claimstore/jobs"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/ui"
 )
@@ -33,18 +35,26 @@ type uiOptions struct {
 	readOnly bool
 	tables   string // comma-separated
 	pool     int
+	// jobs and queues name the job table and its queue table;
+	// jobsNamed is set when --jobs-table was given, which makes a
+	// missing job table an error.
+	jobs, queues string
+	jobsNamed    bool
 }
 
 func newUICmd() *cobra.Command {
 	var o uiOptions
 	cmd := &cobra.Command{
 		Use:   "ui",
-		Short: "Serve the operator's console: backlog, schedules, outbox and leaders in a web page",
+		Short: "Serve the operator's console: backlog, schedules, outbox, jobs and leaders in a web page",
 		Long: `ui serves the operator's console (package ui) for the tables it finds in the
 database given by --backend and --dsn (postgres, mysql, mariadb, or sqlite with
 --dsn naming the file): every schedule table (package dispatch), outbox message
 table (package outbox) and lease table (package coord), recognised by their
-columns. --tables keeps only the tables named.
+columns, and the job table of package jobs named by --jobs-table (default
+claimstore_jobs) when it exists, with its queue table (--queue-table, default
+claimstore_job_queues) for the queues page. --tables keeps only the tables
+named.
 
 It listens on --addr, 127.0.0.1:8080 by default. Any other interface needs
 --auth, which names where the credentials are read — never the command line:
@@ -59,6 +69,7 @@ site made to resolve to 127.0.0.1 sends). --read-only serves no action.`,
   CONSOLE_TOKEN=$(openssl rand -hex 16) claimstore ui --backend postgres --addr :8080 --auth env:CONSOLE_TOKEN`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.jobsNamed = cmd.Flags().Changed("jobs-table")
 			return runUI(cmd.Context(), o, func(addr string) {
 				fmt.Fprintf(cmd.OutOrStdout(), "claimstore console on http://%s/\n", addr)
 			})
@@ -70,6 +81,8 @@ site made to resolve to 127.0.0.1 sends). --read-only serves no action.`,
 	f.BoolVar(&o.readOnly, "read-only", false, "serve no action: pages only")
 	f.StringVar(&o.tables, "tables", "", "show only these tables, comma-separated (default: every table found)")
 	f.IntVar(&o.pool, "pool", 4, "database connections at most (1 to 50)")
+	f.StringVar(&o.jobs, "jobs-table", jobs.DefaultTable, "the job table (package jobs) to show, when it exists")
+	f.StringVar(&o.queues, "queue-table", jobs.DefaultQueueTable, "the queue table of the job table, for the queues page")
 	return cmd
 }
 
@@ -112,7 +125,7 @@ func loopbackHostsOnly(h http.Handler) http.Handler {
 
 // errNeedAuth is the error of a non-loopback --addr without --auth.
 func errNeedAuth(addr string) error {
-	return fmt.Errorf(`%w: refusing to serve the console on %s without --auth: anyone who reaches that address could pause schedules and requeue or purge messages.
+	return fmt.Errorf(`%w: refusing to serve the console on %s without --auth: anyone who reaches that address could pause schedules, requeue or purge messages, and retry, cancel or delete jobs.
 Put a token (or user:password) in a file only you can read and pass --auth file:PATH,
 or in an environment variable and pass --auth env:NAME, for example:
   export CONSOLE_TOKEN=$(openssl rand -hex 16)
@@ -159,6 +172,12 @@ func runUI(ctx context.Context, o uiOptions, ready func(addr string)) error {
 	if c.err != nil {
 		return c.err
 	}
+	o.jobs, o.queues = cmp.Or(o.jobs, jobs.DefaultTable), cmp.Or(o.queues, jobs.DefaultQueueTable)
+	for _, t := range []string{o.jobs, o.queues} {
+		if err := jobs.CheckTable(t); err != nil {
+			return fmt.Errorf("--jobs-table or --queue-table: %w", err)
+		}
+	}
 	var auth func(*http.Request) bool
 	if o.auth != "" {
 		a, err := readAuth(o.auth)
@@ -200,8 +219,15 @@ func runUI(ctx context.Context, o uiOptions, ready func(addr string)) error {
 	if err != nil {
 		return err
 	}
+	js, err := findJobs(ctx, db, o, only)
+	if err != nil {
+		return err
+	}
+	if js != nil {
+		sources = append(sources, js)
+	}
 	if len(sources) == 0 {
-		return fmt.Errorf("%w: no schedule, outbox or lease table found on %s%s", dao.ErrNotFound, backend, onlyTables(only))
+		return fmt.Errorf("%w: no schedule, outbox, job or lease table found on %s%s", dao.ErrNotFound, backend, onlyTables(only))
 	}
 	h, err := ui.New(ui.Config{Sources: sources, ReadOnly: o.readOnly, Auth: auth, Logger: slog.Default()})
 	if err != nil {
@@ -318,4 +344,48 @@ func findSources(ctx context.Context, db *gorm.DB, only []string) ([]ui.Source, 
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// findJobs returns the console source of the job table o names, with its
+// queue table when that exists, or nil when the job table does not exist
+// (an error when --jobs-table named it) or --tables leaves it out. A
+// table of that name without the job table's columns is an error.
+func findJobs(ctx context.Context, db *gorm.DB, o uiOptions, only []string) (ui.Source, error) {
+	if len(only) > 0 && !slices.Contains(only, o.jobs) {
+		return nil, nil
+	}
+	m := db.WithContext(ctx).Migrator()
+	if !m.HasTable(o.jobs) {
+		if o.jobsNamed {
+			return nil, fmt.Errorf("%w: --jobs-table %s: no such table (jobs.Migrate creates it)", dao.ErrNotFound, o.jobs)
+		}
+		return nil, nil
+	}
+	cols, err := m.ColumnTypes(o.jobs)
+	if err != nil {
+		return nil, fmt.Errorf("job table %s: %w", o.jobs, err)
+	}
+	have := map[string]bool{}
+	for _, c := range cols {
+		have[strings.ToLower(c.Name())] = true
+	}
+	for _, c := range []string{jobs.ColKind, jobs.ColQueue, jobs.ColState, jobs.ColArgs, jobs.ColErrors, jobs.ColMaxAttempts, jobs.ColScheduledAt, jobs.ColLeaseUntil} {
+		if !have[c] {
+			return nil, fmt.Errorf("%w: table %s has no column %s: it is not a job table of package jobs; name one with --jobs-table", dao.ErrInvalidArgument, o.jobs, c)
+		}
+	}
+	cfg := jobs.Config{}
+	if cfg.Store, err = sqlstore.New[jobs.Row](db, sqlstore.WithTable(o.jobs)); err != nil {
+		return nil, err
+	}
+	if m.HasTable(o.queues) {
+		if cfg.QueueStore, err = sqlstore.New[jobs.Queue](db, sqlstore.WithTable(o.queues)); err != nil {
+			return nil, err
+		}
+	}
+	c, err := jobs.NewClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return ui.Jobs(o.jobs, c)
 }

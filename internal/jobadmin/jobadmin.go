@@ -214,7 +214,8 @@ type Outcome struct {
 	// Text says what happened, for people: "retried, now available",
 	// "running, left as it is", "cancel requested: ...".
 	Text string `json:"text"`
-	// Err is the operation's error; Error its text.
+	// Err is the operation's error (jobs.ErrRunning for the delete of a
+	// running job); Error its text.
 	Err   error  `json:"-"`
 	Error string `json:"error,omitempty"`
 }
@@ -237,7 +238,9 @@ func Apply(ctx context.Context, c *jobs.Client, op Op, ids []int64) []Outcome {
 		}
 		if o.Err != nil {
 			o.Error = o.Err.Error()
-			o.Text = "error: " + o.Error
+			if o.Text == "" {
+				o.Text = "error: " + o.Error
+			}
 		}
 		out[i] = o
 	}
@@ -258,7 +261,7 @@ func applyOne(ctx context.Context, c *jobs.Client, o *Outcome) {
 	case Delete:
 		r, err = c.Delete(ctx, o.ID)
 		if errors.Is(err, jobs.ErrRunning) {
-			o.State, o.Text = jobs.StateRunning, "running, not deleted: cancel it first"
+			o.State, o.Text, o.Err = jobs.StateRunning, "running, not deleted: cancel it first", err
 			return
 		}
 	default:
