@@ -38,7 +38,7 @@ const DefaultExactBound = 2000
 // Config configures [New].
 type Config struct {
 	// Sources are the tables shown, made by [Worker], [Schedules],
-	// [Outbox] and [Leases]; at least one. Names must be unique.
+	// [Outbox], [Jobs] and [Leases]; at least one. Names must be unique.
 	Sources []Source
 	// ReadOnly serves no action: no forms are shown and every POST is
 	// refused with 405.
@@ -543,7 +543,8 @@ type confirmData struct {
 type field struct{ Name, Value string }
 
 // confirmPage asks before a destructive action: delete a schedule,
-// requeue abandoned messages, purge published messages.
+// requeue abandoned messages, purge published messages, and every action
+// on a job table (confirmJobChange).
 func (h *Handler) confirmPage(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.ReadOnly {
 		h.fail(w, r, http.StatusMethodNotAllowed, errors.New("the console is read-only"))

@@ -124,7 +124,7 @@ type stateTab struct {
 }
 
 // jobFilter reads the job list's parameters from q: t (the table), state
-// (any number of them), queue, kind, before (an id) and limit. Errors
+// (any number of them, repeated or comma-separated), queue, kind, before (an id) and limit. Errors
 // wrap dao.ErrInvalidArgument, or dao.ErrNotFound for an unknown table.
 func (h *Handler) jobFilter(q url.Values) (*jobSource, jobList, error) {
 	var l jobList
@@ -133,7 +133,7 @@ func (h *Handler) jobFilter(q url.Values) (*jobSource, jobList, error) {
 		return nil, l, err
 	}
 	l.Table, l.Queue, l.Kind, l.Limit = s.name, strings.TrimSpace(q.Get("queue")), strings.TrimSpace(q.Get("kind")), defaultJobPage
-	for _, st := range q["state"] {
+	for _, st := range strings.Split(strings.Join(q["state"], ","), ",") {
 		if st = strings.TrimSpace(st); st == "" {
 			continue
 		}

@@ -76,6 +76,7 @@ func TestJobPages(t *testing.T) {
 		}{
 			{"state=discarded", []int64{e.panicked, e.discarded}, 0},
 			{"state=discarded&state=completed", []int64{e.completed, e.panicked, e.discarded}, 0},
+			{"state=discarded,completed", []int64{e.completed, e.panicked, e.discarded}, 0},
 			{"queue=mail", []int64{e.mail}, 0},
 			{"kind=ui_flaky", all, 0},
 			{"kind=other", []int64{}, 0},
