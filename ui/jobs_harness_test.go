@@ -216,11 +216,5 @@ func (e *jobEnv) paused(t testing.TB, name string) bool {
 func (e *jobEnv) serve(t testing.TB, cfg ui.Config) *httptest.Server {
 	t.Helper()
 	cfg.Sources = []ui.Source{e.source}
-	h, err := ui.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv
+	return serveConsole(t, cfg)
 }
