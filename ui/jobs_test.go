@@ -177,8 +177,8 @@ func TestJobPages(t *testing.T) {
 			t.Errorf("overview: %+v", o.Tables)
 		}
 
-		// The queues of the queue table, with their counts: default is
-		// there once paused.
+		// The queues of the queue table, with their counts: default,
+		// which the seed's client ran, paused here.
 		if err := e.c.PauseQueue(context.Background(), "default"); err != nil {
 			t.Fatal(err)
 		}
