@@ -23,9 +23,8 @@ const (
 	maxJobPage     = 500
 )
 
-// jobRoutes adds the job pages, their JSON and (unless read-only) nothing
-// else: the job actions go through POST do and GET confirm, as every
-// action does.
+// jobRoutes adds the job pages and their JSON. The job actions go through
+// POST do and GET confirm, as every action does.
 func (h *Handler) jobRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /jobs", h.jobsPage)
 	m.HandleFunc("GET /job", h.jobPage)

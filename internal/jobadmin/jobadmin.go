@@ -209,7 +209,8 @@ type Outcome struct {
 	// deleted (delete).
 	Changed bool `json:"changed"`
 	// State is the job's state after the operation (for a delete, the
-	// state it had); "" when the operation failed.
+	// state it had; running for the refused delete of a running job); ""
+	// when the operation failed otherwise.
 	State jobs.State `json:"state,omitempty"`
 	// Text says what happened, for people: "retried, now available",
 	// "running, left as it is", "cancel requested: ...".
