@@ -14,6 +14,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dispatch"
 	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/jobs"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/ui"
 )
@@ -40,7 +41,12 @@ func benchRows(b *testing.B) int {
 //     its overview, and its outbox page (counts, topics, abandoned
 //     messages);
 //   - schedules: a schedule table of as many rows: all active cron
-//     schedules, 1,000 of them due.
+//     schedules, 1,000 of them due;
+//   - jobs: a job table (jobs.Migrate) of as many rows: 98.9 % completed,
+//     the newest 1 % available (1 in 100 of them running), 0.1 %
+//     discarded with an attempt error, one in ten in queue mail; its
+//     overview, the jobs page (all, discarded, mail's available) and a
+//     job's page.
 //
 // The tables are analyzed after the load, as autovacuum does after a
 // large change (statistics missing make the console count every status
@@ -106,6 +112,48 @@ FROM generate_series(1, ?) g`, table, rows)
 			b.Fatal(err)
 		}
 		overview(b, src)
+	})
+	b.Run("jobs", func(b *testing.B) {
+		table := testdb.Table(b, db, "ui_bench_jobs")
+		store, err := sqlstore.New[jobs.Row](db, sqlstore.WithTable(table))
+		if err != nil {
+			b.Fatal(err)
+		}
+		queues, err := sqlstore.New[jobs.Queue](db, sqlstore.WithTable(table+"_q"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := jobs.Migrate(ctx, store, queues); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = jobs.Drop(context.Background(), store, queues) })
+		tail := "g > ? * 0.99"
+		load(b, db, `INSERT INTO `+table+` (kind, queue, state, priority, args, metadata, tags, attempt, max_attempts, errors,
+  scheduled_at, attempted_at, finalized_at, unique_states, lease_owner, lease_until, created_at)
+SELECT 'email', CASE WHEN g % 10 = 0 THEN 'mail' ELSE 'default' END,
+  CASE WHEN `+tail+` THEN 'available' WHEN g % 1000 = 1 THEN 'discarded' ELSE 'completed' END, 1,
+  '{"to":"user' || g || '@example.com"}', '', '', CASE WHEN `+tail+` AND g % 100 <> 0 THEN 0 ELSE 1 END, 25,
+  CASE WHEN g % 1000 = 1 AND NOT `+tail+` THEN '[{"attempt":1,"at":"2026-01-01T00:00:00Z","error":"smtp: 550 mailbox unavailable"}]' ELSE '' END,
+  now() - (? - g) * interval '1 millisecond',
+  CASE WHEN `+tail+` AND g % 100 <> 0 THEN NULL ELSE now() END,
+  CASE WHEN `+tail+` THEN NULL ELSE now() END,
+  0, CASE WHEN `+tail+` AND g % 100 = 0 THEN 'bench-worker' ELSE '' END,
+  CASE WHEN `+tail+` AND g % 100 = 0 THEN now() + interval '1 hour' END,
+  now() - (? - g) * interval '1 millisecond'
+FROM generate_series(1, ?) g`, table, rows, rows, rows, rows, rows, rows, rows, rows, rows, rows)
+		c, err := jobs.NewClient(jobs.Config{Store: store, QueueStore: queues})
+		if err != nil {
+			b.Fatal(err)
+		}
+		src, err := ui.Jobs(table, c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("overview", func(b *testing.B) { overview(b, src) })
+		b.Run("jobs-page", func(b *testing.B) { servePage(b, src, "/jobs") })
+		b.Run("jobs-page-discarded", func(b *testing.B) { servePage(b, src, "/jobs?state=discarded") })
+		b.Run("jobs-page-mail-available", func(b *testing.B) { servePage(b, src, "/jobs?queue=mail&state=available") })
+		b.Run("job-page", func(b *testing.B) { servePage(b, src, "/job?id=1") })
 	})
 }
 

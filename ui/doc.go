@@ -1,19 +1,27 @@
 // Package ui is claimstore's operator's console: an [http.Handler] that
 // shows the tables a program already has — a worker's table, the schedule
-// table (package dispatch), the outbox table (package outbox) and the
-// lease table of leader election (package coord) — and offers the few
-// actions an operator takes: pause, resume, delete, fire now and add a
-// schedule; requeue abandoned messages and purge old published ones.
+// table (package dispatch), the outbox table (package outbox), the job
+// table (package jobs) and the lease table of leader election (package
+// coord) — and offers the few actions an operator takes: pause, resume,
+// delete, fire now and add a schedule; requeue abandoned messages and
+// purge old published ones; retry, cancel and delete jobs, one or many,
+// and pause and resume their queues.
 //
-// Build the sources with [Worker], [Schedules], [Outbox] and [Leases], pass
-// them to [New], and mount the handler in a server of your own (its links
-// are relative, so http.StripPrefix mounts it under any prefix). The
-// command `claimstore ui` serves it for the tables it finds in a database.
+// Build the sources with [Worker], [Schedules], [Outbox], [Jobs] and
+// [Leases], pass them to [New], and mount the handler in a server of your
+// own (its links are relative, so http.StripPrefix mounts it under any
+// prefix). The command `claimstore ui` serves it for the tables it finds
+// in a database.
 //
-// Everything is read through the library's stores; the only statement of
-// the console's own is a read of PostgreSQL's planner statistics, for the
-// estimates the overview shows beyond [Config].ExactBound rows of one
-// status.
+// Pages: the overview (and its JSON, api/overview), schedules, outbox,
+// jobs (by state, queue and kind, a page at a time; api/jobs), one job
+// (its args, metadata, tags and every failed attempt's error and trace;
+// api/job), queues (api/queues), leaders, and a row's detail.
+//
+// Everything is read through the library's stores and the job client;
+// the only statement of the console's own is a read of PostgreSQL's
+// planner statistics, for the estimates the overview shows beyond
+// [Config].ExactBound rows of one status.
 //
 // Security: every change is a POST carrying a CSRF token bound to a
 // cookie, and cross-origin POSTs are refused (403); [Config].ReadOnly

@@ -17,12 +17,13 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dispatch"
 	"github.com/claimstore/claimstore/internal/readme"
+	"github.com/claimstore/claimstore/jobs"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/ui"
 )
 
 // mountConsole serves the console under /console/ of mux, over the
-// schedule and outbox tables of db, read-only, behind a token.
+// schedule, outbox and job tables of db, read-only, behind a token.
 func mountConsole(mux *http.ServeMux, db *gorm.DB, token string) error {
 	schedules, err := sqlstore.New[dispatch.Schedule](db)
 	if err != nil {
@@ -44,8 +45,26 @@ func mountConsole(mux *http.ServeMux, db *gorm.DB, token string) error {
 	if err != nil {
 		return err
 	}
+	// The job table is read and changed through a jobs client that runs
+	// no queue; with the queue table, the queues page pauses and resumes.
+	jobStore, err := sqlstore.New[jobs.Row](db)
+	if err != nil {
+		return err
+	}
+	queueStore, err := sqlstore.New[jobs.Queue](db)
+	if err != nil {
+		return err
+	}
+	client, err := jobs.NewClient(jobs.Config{Store: jobStore, QueueStore: queueStore})
+	if err != nil {
+		return err
+	}
+	j, err := ui.Jobs(jobs.DefaultTable, client)
+	if err != nil {
+		return err
+	}
 	console, err := ui.New(ui.Config{
-		Sources:  []ui.Source{s, o},
+		Sources:  []ui.Source{s, o, j},
 		ReadOnly: true,
 		Auth:     ui.TokenAuth(token),
 	})
@@ -76,6 +95,9 @@ func Example() {
 	}
 	_ = dispatch.MigrateSchedules(ctx, db, "")
 	_ = outbox.Migrate(ctx, db, "")
+	jobStore, _ := sqlstore.New[jobs.Row](db)
+	queueStore, _ := sqlstore.New[jobs.Queue](db)
+	_ = jobs.Migrate(ctx, jobStore, queueStore)
 	mux := http.NewServeMux()
 	if err := mountConsole(mux, db, "0123456789abcdef"); err != nil {
 		fmt.Println(err)
@@ -92,8 +114,9 @@ func Example() {
 	}
 	defer resp.Body.Close()
 	page, _ := io.ReadAll(resp.Body)
-	fmt.Println(resp.StatusCode, strings.Contains(string(page), dispatch.DefaultScheduleTable), strings.Contains(string(page), outbox.DefaultTable))
-	// Output: 200 true true
+	fmt.Println(resp.StatusCode, strings.Contains(string(page), dispatch.DefaultScheduleTable), strings.Contains(string(page), outbox.DefaultTable),
+		strings.Contains(string(page), jobs.DefaultTable))
+	// Output: 200 true true true
 }
 
 func TestDocSnippet(t *testing.T) {

@@ -38,7 +38,7 @@ const DefaultExactBound = 2000
 // Config configures [New].
 type Config struct {
 	// Sources are the tables shown, made by [Worker], [Schedules],
-	// [Outbox] and [Leases]; at least one. Names must be unique.
+	// [Outbox], [Jobs] and [Leases]; at least one. Names must be unique.
 	Sources []Source
 	// ReadOnly serves no action: no forms are shown and every POST is
 	// refused with 405.
@@ -140,7 +140,7 @@ func (h *Handler) parse() error {
 		},
 	}
 	h.pages = map[string]*template.Template{}
-	for _, p := range []string{"overview", "schedules", "outbox", "leaders", "row", "confirm", "error"} {
+	for _, p := range []string{"overview", "schedules", "outbox", "leaders", "row", "confirm", "error", "jobs", "job", "queues"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")
 		if err != nil {
 			return fmt.Errorf("ui: template %s: %w", p, err)
@@ -176,6 +176,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /row", h.rowPage)
 	m.HandleFunc("GET /confirm", h.confirmPage)
 	m.HandleFunc("GET /api/overview", h.overviewAPI)
+	h.jobRoutes(m)
 	m.Handle("GET /static/", h.static)
 	if !h.cfg.ReadOnly {
 		m.HandleFunc("POST /do", h.action)
@@ -542,7 +543,8 @@ type confirmData struct {
 type field struct{ Name, Value string }
 
 // confirmPage asks before a destructive action: delete a schedule,
-// requeue abandoned messages, purge published messages.
+// requeue abandoned messages, purge published messages, and every action
+// on a job table (confirmJobChange).
 func (h *Handler) confirmPage(w http.ResponseWriter, r *http.Request) {
 	if h.cfg.ReadOnly {
 		h.fail(w, r, http.StatusMethodNotAllowed, errors.New("the console is read-only"))
@@ -550,6 +552,10 @@ func (h *Handler) confirmPage(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	op, t := q.Get("op"), q.Get("t")
+	if s, ok := h.byName[t].(*jobSource); ok {
+		h.confirmJobChange(w, r, s)
+		return
+	}
 	d := confirmData{Fields: []field{{"op", op}, {"t", t}, {"confirm", "yes"}}}
 	switch op {
 	case "delete":
@@ -607,6 +613,9 @@ func (h *Handler) action(w http.ResponseWriter, r *http.Request) {
 		return true
 	}
 	switch s := src.(type) {
+	case *jobSource:
+		h.jobAction(ctx, w, r, s)
+		return
 	case *scheduleSource:
 		key := r.PostFormValue("key")
 		switch op {

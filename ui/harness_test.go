@@ -151,6 +151,12 @@ func seed(t testing.TB, name string, db *gorm.DB) *env {
 func (e *env) serve(t testing.TB, cfg ui.Config) *httptest.Server {
 	t.Helper()
 	cfg.Sources = e.sources
+	return serveConsole(t, cfg)
+}
+
+// serveConsole starts a server of the console of cfg, closed at cleanup.
+func serveConsole(t testing.TB, cfg ui.Config) *httptest.Server {
+	t.Helper()
 	h, err := ui.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -50,7 +50,7 @@ type WorkerTable[T any] struct {
 }
 
 // Source is a table the console shows, made by [Worker], [Schedules],
-// [Outbox] or [Leases]. Its methods are internal to the console.
+// [Outbox], [Jobs] or [Leases]. Its methods are internal to the console.
 type Source interface {
 	sourceName() string
 	sourceKind() string
@@ -126,7 +126,8 @@ type Lease struct {
 
 // TableOverview is what the overview shows of one table.
 type TableOverview struct {
-	// Name and Kind ("worker", "schedules", "outbox") identify the table.
+	// Name and Kind ("worker", "schedules", "outbox", "jobs") identify
+	// the table.
 	Name string `json:"name"`
 	Kind string `json:"kind"`
 	// Counts are the counts by status.
@@ -138,14 +139,14 @@ type TableOverview struct {
 	// OldestDue is the age of the oldest due row, in seconds; 0 when none,
 	// and on an outbox table when the due rows are more than the exact
 	// bound (no index orders them by age: finding the oldest would read
-	// them all).
+	// them all), and on a job table (the job client lists jobs by id).
 	OldestDue float64 `json:"oldestDueSeconds"`
 	// InFlight are up to 10 rows under a lease.
 	InFlight []Lease `json:"inFlight"`
 	// Failures is the number of rows in a failed status.
 	Failures Count `json:"failures"`
-	// Done counts finished rows (published messages, fired schedules) for
-	// the throughput chart.
+	// Done counts finished rows (published messages, fired schedules,
+	// completed jobs) for the throughput chart.
 	Done Count `json:"done"`
 	// Error is set when the table could not be read.
 	Error string `json:"error,omitempty"`
@@ -456,15 +457,8 @@ func (b *backlog[T]) rowDetail(row *T) RowDetail {
 		d.Fields[f.DBName] = v
 	}
 	d.ID = fmt.Sprint(d.Fields[b.sch.PrioritizedPrimaryField.DBName])
-	// The page's template escapes the JSON as HTML; escaping <, > and &
-	// here too would show a payload's markup as \u003c… instead of its
-	// text.
-	var js strings.Builder
-	enc := json.NewEncoder(&js)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(d.Fields); err == nil {
-		d.JSON = strings.TrimSuffix(js.String(), "\n")
+	if js, err := textJSON(d.Fields); err == nil {
+		d.JSON = js
 	} else {
 		d.JSON = err.Error()
 	}
@@ -477,4 +471,19 @@ func (b *backlog[T]) rowDetail(row *T) RowDetail {
 		d.LastError, _ = b.field(row, b.t.ErrorField).(string)
 	}
 	return d
+}
+
+// textJSON returns v as indented JSON for a page. It keeps <, > and & as
+// they are: the page's template escapes the text as HTML, and escaping
+// them here too would show a payload's markup as \u003c… instead of its
+// text.
+func textJSON(v any) (string, error) {
+	var js strings.Builder
+	enc := json.NewEncoder(&js)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(js.String(), "\n"), nil
 }

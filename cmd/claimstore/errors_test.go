@@ -111,6 +111,7 @@ func TestNumericFlagsNamed(t *testing.T) {
 		"claimstore schedule add":   {"k", "--backend", "sqlite", "--dsn", none},
 		"claimstore schedule list":  {"--backend", "sqlite", "--dsn", none},
 		"claimstore ui":             {"--backend", "sqlite", "--dsn", none},
+		"claimstore jobs list":      {"--backend", "sqlite", "--dsn", none},
 		"claimstore soak":           {"--backend", "postgres"},
 		"claimstore soak child":     {"--dir", dir, "--slot", "w1"},
 	}

@@ -33,18 +33,26 @@ type uiOptions struct {
 	readOnly bool
 	tables   string // comma-separated
 	pool     int
+	// jobs and queues name the job table and its queue table;
+	// jobsNamed is set when --jobs-table was given, which makes a
+	// missing job table an error.
+	jobs, queues string
+	jobsNamed    bool
 }
 
 func newUICmd() *cobra.Command {
 	var o uiOptions
 	cmd := &cobra.Command{
 		Use:   "ui",
-		Short: "Serve the operator's console: backlog, schedules, outbox and leaders in a web page",
+		Short: "Serve the operator's console: backlog, schedules, outbox, jobs and leaders in a web page",
 		Long: `ui serves the operator's console (package ui) for the tables it finds in the
 database given by --backend and --dsn (postgres, mysql, mariadb, or sqlite with
 --dsn naming the file): every schedule table (package dispatch), outbox message
 table (package outbox) and lease table (package coord), recognised by their
-columns. --tables keeps only the tables named.
+columns, and the job table of package jobs named by --jobs-table (default
+claimstore_jobs) when it exists, with its queue table (--queue-table, default
+claimstore_job_queues) for the queues page. --tables keeps only the tables
+named.
 
 It listens on --addr, 127.0.0.1:8080 by default. Any other interface needs
 --auth, which names where the credentials are read — never the command line:
@@ -59,6 +67,7 @@ site made to resolve to 127.0.0.1 sends). --read-only serves no action.`,
   CONSOLE_TOKEN=$(openssl rand -hex 16) claimstore ui --backend postgres --addr :8080 --auth env:CONSOLE_TOKEN`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.jobsNamed = cmd.Flags().Changed("jobs-table")
 			return runUI(cmd.Context(), o, func(addr string) {
 				fmt.Fprintf(cmd.OutOrStdout(), "claimstore console on http://%s/\n", addr)
 			})
@@ -70,6 +79,7 @@ site made to resolve to 127.0.0.1 sends). --read-only serves no action.`,
 	f.BoolVar(&o.readOnly, "read-only", false, "serve no action: pages only")
 	f.StringVar(&o.tables, "tables", "", "show only these tables, comma-separated (default: every table found)")
 	f.IntVar(&o.pool, "pool", 4, "database connections at most (1 to 50)")
+	addJobTableFlags(f, &o)
 	return cmd
 }
 
@@ -112,7 +122,7 @@ func loopbackHostsOnly(h http.Handler) http.Handler {
 
 // errNeedAuth is the error of a non-loopback --addr without --auth.
 func errNeedAuth(addr string) error {
-	return fmt.Errorf(`%w: refusing to serve the console on %s without --auth: anyone who reaches that address could pause schedules and requeue or purge messages.
+	return fmt.Errorf(`%w: refusing to serve the console on %s without --auth: anyone who reaches that address could pause schedules, requeue or purge messages, and retry, cancel or delete jobs.
 Put a token (or user:password) in a file only you can read and pass --auth file:PATH,
 or in an environment variable and pass --auth env:NAME, for example:
   export CONSOLE_TOKEN=$(openssl rand -hex 16)
@@ -159,6 +169,9 @@ func runUI(ctx context.Context, o uiOptions, ready func(addr string)) error {
 	if c.err != nil {
 		return c.err
 	}
+	if err := checkJobTableFlags(&o); err != nil {
+		return err
+	}
 	var auth func(*http.Request) bool
 	if o.auth != "" {
 		a, err := readAuth(o.auth)
@@ -200,8 +213,15 @@ func runUI(ctx context.Context, o uiOptions, ready func(addr string)) error {
 	if err != nil {
 		return err
 	}
+	js, err := findJobs(ctx, db, o, only)
+	if err != nil {
+		return err
+	}
+	if js != nil {
+		sources = append(sources, js)
+	}
 	if len(sources) == 0 {
-		return fmt.Errorf("%w: no schedule, outbox or lease table found on %s%s", dao.ErrNotFound, backend, onlyTables(only))
+		return fmt.Errorf("%w: no schedule, outbox, job or lease table found on %s%s", dao.ErrNotFound, backend, onlyTables(only))
 	}
 	h, err := ui.New(ui.Config{Sources: sources, ReadOnly: o.readOnly, Auth: auth, Logger: slog.Default()})
 	if err != nil {

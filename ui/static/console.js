@@ -1,5 +1,6 @@
 // claimstore console: polls api/overview every 2 s on the overview page
-// and updates the counts, the facts, the rows in flight and the chart.
+// and updates the counts, the facts, the rows in flight and the chart; on
+// the jobs page, the box in the list's header selects every job shown.
 // Values from the database are written with textContent only, never as
 // HTML.
 "use strict";
@@ -10,7 +11,12 @@
   var samples = []; // {t, done, due}
   var WINDOW = 5 * 60 * 1000;
 
-  function text(el, s) { if (el && el.textContent !== s) el.textContent = s; }
+  // text sets the text of el, or of the link it holds (a job table's
+  // counts link to its job list).
+  function text(el, s) {
+    if (el && el.firstElementChild && el.firstElementChild.tagName === "A") el = el.firstElementChild;
+    if (el && el.textContent !== s) el.textContent = s;
+  }
 
   function fmt(c) {
     var s = Number(c.n).toLocaleString("en-US");
@@ -60,7 +66,7 @@
           var tr = document.createElement("tr");
           var td = document.createElement("td");
           var a = document.createElement("a");
-          a.href = "row?t=" + encodeURIComponent(t.name) + "&id=" + encodeURIComponent(l.id);
+          a.href = (t.kind === "jobs" ? "job" : "row") + "?t=" + encodeURIComponent(t.name) + "&id=" + encodeURIComponent(l.id);
           a.textContent = l.id;
           td.appendChild(a); tr.appendChild(td);
           cell(tr, l.owner);
@@ -112,4 +118,12 @@
       .then(function () { setTimeout(poll, 2000); });
   }
   poll();
+})();
+
+(function () {
+  var all = document.getElementById("select-all");
+  if (!all) return;
+  all.addEventListener("change", function () {
+    document.querySelectorAll('#jobs-form input[name="id"]').forEach(function (box) { box.checked = all.checked; });
+  });
 })();
