@@ -106,6 +106,11 @@ func stateCriteria(s State, now time.Time) (dao.Criteria, error) {
 	if !s.valid() {
 		return dao.Criteria{}, invalid("unknown state %q", s)
 	}
+	if s.Final() {
+		// Always true of a final job; it lets PostgreSQL read the
+		// partial final index (WHERE finalized_at IS NOT NULL).
+		return dao.And(dao.Eq(ColState, string(s)), dao.NotNull(ColFinalizedAt)), nil
+	}
 	return dao.Eq(ColState, string(s)), nil
 }
 
