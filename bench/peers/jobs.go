@@ -69,7 +69,7 @@ func jobTables(ctx context.Context, dsn string, conns int, c *counter, what stri
 
 // runJobs loads cfg.Rows jobs with Client.InsertMany into a table
 // jobs.Migrate made, then times one jobs.Client at its defaults, with one
-// queue of cfg.Concurrency workers and a pool of cfg.Pool connections,
+// queue of cfg.JobsWorkers workers and a pool of cfg.Pool connections,
 // from Run until every job is completed (one in failEvery fails its first
 // attempt and completes on its retry after the default backoff, about a
 // second; 0: none fails). The tables are dropped before it returns.
@@ -79,7 +79,7 @@ func runJobs(ctx context.Context, cfg Config, failEvery int) (res Result, err er
 		system = "jobs-retry"
 		unit = fmt.Sprintf("as jobs, one job in %d failing its first attempt (error recorded, retried after the default backoff)", failEvery)
 	}
-	res = Result{System: system, Unit: unit, Rows: cfg.Rows, Workers: cfg.Concurrency}
+	res = Result{System: system, Unit: unit, Rows: cfg.Rows, Workers: cfg.JobsWorkers}
 	var c counter
 	setup := startTimer()
 	js, qs, drop, closeDB, err := jobTables(ctx, cfg.DSN, cfg.Pool, &c, system)
@@ -104,7 +104,7 @@ func runJobs(ctx context.Context, cfg Config, failEvery int) (res Result, err er
 	}
 	client, err := jobs.NewClient(jobs.Config{
 		Store: js, QueueStore: qs, Workers: ws, ID: "peers",
-		Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: cfg.Concurrency, BatchSize: cfg.DispatchBatch}},
+		Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: cfg.JobsWorkers, BatchSize: cfg.DispatchBatch}},
 		Logger: quietLogger(),
 	})
 	if err != nil {

@@ -71,7 +71,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&riverWorkers, "river-max-workers", "", "River's MaxWorkers, comma-separated, each measured (default: --workers, and --workers × --batch, the rows claimstore has in flight)")
 	fs.IntVar(&cfg.Batch, "batch", 100, "rows per claimstore claim")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 200, "the dispatch worker's Concurrency (handlers running at once) in the job cycle")
-	fs.IntVar(&cfg.DispatchBatch, "dispatch-batch", 0, "the dispatch worker's BatchSize (0: its default)")
+	fs.IntVar(&cfg.DispatchBatch, "dispatch-batch", 0, "the dispatch worker's and the jobs queue's BatchSize (0: their default)")
+	fs.IntVar(&cfg.JobsWorkers, "jobs-workers", 1000, "the jobs queue's MaxWorkers (jobs at once), as River's MaxWorkers in its best configuration")
 	fs.IntVar(&cfg.Pool, "pool", 16, "connections of River's pool and of the dispatch worker's")
 	fs.DurationVar(&cfg.RiverFetchCooldown, "river-fetch-cooldown", time.Millisecond, "River's FetchCooldown (its default, 100ms, holds a queue to MaxWorkers jobs per 100 ms)")
 	fs.IntVar(&cfg.WatermillBatch, "watermill-batch", 100, "Watermill's SubscribeBatchSize")
@@ -116,7 +117,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(cfg.RiverMaxWorkers) == 0 {
 		cfg.RiverMaxWorkers = []int{cfg.Workers, cfg.Workers * cfg.Batch}
 	}
-	if cfg.Rows <= 0 || cfg.Workers <= 0 || cfg.Batch <= 0 || cfg.Rounds <= 0 || cfg.WatermillBatch <= 0 || cfg.Timeout <= 0 || cfg.RiverFetchCooldown <= 0 || cfg.Concurrency <= 0 || cfg.DispatchBatch < 0 || cfg.Pool < 2 || len(cfg.Systems) == 0 {
+	if cfg.Rows <= 0 || cfg.Workers <= 0 || cfg.Batch <= 0 || cfg.Rounds <= 0 || cfg.WatermillBatch <= 0 || cfg.Timeout <= 0 || cfg.RiverFetchCooldown <= 0 || cfg.Concurrency <= 0 || cfg.JobsWorkers <= 0 || cfg.DispatchBatch < 0 || cfg.Pool < 2 || len(cfg.Systems) == 0 {
 		return fmt.Errorf("peers: --rows, --workers, --batch, --rounds, --watermill-batch, --timeout, --river-fetch-cooldown and --concurrency must be > 0, --dispatch-batch >= 0, --pool >= 2 and --systems not empty")
 	}
 	if cfg.Workers > 20 || cfg.Pool > 20 {

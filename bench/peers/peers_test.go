@@ -72,7 +72,7 @@ func TestRunBurnsDownEverySystemExactlyOnce(t *testing.T) {
 	const rows = 500
 	file := filepath.Join(t.TempDir(), "peers.json")
 	var out bytes.Buffer
-	err := run(ctx, []string{"--dsn", dsn, "--rows", "500", "--workers", "4", "--batch", "25", "--river-max-workers", "4,100", "--timeout", "2m", "--json", file}, &out)
+	err := run(ctx, []string{"--dsn", dsn, "--rows", "500", "--workers", "4", "--batch", "25", "--river-max-workers", "4,100", "--jobs-workers", "100", "--timeout", "2m", "--json", file}, &out)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}

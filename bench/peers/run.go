@@ -52,6 +52,8 @@ type Config struct {
 	// Concurrency is the dispatch worker's Concurrency (handlers at once)
 	// in the job-cycle phase, DispatchBatch its BatchSize (0: its default).
 	Concurrency, DispatchBatch int
+	// JobsWorkers is the jobs queue's MaxWorkers in the jobs phases.
+	JobsWorkers int
 	// Pool is the connection pool size of River's client and of the
 	// dispatch worker.
 	Pool int
