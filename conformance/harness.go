@@ -144,6 +144,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Order", func(t *testing.T) { testOrder(t, h) })
 	t.Run("Update", func(t *testing.T) { testUpdate(t, h) })
 	t.Run("UpdateKeys", func(t *testing.T) { testUpdateKeys(t, h) })
+	t.Run("UpdateEach", func(t *testing.T) { testUpdateEach(t, h) })
 	t.Run("Delete", func(t *testing.T) { testDelete(t, h) })
 	t.Run("InvalidArgument", func(t *testing.T) { testInvalid(t, h) })
 	t.Run("Claim", func(t *testing.T) { testClaim(t, h) })

@@ -118,3 +118,103 @@ func checkTypeName(s string) error {
 	}
 	return nil
 }
+
+// eachRows names the row source of [Renderer.UpdateArrays], and
+// eachColumn its columns, numbered from 1 (names no model column takes,
+// so that the statement's criteria, which name the table's columns
+// unqualified, never read the row source).
+const (
+	eachRows   = "claimstore_each_rows"
+	eachColumn = "claimstore_each_"
+)
+
+// UpdateArrays renders the update of many rows with values of their own,
+// on PostgreSQL, binding one array per column:
+//
+//	UPDATE t SET c1 = e.v1, …, <common> FROM unnest($a1::type1[], …) AS e(v1, …)
+//	WHERE t.m1 = e.m1 AND … AND (<where>) RETURNING t.m1
+//
+// cols are the match columns (the first of them the primary key, whose
+// values are returned) followed by the written ones; match is how many
+// lead; arrays are the arrays bound for them, in the same order, each
+// holding one element per row; common is written to every row (checked
+// values, no Increment); where, possibly match-all, is checked criteria.
+// unnest yields the i-th element of each array as one row (PostgreSQL
+// manual, "Array Functions and Operators"), and UPDATE … FROM joins each
+// to the table row it names ("UPDATE": from_item; a target row that
+// joins to more than one source row is updated once, so the match columns
+// must identify a row). ok is false on every other dialect. A column name
+// or type it cannot write is an error wrapping [dao.ErrInvalidArgument].
+func (r Renderer) UpdateArrays(t Table, cols []ArrayColumn, match int, arrays []any, common dao.Set, where dao.Criteria) (st Statement, ok bool, err error) {
+	if r.Dialect() != Postgres {
+		return Statement{}, false, nil
+	}
+	if match < 1 || match >= len(cols) || len(arrays) != len(cols) {
+		return Statement{}, false, fmt.Errorf("dialects: %w: an array update needs match and written columns and an array for each", dao.ErrInvalidArgument)
+	}
+	b, err := r.builder(t)
+	if err != nil {
+		return Statement{}, false, err
+	}
+	alias := func(i int) string { return eachRows + "." + eachColumn + strconv.Itoa(i+1) }
+	qualified := func(c string) {
+		b.table()
+		b.w(".")
+		b.col(c)
+	}
+	b.w("UPDATE ")
+	b.table()
+	b.w(" SET ")
+	for i := match; i < len(cols); i++ {
+		if cols[i].Name == "" || cols[i].Name == t.PrimaryKey {
+			return Statement{}, false, fmt.Errorf("dialects: %w: an array update writes column %q", dao.ErrInvalidArgument, cols[i].Name)
+		}
+		if i > match {
+			b.w(", ")
+		}
+		b.col(cols[i].Name)
+		b.w(" = ", alias(i))
+	}
+	if len(common) > 0 {
+		b.w(", ")
+		if err := b.set(common, ""); err != nil {
+			return Statement{}, false, err
+		}
+	}
+	b.w(" FROM unnest(")
+	for i, c := range cols {
+		if err := checkTypeName(c.Type); err != nil {
+			return Statement{}, false, fmt.Errorf("dialects: column %q: %w", c.Name, err)
+		}
+		if i > 0 {
+			b.w(", ")
+		}
+		b.param(arrays[i])
+		b.w("::", c.Type, "[]")
+	}
+	b.w(") AS ", eachRows, "(")
+	for i := range cols {
+		if i > 0 {
+			b.w(", ")
+		}
+		b.w(eachColumn + strconv.Itoa(i+1))
+	}
+	b.w(") WHERE ")
+	for i := range match {
+		if cols[i].Name == "" {
+			return Statement{}, false, fmt.Errorf("dialects: %w: an array update matches an unnamed column", dao.ErrInvalidArgument)
+		}
+		if i > 0 {
+			b.w(" AND ")
+		}
+		qualified(cols[i].Name)
+		b.w(" = ", alias(i))
+	}
+	if err := b.andWhere(where); err != nil {
+		return Statement{}, false, err
+	}
+	b.w(" RETURNING ")
+	qualified(cols[0].Name)
+	st, err = b.stmt()
+	return st, err == nil, err
+}

@@ -46,7 +46,7 @@ const (
 // expression instead of the table.
 func ReservedTableName(name string) bool {
 	switch strings.ToLower(name) {
-	case cteClaimIDs, cteClaimed, cteDelete:
+	case cteClaimIDs, cteClaimed, cteDelete, eachRows:
 		return true
 	}
 	return false

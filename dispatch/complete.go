@@ -7,6 +7,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,11 @@ import (
 // MaxOutcomeBatch is the most rows one outcome write names: a larger group
 // of identical outcomes is written in several statements.
 const MaxOutcomeBatch = 1000
+
+// MaxOutcomeWriters is the most outcome statements one worker runs at
+// once, each on a connection of the store's pool, when the outcomes
+// waiting fall into several groups.
+const MaxOutcomeWriters = 4
 
 // keyUpdater is the batched write of a store that can report which rows
 // it wrote: every *dao.Table (see dao.Table.UpdateKeys).
@@ -174,14 +180,108 @@ func (w *Worker[T]) writeOutcomes(ctx context.Context, outs []outcome[T]) {
 		}
 		groups[k] = append(groups[k], o)
 	}
+	// Each group of identical outcomes is one UpdateKeys. Outcomes that
+	// differ row by row (a failure's error and retry time) but write the
+	// same columns are one UpdateEach per shape, where the store has it.
+	var writes []func()
+	eu, each := w.cfg.Store.(eachUpdater)
+	shapes := map[string][]outcome[T]{}
+	var shapeOrder []string
 	for _, k := range order {
 		g := groups[k]
+		if each && len(g) == 1 {
+			if sk, ok := w.shapeKey(g[0].set); ok {
+				if _, seen := shapes[sk]; !seen {
+					shapeOrder = append(shapeOrder, sk)
+				}
+				shapes[sk] = append(shapes[sk], g[0])
+				continue
+			}
+		}
 		for len(g) > 0 {
-			n := min(len(g), MaxOutcomeBatch)
-			w.writeGroup(ctx, ku, g[:n])
-			g = g[n:]
+			b := g[:min(len(g), MaxOutcomeBatch)]
+			writes = append(writes, func() { w.writeGroup(ctx, ku, b) })
+			g = g[len(b):]
 		}
 	}
+	for _, sk := range shapeOrder {
+		g := shapes[sk]
+		if len(g) == 1 {
+			writes = append(writes, func() { w.writeGroup(ctx, ku, g) })
+			continue
+		}
+		for len(g) > 0 {
+			b := g[:min(len(g), MaxOutcomeBatch)]
+			writes = append(writes, func() { w.writeEachGroup(ctx, eu, b) })
+			g = g[len(b):]
+		}
+	}
+	if len(writes) == 1 {
+		writes[0]()
+		return
+	}
+	// Up to MaxOutcomeWriters statements run at once, so that their round
+	// trips overlap.
+	sem := make(chan struct{}, MaxOutcomeWriters)
+	var wg sync.WaitGroup
+	for _, write := range writes {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			write()
+		})
+	}
+	wg.Wait()
+}
+
+// eachUpdater is the write of a store that gives many rows values of
+// their own in few statements: every *dao.Table (see dao.Table.UpdateEach).
+type eachUpdater interface {
+	UpdateEach(ctx context.Context, match []string, where dao.Criteria, common dao.Set, rows []dao.RowSet) ([]any, error)
+}
+
+// shapeKey returns a text equal for Sets that write the same columns
+// (the lease columns aside, which every outcome clears), and false for a
+// Set an UpdateEach cannot write: nil, holding an Increment, or writing
+// nothing but the lease.
+func (w *Worker[T]) shapeKey(set dao.Set) (string, bool) {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(set)) {
+		if k == w.cfg.OwnerField || k == w.cfg.UntilField {
+			continue
+		}
+		if _, inc := set[k].(dao.Increment); inc {
+			return "", false
+		}
+		b.WriteString(strconv.Quote(k))
+		b.WriteByte(';')
+	}
+	return b.String(), b.Len() > 0
+}
+
+// writeEachGroup writes outs, whose Sets differ but write the same
+// columns, in one fenced UpdateEach (each row matched by its key and
+// lease owner), retried on a retryable error until WriteTimeout.
+func (w *Worker[T]) writeEachGroup(ctx context.Context, eu eachUpdater, outs []outcome[T]) {
+	keys, err := timedWrite(ctx, w, func(wctx context.Context, now time.Time) ([]any, error) {
+		rows := make([]dao.RowSet, len(outs))
+		for i, o := range outs {
+			set := make(dao.Set, len(o.set))
+			for k, v := range o.set {
+				if k == w.cfg.OwnerField || k == w.cfg.UntilField {
+					continue // cleared for every row, below
+				}
+				if _, ok := v.(WriteTime); ok {
+					v = now
+				}
+				set[k] = v
+			}
+			rows[i] = dao.RowSet{Match: []any{o.it.key, o.it.owner}, Set: set}
+		}
+		common := dao.Set{w.cfg.OwnerField: "", w.cfg.UntilField: now}
+		return eu.UpdateEach(wctx, []string{w.cfg.KeyField, w.cfg.OwnerField}, dao.Criteria{}, common, rows)
+	})
+	w.written(ctx, outs, keys, err)
 }
 
 // writeGroup writes outs, whose Sets are identical, in one fenced
@@ -195,6 +295,12 @@ func (w *Worker[T]) writeGroup(ctx context.Context, ku keyUpdater, outs []outcom
 	keys, err := timedWrite(ctx, w, func(wctx context.Context, now time.Time) ([]any, error) {
 		return ku.UpdateKeys(wctx, fence, w.outcomeSet(outs[0].set, now))
 	})
+	w.written(ctx, outs, keys, err)
+}
+
+// written counts the outcome writes of outs: keys are the rows written,
+// err the write's error.
+func (w *Worker[T]) written(ctx context.Context, outs []outcome[T], keys []any, err error) {
 	if err != nil {
 		w.writeErrors.Add(int64(len(outs)))
 		w.log.Error("outcomes not written; the rows are claimable again when their leases end", "rows", len(outs), "err", err)

@@ -172,6 +172,33 @@ type Clock interface {
 	Now(ctx context.Context) (time.Time, error)
 }
 
+// EachUpdate is one [EachUpdater.UpdateEach]: different values written
+// to many rows, each found by its match values. The portable layer has
+// checked every name and value: Match and Columns are model columns (the
+// first match column is the primary key), each of Rows holds
+// len(Match)+len(Columns) plain values (the match values, then the
+// written ones), Common is a checked Set without Increment values written
+// to every row, and Where (possibly match-all) is checked criteria every
+// row must also match.
+type EachUpdate struct {
+	Match   []string
+	Columns []string
+	Rows    [][]any
+	Common  Set
+	Where   Criteria
+}
+
+// EachUpdater is the optional interface of a driver that writes different
+// values to many rows in fewer statements than one per row.
+type EachUpdater[T any] interface {
+	// UpdateEach writes, to each row of u.Rows found by its match values
+	// and matching u.Where, its values of u.Columns and u.Common, and
+	// returns the primary keys of the rows written, as they were given.
+	// Rows that are not found, or do not match, are left out. On error
+	// it returns the keys of the rows it is sure were written.
+	UpdateEach(ctx context.Context, u EachUpdate) ([]any, error)
+}
+
 // Listener is the optional interface of a driver whose database delivers
 // notifications between sessions (PostgreSQL's LISTEN and NOTIFY).
 type Listener interface {
@@ -190,4 +217,26 @@ type Listener interface {
 // **gorm.DB. Each driver documents the types it supports.
 type As interface {
 	As(target any) bool
+}
+
+// EachRow returns the criteria and the Set of one row of u, whose values
+// are vals: the row found by its match values and matching u.Where, and
+// its values of u.Columns with u.Common. Drivers that write row by row
+// use it.
+func EachRow(u EachUpdate, vals []any) (Criteria, Set) {
+	kids := make([]Criteria, 0, len(u.Match)+1)
+	for i, c := range u.Match {
+		kids = append(kids, Compare(OpEq, c, vals[i]))
+	}
+	if !u.Where.IsAll() {
+		kids = append(kids, u.Where)
+	}
+	set := make(Set, len(u.Columns)+len(u.Common))
+	for k, v := range u.Common {
+		set[k] = v
+	}
+	for i, c := range u.Columns {
+		set[c] = vals[len(u.Match)+i]
+	}
+	return Logic(OpAnd, kids), set
 }
