@@ -29,7 +29,9 @@
 //   - Ordering: ascending and descending, several keys, the primary key as
 //     the final tie breaker, with limits; strings in the declared
 //     collation's order.
-//   - Update (Incr, setting and clearing NULL, the count of matched rows)
+//   - Update (Incr, setting and clearing NULL, the count of matched rows),
+//     UpdateKeys and UpdateEach (each row its own values, only where its
+//     fence and the criteria match, exactly the keys written reported),
 //     and bounded Delete (never more than the limit, smallest ids first,
 //     idempotent).
 //   - Bad input: an unknown field, a value of the wrong type, an empty In,
@@ -114,6 +116,12 @@
 //
 // [RunLockProcesses] checks the try-lock's mutual exclusion across three
 // processes of the test binary; it runs by default.
+//
+// [RunJobs] runs the job queue's group (package jobs) over a
+// [JobsHarness]: lifecycle, retries and their errors, unknown kinds,
+// snooze, cancel, unique jobs under concurrent inserts, transactions,
+// pauses, the rescuer, retention, periodic jobs, and across three
+// processes every job exactly once and a killed process's jobs run again.
 //
 // [RunStress] repeats the no-double-claim check across operating-system
 // processes (three processes of eight workers over 100,000 rows by
