@@ -14,7 +14,7 @@ import (
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dao/driver"
 	"github.com/claimstore/claimstore/dialects"
-	"github.com/claimstore/claimstore/internal/bench"
+	"github.com/claimstore/claimstore/internal/dsn"
 )
 
 func init() { rootCmd.AddCommand(newLeaderCmd()) }
@@ -73,28 +73,22 @@ left by the database's clock ("expired" once it has run out or was released).`,
 
 // openLeases opens the lease table of --backend and --dsn.
 func openLeases(ctx context.Context, table string) (*sqlstore.Leases, func(), error) {
-	backend, dsn := strings.ToLower(globalFlags.Backend), globalFlags.DSN
-	switch {
-	case backend == "memory":
+	backend := strings.ToLower(globalFlags.Backend)
+	if backend == "memory" {
 		return nil, nil, fmt.Errorf("%w: the memory backend lives only inside one process; use --backend postgres, mysql, mariadb or sqlite", dao.ErrInvalidArgument)
-	case dsn == "" && backend == "sqlite":
-		return nil, nil, fmt.Errorf("%w: --dsn is required for sqlite: the path of the database file", dao.ErrInvalidArgument)
 	}
-	dsn, c, err := bench.CommandDSN(backend, dsn)
+	d, err := dsn.Resolve(backend, globalFlags.DSN)
 	if err != nil {
 		return nil, nil, err
 	}
-	cleanup := func() { _ = c() }
-	db, err := sqlstore.Open(ctx, backend, dsn)
+	db, err := sqlstore.Open(ctx, backend, d)
 	if err != nil {
-		cleanup()
 		return nil, nil, err
 	}
 	closeDB := func() {
 		if sqlDB, err := db.DB(); err == nil {
 			_ = sqlDB.Close()
 		}
-		cleanup()
 	}
 	leases, err := sqlstore.NewLeases(db, table)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/dsn"
 	"github.com/claimstore/claimstore/internal/outboxenv"
 	"github.com/claimstore/claimstore/outbox"
 )
@@ -29,9 +30,15 @@ func defaultNATSURL() string {
 }
 
 // openOutbox opens the message table o describes on the command line's
-// --backend and --dsn (o.Backend and o.DSN are set from them).
+// --backend and --dsn (o.Backend and o.DSN are set from them; see
+// dsn.Resolve).
 func openOutbox(ctx context.Context, o outboxenv.Options) (*outboxenv.Env, error) {
-	o.Backend, o.DSN = globalFlags.Backend, globalFlags.DSN
+	o.Backend = strings.ToLower(globalFlags.Backend)
+	d, err := dsn.Resolve(o.Backend, globalFlags.DSN)
+	if err != nil {
+		return nil, err
+	}
+	o.DSN = d
 	return outboxenv.Open(ctx, o)
 }
 

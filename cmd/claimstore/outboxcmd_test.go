@@ -157,7 +157,7 @@ func TestOutboxStatusRequeuePurge(t *testing.T) {
 	if _, _, err := execCLI(ctx, "--backend", "memory", "--dsn", "", "outbox", "status", "--table", "events_out", "--list", ""); !errors.Is(err, dao.ErrInvalidArgument) {
 		t.Errorf("memory backend: %v", err)
 	}
-	if _, _, err := execCLI(ctx, "--backend", "sqlite", "--dsn", "", "outbox", "status", "--table", "events_out", "--list", ""); err == nil || !strings.Contains(err.Error(), "--dsn is required") {
+	if _, _, err := execCLI(ctx, "--backend", "sqlite", "--dsn", "", "outbox", "status", "--table", "events_out", "--list", ""); !errors.Is(err, dao.ErrInvalidArgument) || !strings.Contains(err.Error(), "--dsn") {
 		t.Errorf("sqlite without --dsn: %v", err)
 	}
 }

@@ -23,9 +23,10 @@ var rootCmd = &cobra.Command{
 and relay, outbox inspection, schedules and the dispatcher (with its demo),
 leader election status, and the claim benchmark.
 
-Every command takes --backend and --dsn. Without --dsn the servers default to
-the local test servers (CLAIMSTORE_POSTGRES_DSN and CLAIMSTORE_MYSQL_DSN
-override them) and SQLite to a file chosen by the command.`,
+Every command takes --backend and --dsn. Without --dsn the CLAIMSTORE_DSN
+environment variable gives the data source name; a command that opens a
+database refuses to start with neither. For SQLite the DSN is the database
+file's path (the recommended settings are added) or a "file:" URI.`,
 	SilenceUsage:      true,
 	SilenceErrors:     true,
 	PersistentPreRunE: setupLogging,
@@ -48,7 +49,7 @@ func init() {
 	cobra.EnableTraverseRunHooks = true
 	pf := rootCmd.PersistentFlags()
 	pf.StringVar(&globalFlags.Backend, "backend", "sqlite", "store backend: sqlite, postgres, mysql, mariadb, memory (each command says which it supports)")
-	pf.StringVar(&globalFlags.DSN, "dsn", "", "data source name of the backend (default: the local server, or an SQLite file)")
+	pf.StringVar(&globalFlags.DSN, "dsn", "", "data source name of the backend; SQLite: the database file (default: $CLAIMSTORE_DSN)")
 	pf.StringVar(&globalFlags.LogLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 }
 

@@ -15,7 +15,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/bench"
+	"github.com/claimstore/claimstore/internal/dsn"
 )
 
 func init() { rootCmd.AddCommand(newScheduleCmd()) }
@@ -32,19 +32,19 @@ type scheduleDB struct {
 
 // checkScheduleTarget checks --backend, --dsn and the table name before
 // anything is opened: the memory backend lives in one process only, and
-// SQLite needs the file's path.
+// every other needs a DSN (dsn.Resolve).
 func checkScheduleTarget(table string) error {
 	if err := dispatch.CheckTable(table); err != nil {
 		return fmt.Errorf("--table: %w", err)
 	}
-	switch strings.ToLower(globalFlags.Backend) {
+	backend := strings.ToLower(globalFlags.Backend)
+	switch backend {
 	case "memory":
 		return fmt.Errorf("%w: --backend memory lives inside one process only; use postgres, mysql, mariadb or sqlite", dao.ErrInvalidArgument)
-	case "sqlite":
-		if globalFlags.DSN == "" {
-			return fmt.Errorf("%w: --dsn is required for sqlite: the path of the database file", dao.ErrInvalidArgument)
+	case "sqlite", "postgres", "mysql", "mariadb":
+		if _, err := dsn.Resolve(backend, globalFlags.DSN); err != nil {
+			return err
 		}
-	case "postgres", "mysql", "mariadb":
 	default:
 		return fmt.Errorf("%w: --backend %q: want postgres, mysql, mariadb or sqlite", dao.ErrInvalidArgument, globalFlags.Backend)
 	}
@@ -54,19 +54,19 @@ func checkScheduleTarget(table string) error {
 // openSchedules opens the schedule table of --backend and --dsn, creating
 // it when migrate is set. Call checkScheduleTarget first.
 func openSchedules(ctx context.Context, table string, migrate bool, pool int) (*scheduleDB, error) {
-	backend, dsn := strings.ToLower(globalFlags.Backend), globalFlags.DSN
-	dsn, _, err := bench.CommandDSN(backend, dsn)
+	backend := strings.ToLower(globalFlags.Backend)
+	d, err := dsn.Resolve(backend, globalFlags.DSN)
 	if err != nil {
 		return nil, err
 	}
 	if backend == "sqlite" && !migrate {
 		// Opening a missing SQLite file would create it empty.
-		p, _, _ := strings.Cut(strings.TrimPrefix(dsn, "file:"), "?")
+		p, _, _ := strings.Cut(strings.TrimPrefix(d, "file:"), "?")
 		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("--dsn: SQLite database file %s does not exist", p)
 		}
 	}
-	db, err := sqlstore.Open(ctx, backend, dsn)
+	db, err := sqlstore.Open(ctx, backend, d)
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/bench"
+	"github.com/claimstore/claimstore/internal/dsn"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/ui"
 )
@@ -169,19 +169,15 @@ func runUI(ctx context.Context, o uiOptions, ready func(addr string)) error {
 	} else if !loopback(o.addr) {
 		return errNeedAuth(o.addr)
 	}
-	backend, dsn := strings.ToLower(globalFlags.Backend), globalFlags.DSN
+	backend := strings.ToLower(globalFlags.Backend)
 	if backend == "memory" {
 		return fmt.Errorf("%w: the memory backend lives only inside one process; use --backend postgres, mysql, mariadb or sqlite", dao.ErrInvalidArgument)
 	}
-	if backend == "sqlite" && dsn == "" {
-		return fmt.Errorf("%w: --dsn is required for sqlite: the path of the database file", dao.ErrInvalidArgument)
-	}
-	dsn, cleanup, err := bench.CommandDSN(backend, dsn)
+	d, err := dsn.Resolve(backend, globalFlags.DSN)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = cleanup() }()
-	db, err := sqlstore.Open(ctx, backend, dsn)
+	db, err := sqlstore.Open(ctx, backend, d)
 	if err != nil {
 		return err
 	}

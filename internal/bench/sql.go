@@ -16,6 +16,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
+	cmddsn "github.com/claimstore/claimstore/internal/dsn"
 	"github.com/claimstore/claimstore/internal/testdb"
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -41,13 +42,10 @@ const (
 // sqlstore.SQLiteDSN(path), with the recommended settings; any other dsn
 // as it is, with a cleanup that does nothing. Errors are DefaultDSN's.
 func CommandDSN(backend, dsn string) (string, func() error, error) {
-	switch {
-	case dsn == "":
+	if dsn == "" {
 		return DefaultDSN(backend)
-	case backend == "sqlite" && !strings.Contains(dsn, "?") && !strings.HasPrefix(dsn, "file:"):
-		dsn = sqlstore.SQLiteDSN(dsn)
 	}
-	return dsn, func() error { return nil }, nil
+	return cmddsn.Normalize(backend, dsn), func() error { return nil }, nil
 }
 
 // DefaultDSN returns the DSN a run uses when none is given: for postgres

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/claimstore/claimstore/internal/bench"
 	"github.com/claimstore/claimstore/internal/outboxenv"
 )
 
@@ -112,7 +113,7 @@ func (r *run) cleanup() {
 // marks, and creates the business table.
 func (r *run) openTables(ctx context.Context) error {
 	env, err := outboxenv.Open(ctx, outboxenv.Options{
-		Backend: r.o.Backend, DSN: r.o.DSN, Table: r.o.Table, Migrate: true, TempSQLite: true,
+		Backend: r.o.Backend, DSN: r.o.DSN, Table: r.o.Table, Migrate: true, TempSQLite: true, DefaultDSN: bench.DefaultDSN,
 		Pool: r.o.Relays*r.o.Workers + r.o.Writers + 2,
 	})
 	if err != nil {

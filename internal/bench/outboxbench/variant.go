@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/internal/bench"
 	"github.com/claimstore/claimstore/internal/outboxenv"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/outbox/natspub"
@@ -87,7 +88,7 @@ func (v *variant) openTable(ctx context.Context) error {
 		dsn = withApplicationName(dsn, v.app)
 	}
 	env, err := outboxenv.Open(ctx, outboxenv.Options{
-		Backend: v.o.Backend, DSN: dsn, Table: v.table, Migrate: true, TempSQLite: true,
+		Backend: v.o.Backend, DSN: dsn, Table: v.table, Migrate: true, TempSQLite: true, DefaultDSN: bench.DefaultDSN,
 		// A loop claims and marks at once when its window holds more
 		// than one batch.
 		Pool: v.o.Relays*v.o.Workers*min(2, max(1, v.o.Window)) + v.o.Writers + 2,
