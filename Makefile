@@ -10,7 +10,7 @@ TEST_FLAGS ?= -race -count=1 -timeout 30m
 # demos and the soak (tools/claimstore-dev); users build cmd/claimstore.
 DEV      := ./tools/claimstore-dev
 
-.PHONY: test demo demo-dispatch bench bench-dispatch bench-peers bench-watermill stress conformance ha soak lint up up-distributed down build build-dev
+.PHONY: test demo demo-dispatch bench bench-dispatch bench-peers bench-watermill stress conformance ha soak lint check-deps cross-build up up-distributed down build build-dev
 
 ## build: the operator's tool, bin/claimstore; build-dev: the developers' tool,
 ## bin/claimstore-dev.
@@ -113,6 +113,21 @@ soak: build-dev
 		echo "== soak on $$b for $(SOAK)"; \
 		bin/claimstore-dev soak --backend $$b --duration $(SOAK) --nats-server $(NATS_SERVER) $(SOAK_FLAGS); \
 	done
+
+## check-deps: fails when the operator's tool links test code: `go list -deps
+## ./cmd/claimstore` must not name testing, a test helper package or tools/.
+check-deps:
+	@bad=$$($(GO) list -deps ./cmd/claimstore | grep -Ex 'testing|.*/sqlstoretest|.*/internal/testdb|github.com/claimstore/claimstore/tools/.*'); \
+	if [ -n "$$bad" ]; then echo "cmd/claimstore links test code:"; echo "$$bad"; exit 1; fi
+
+## cross-build: builds every package of the three modules and cmd/claimstore for
+## GOOS and GOARCH (make cross-build GOOS=windows GOARCH=amd64), discarding the
+## binaries.
+cross-build:
+	$(GO) build -o /dev/null ./...
+	$(GO) build -o /dev/null ./cmd/claimstore
+	cd watermill && $(GO) build -o /dev/null ./...
+	cd bench/peers && $(GO) build -o /dev/null ./...
 
 ## lint: gofmt, go vet and staticcheck, of the library and of the bench/peers and
 ## watermill modules.

@@ -11,7 +11,6 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -137,15 +136,6 @@ func loadAverage() [3]float64 {
 		fmt.Sscanf(f[i], "%g", &l[i])
 	}
 	return l
-}
-
-// processCPU returns the user and system CPU time the process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // currentMachine returns the machine with the server's version read on db.

@@ -15,4 +15,7 @@
 // PostgreSQL servers run as the postgres OS user in sessions of their own:
 // TestMain stops them, and a formation left by a killed run is stopped
 // when the next run starts.
+//
+// Like the soak it runs on Linux only (parent-death signal, SIGSTOP and
+// SIGCONT): every file but this one carries a linux build constraint.
 package hatest

@@ -28,4 +28,8 @@
 // message exactly once; that leadership terms only increase and no fenced
 // write of an older term landed after a newer one; and that no row is left
 // claimed.
+//
+// The soak runs on Linux only: its children get a parent-death signal
+// (SysProcAttr.Pdeathsig) and its faults freeze processes with SIGSTOP, so
+// every file but this one carries a linux build constraint.
 package soak
