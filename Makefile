@@ -6,6 +6,13 @@ PKGS     := ./...
 # Test timeouts are generous for a 2-core machine under -race.
 TEST_FLAGS ?= -race -count=1 -timeout 30m
 
+# The library's targets build with its own go.mod alone (GOWORK=off), with
+# the versions a user's build selects; the targets of the watermill and
+# bench/peers modules build in the workspace of go.work ($(WORK)), against
+# the library in this checkout.
+export GOWORK := off
+WORK     := GOWORK=$(CURDIR)/go.work
+
 # The developers' tool: the operator's commands plus the benchmarks, the
 # demos and the soak (tools/claimstore-dev); users build cmd/claimstore.
 DEV      := ./tools/claimstore-dev
@@ -58,13 +65,13 @@ PEERS_ROWS   ?= 100000
 PEERS_ROUNDS ?= 1
 PEERS_FLAGS  ?=
 bench-peers:
-	cd bench/peers && $(GO) run . --rows $(ROWS) --workers $(WORKERS) --batch $(BATCH) --rounds $(PEERS_ROUNDS) $(PEERS_FLAGS)
+	cd bench/peers && $(WORK) $(GO) run . --rows $(ROWS) --workers $(WORKERS) --batch $(BATCH) --rounds $(PEERS_ROUNDS) $(PEERS_FLAGS)
 
 ## bench-watermill: claimstore's Watermill Publisher and Subscriber beside watermill-sql
 ## on the local PostgreSQL (module watermill): publish msg/s, consume msg/s with 1 and
 ## WORKERS subscribers of one group, PEERS_ROWS messages per phase, PEERS_ROUNDS rounds.
 bench-watermill:
-	cd watermill && $(GO) run ./bench -rows $(PEERS_ROWS) -subscribers $(WORKERS) -batch $(BATCH) -rounds $(PEERS_ROUNDS)
+	cd watermill && $(WORK) $(GO) run ./bench -rows $(PEERS_ROWS) -subscribers $(WORKERS) -batch $(BATCH) -rounds $(PEERS_ROUNDS)
 
 ## stress: the no-double-claim check with several OS processes per backend.
 stress:
@@ -126,20 +133,20 @@ check-deps:
 cross-build:
 	$(GO) build -o /dev/null ./...
 	$(GO) build -o /dev/null ./cmd/claimstore
-	cd watermill && $(GO) build -o /dev/null ./...
-	cd bench/peers && $(GO) build -o /dev/null ./...
+	cd watermill && $(WORK) $(GO) build -o /dev/null ./...
+	cd bench/peers && $(WORK) $(GO) build -o /dev/null ./...
 
 ## lint: gofmt, go vet and staticcheck, of the library and of the bench/peers and
 ## watermill modules.
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1; }
 	$(GO) vet $(PKGS)
-	cd bench/peers && $(GO) vet ./...
-	cd watermill && $(GO) vet ./...
+	cd bench/peers && $(WORK) $(GO) vet ./...
+	cd watermill && $(WORK) $(GO) vet ./...
 	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
 	$(GOBIN)/staticcheck $(PKGS)
-	cd bench/peers && $(GOBIN)/staticcheck ./...
-	cd watermill && $(GOBIN)/staticcheck ./...
+	cd bench/peers && $(WORK) $(GOBIN)/staticcheck ./...
+	cd watermill && $(WORK) $(GOBIN)/staticcheck ./...
 
 ## up/down: the full database matrix with Docker Compose.
 up:
