@@ -3,8 +3,11 @@ GO       ?= go
 GOBIN    := $(shell $(GO) env GOPATH)/bin
 PKGS     := ./...
 
-# Test timeouts are generous for a 2-core machine under -race.
-TEST_FLAGS ?= -race -count=1 -timeout 30m
+# Test timeouts are generous for a 2-core machine under -race. The race
+# detector needs cgo (a C compiler, e.g. gcc); `make test RACE=` runs the
+# tests without it, and so without cgo.
+RACE       ?= -race
+TEST_FLAGS ?= $(RACE) -count=1 -timeout 30m
 
 # The library's targets build with its own go.mod alone (GOWORK=off), with
 # the versions a user's build selects; the targets of the watermill and
@@ -26,11 +29,12 @@ build:
 build-dev:
 	$(GO) build -o bin/claimstore-dev $(DEV)
 
-## test: every package against memory, SQLite and, when reachable, the local
-## PostgreSQL and MySQL/MariaDB (CLAIMSTORE_REQUIRE=postgres,mysql makes them
-## mandatory instead of skipped). Every 30 s (GOTEST_PROGRESS) it says on
-## stderr which packages are still running; go test's output and exit status
-## are unchanged.
+## test: every package of the library (and of tools/) against memory, SQLite
+## and, when reachable, the local PostgreSQL and MySQL/MariaDB
+## (CLAIMSTORE_REQUIRE=postgres,mysql makes them mandatory instead of
+## skipped), with the race detector unless RACE= is given. Every 30 s
+## (GOTEST_PROGRESS) it says on stderr which packages are still running;
+## go test's output and exit status are unchanged.
 test:
 	GO=$(GO) .ci/gotest $(TEST_FLAGS) $(PKGS)
 
