@@ -28,6 +28,8 @@ Every command takes --backend and --dsn. The developers' commands default,
 without --dsn, to the local test servers (CLAIMSTORE_POSTGRES_DSN and
 CLAIMSTORE_MYSQL_DSN override them) and to SQLite in a temporary file; the
 operator's commands need a DSN as in claimstore (--dsn or CLAIMSTORE_DSN).`
+	rootCmd.PersistentFlags().Lookup("dsn").Usage = "data source name of the backend; SQLite: the database file " +
+		"(default: the developers' commands the local test server or a temporary SQLite file, the operator's $CLAIMSTORE_DSN)"
 }
 
 func main() { cli.Main(rootCmd) }
