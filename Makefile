@@ -3,30 +3,49 @@ GO       ?= go
 GOBIN    := $(shell $(GO) env GOPATH)/bin
 PKGS     := ./...
 
-# Test timeouts are generous for a 2-core machine under -race.
-TEST_FLAGS ?= -race -count=1 -timeout 30m
+# Test timeouts are generous for a 2-core machine under -race. The race
+# detector needs cgo (a C compiler, e.g. gcc); `make test RACE=` runs the
+# tests without it, and so without cgo.
+RACE       ?= -race
+TEST_FLAGS ?= $(RACE) -count=1 -timeout 30m
 
-.PHONY: test demo demo-dispatch bench bench-dispatch bench-peers bench-watermill stress conformance ha soak lint up up-distributed down build
+# The library's targets build with its own go.mod alone (GOWORK=off), with
+# the versions a user's build selects; the targets of the watermill and
+# bench/peers modules build in the workspace of go.work ($(WORK)), against
+# the library in this checkout.
+export GOWORK := off
+WORK     := GOWORK=$(CURDIR)/go.work
 
+# The developers' tool: the operator's commands plus the benchmarks, the
+# demos and the soak (tools/claimstore-dev); users build cmd/claimstore.
+DEV      := ./tools/claimstore-dev
+
+.PHONY: test demo demo-dispatch bench bench-dispatch bench-peers bench-watermill stress conformance ha soak lint check-deps cross-build up up-distributed down build build-dev
+
+## build: the operator's tool, bin/claimstore; build-dev: the developers' tool,
+## bin/claimstore-dev.
 build:
 	$(GO) build -o bin/claimstore ./cmd/claimstore
+build-dev:
+	$(GO) build -o bin/claimstore-dev $(DEV)
 
-## test: every package against memory, SQLite and, when reachable, the local
-## PostgreSQL and MySQL/MariaDB (CLAIMSTORE_REQUIRE=postgres,mysql makes them
-## mandatory instead of skipped). Every 30 s (GOTEST_PROGRESS) it says on
-## stderr which packages are still running; go test's output and exit status
-## are unchanged.
+## test: every package of the library (and of tools/) against memory, SQLite
+## and, when reachable, the local PostgreSQL and MySQL/MariaDB
+## (CLAIMSTORE_REQUIRE=postgres,mysql makes them mandatory instead of
+## skipped), with the race detector unless RACE= is given. Every 30 s
+## (GOTEST_PROGRESS) it says on stderr which packages are still running;
+## go test's output and exit status are unchanged.
 test:
 	GO=$(GO) .ci/gotest $(TEST_FLAGS) $(PKGS)
 
 ## demo: the main job on the embedded default (SQLite file, embedded NATS).
 demo:
-	$(GO) run ./cmd/claimstore demo
+	$(GO) run $(DEV) demo
 
 ## demo-dispatch: three schedule worker processes through a SIGKILL and a SIGTERM
 ## on an SQLite file (BACKEND=postgres for the local server); prints the verdict.
 demo-dispatch:
-	$(GO) run ./cmd/claimstore demo dispatch $(if $(filter-out sqlite,$(BACKEND)),--backend $(BACKEND),)
+	$(GO) run $(DEV) demo dispatch $(if $(filter-out sqlite,$(BACKEND)),--backend $(BACKEND),)
 
 ## bench: claim benchmark with the raw-driver baselines; BACKEND=sqlite|postgres|mysql|mariadb|memory
 BACKEND ?= sqlite
@@ -34,13 +53,13 @@ ROWS    ?= 200000
 WORKERS ?= 8
 BATCH   ?= 100
 bench:
-	$(GO) run ./cmd/claimstore bench --backend $(BACKEND) --rows $(ROWS) --workers $(WORKERS) --batch $(BATCH) --baseline
+	$(GO) run $(DEV) bench --backend $(BACKEND) --rows $(ROWS) --workers $(WORKERS) --batch $(BATCH) --baseline
 
 ## bench-dispatch: the schedule dispatcher: 200,000 once schedules due at once, fired by
 ## three worker processes, on the local PostgreSQL (BACKEND=sqlite|mysql|mariadb for
 ## another backend); prints fires/s, the fire lag and the verdict (duplicates, missed).
 bench-dispatch:
-	$(GO) run ./cmd/claimstore bench dispatch --backend $(if $(filter command line environment,$(origin BACKEND)),$(BACKEND),postgres)
+	$(GO) run $(DEV) bench dispatch --backend $(if $(filter command line environment,$(origin BACKEND)),$(BACKEND),postgres)
 
 ## bench-peers: claimstore's claim next to River's job burn-down and Watermill-sql's
 ## pub/sub on the local PostgreSQL (module bench/peers, kept out of the library's
@@ -50,13 +69,13 @@ PEERS_ROWS   ?= 100000
 PEERS_ROUNDS ?= 1
 PEERS_FLAGS  ?=
 bench-peers:
-	cd bench/peers && $(GO) run . --rows $(ROWS) --workers $(WORKERS) --batch $(BATCH) --rounds $(PEERS_ROUNDS) $(PEERS_FLAGS)
+	cd bench/peers && $(WORK) $(GO) run . --rows $(ROWS) --workers $(WORKERS) --batch $(BATCH) --rounds $(PEERS_ROUNDS) $(PEERS_FLAGS)
 
 ## bench-watermill: claimstore's Watermill Publisher and Subscriber beside watermill-sql
 ## on the local PostgreSQL (module watermill): publish msg/s, consume msg/s with 1 and
 ## WORKERS subscribers of one group, PEERS_ROWS messages per phase, PEERS_ROUNDS rounds.
 bench-watermill:
-	cd watermill && $(GO) run ./bench -rows $(PEERS_ROWS) -subscribers $(WORKERS) -batch $(BATCH) -rounds $(PEERS_ROUNDS)
+	cd watermill && $(WORK) $(GO) run ./bench -rows $(PEERS_ROWS) -subscribers $(WORKERS) -batch $(BATCH) -rounds $(PEERS_ROUNDS)
 
 ## stress: the no-double-claim check with several OS processes per backend.
 stress:
@@ -71,7 +90,7 @@ conformance:
 	CLAIMSTORE_CONFORMANCE_DB=$(DB) CLAIMSTORE_CONFORMANCE_DSN='$(DSN)' \
 		$(GO) test -count=1 -timeout 30m -v -run 'TestConformanceTool' ./conformance/tool/
 
-## ha: the multi-server failure tests on loopback ports (internal/hatest): a
+## ha: the multi-server failure tests on loopback ports (tools/internal/hatest): a
 ## three-node nats-server JetStream cluster (127.0.0.1:14222-14224) whose
 ## stream leader is killed and a follower frozen while an outbox relay on the
 ## local PostgreSQL publishes; a pg_auto_failover formation
@@ -87,9 +106,9 @@ HA_ROWS     ?= 20000
 NATS_SERVER ?= /usr/sbin/nats-server
 ha:
 	CLAIMSTORE_HA=1 CLAIMSTORE_REQUIRE=postgres CLAIMSTORE_HA_MESSAGES=$(HA_MESSAGES) CLAIMSTORE_HA_ROWS=$(HA_ROWS) CLAIMSTORE_NATS_SERVER=$(NATS_SERVER) \
-		$(GO) test -race -count=1 -timeout 15m -run '$(HA_RUN)' -v ./internal/hatest/...
+		$(GO) test -race -count=1 -timeout 15m -run '$(HA_RUN)' -v ./tools/internal/hatest/...
 
-## soak: the chaos soak (internal/soak, `claimstore soak`): producers, dispatch workers
+## soak: the chaos soak (tools/internal/soak, `claimstore-dev soak`): producers, dispatch workers
 ## with an elected maintenance leader and outbox relays as OS processes, through a
 ## seeded schedule of SIGKILL, SIGSTOP, terminated database connections and NATS node
 ## restarts (a three-node nats-server cluster on 127.0.0.1:14322-14324, routes
@@ -100,23 +119,38 @@ ha:
 SOAK          ?= 10m
 SOAK_BACKENDS ?= postgres mariadb
 SOAK_FLAGS    ?=
-soak: build
+soak: build-dev
 	@set -e; for b in $(SOAK_BACKENDS); do \
 		echo "== soak on $$b for $(SOAK)"; \
-		bin/claimstore soak --backend $$b --duration $(SOAK) --nats-server $(NATS_SERVER) $(SOAK_FLAGS); \
+		bin/claimstore-dev soak --backend $$b --duration $(SOAK) --nats-server $(NATS_SERVER) $(SOAK_FLAGS); \
 	done
+
+## check-deps: fails when the operator's tool links test code: `go list -deps
+## ./cmd/claimstore` must not name testing, a test helper package or tools/.
+check-deps:
+	@bad=$$($(GO) list -deps ./cmd/claimstore | grep -Ex 'testing|.*/sqlstoretest|.*/internal/testdb|github.com/claimstore/claimstore/tools/.*'); \
+	if [ -n "$$bad" ]; then echo "cmd/claimstore links test code:"; echo "$$bad"; exit 1; fi
+
+## cross-build: builds every package of the three modules and cmd/claimstore for
+## GOOS and GOARCH (make cross-build GOOS=windows GOARCH=amd64), discarding the
+## binaries.
+cross-build:
+	$(GO) build -o /dev/null ./...
+	$(GO) build -o /dev/null ./cmd/claimstore
+	cd watermill && $(WORK) $(GO) build -o /dev/null ./...
+	cd bench/peers && $(WORK) $(GO) build -o /dev/null ./...
 
 ## lint: gofmt, go vet and staticcheck, of the library and of the bench/peers and
 ## watermill modules.
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1; }
 	$(GO) vet $(PKGS)
-	cd bench/peers && $(GO) vet ./...
-	cd watermill && $(GO) vet ./...
+	cd bench/peers && $(WORK) $(GO) vet ./...
+	cd watermill && $(WORK) $(GO) vet ./...
 	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
 	$(GOBIN)/staticcheck $(PKGS)
-	cd bench/peers && $(GOBIN)/staticcheck ./...
-	cd watermill && $(GOBIN)/staticcheck ./...
+	cd bench/peers && $(WORK) $(GOBIN)/staticcheck ./...
+	cd watermill && $(WORK) $(GOBIN)/staticcheck ./...
 
 ## up/down: the full database matrix with Docker Compose.
 up:

@@ -68,7 +68,7 @@
 // bounded batches and may run on many servers at once. The claimstore
 // command wraps them as "claimstore outbox status | requeue | purge", runs
 // relays with "claimstore relay", and shows the whole path end to end with
-// "claimstore demo".
+// "claimstore-dev demo".
 //
 // # Several databases
 //

@@ -8,7 +8,7 @@ require (
 	github.com/ThreeDotsLabs/watermill-redisstream v1.4.5
 	github.com/ThreeDotsLabs/watermill-sql/v3 v3.1.0
 	github.com/cenkalti/backoff/v5 v5.0.3
-	github.com/claimstore/claimstore v0.0.0
+	github.com/claimstore/claimstore v0.1.0
 	github.com/jackc/pgx/v5 v5.10.0
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -57,5 +57,3 @@ require (
 	gorm.io/driver/mysql v1.6.0 // indirect
 	gorm.io/driver/postgres v1.6.3 // indirect
 )
-
-replace github.com/claimstore/claimstore => ../

@@ -95,7 +95,7 @@ func TestMapErrorOfCallerTransaction(t *testing.T) {
 // socket went away under an earlier statement: a primary killed during a
 // failover) as pgconn.ErrConnClosed, wrapped; nothing was sent, so a retry
 // on a new connection is safe. A writer's COMMIT after its INSERT lost the
-// connection failed so in the failover test (internal/hatest).
+// connection failed so in the failover test (tools/internal/hatest).
 func TestMapErrorPgxConnClosed(t *testing.T) {
 	err := fmt.Errorf("commit: %w", pgconn.ErrConnClosed)
 	if got := sqlstore.MapError(err); !errors.Is(got, dao.ErrUnavailable) || !errors.Is(got, pgconn.ErrConnClosed) || !dao.IsRetryable(got) {

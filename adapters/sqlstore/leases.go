@@ -66,15 +66,22 @@ func NewLeases(db *gorm.DB, table string) (*Leases, error) {
 func (l *Leases) Table() string { return l.table }
 
 // Migrate creates the lease table if it does not exist
-// (dialects.Renderer.LeaseCreateTable). Errors are mapped database
-// errors.
+// (dialects.Renderer.LeaseCreateTable). Several servers may migrate one
+// table at once: each call succeeds. Errors are mapped database errors.
 func (l *Leases) Migrate(ctx context.Context) error {
 	st, err := l.r.LeaseCreateTable(l.table)
 	if err != nil {
 		return fmt.Errorf("claimstore: leases: migrate: %w", err)
 	}
 	if _, err := l.db.ExecContext(ctx, st.SQL, st.Args...); err != nil {
-		return fmt.Errorf("claimstore: leases: migrate %s: %w", l.table, mapCtxError(ctx, err))
+		// Another server may have created the table at the same moment:
+		// on PostgreSQL the loser of two concurrent CREATE TABLE IF NOT
+		// EXISTS gets a unique violation (SQLSTATE 23505, on pg_type)
+		// once the winner commits. The statement run again sees the
+		// table.
+		if _, err2 := l.db.ExecContext(ctx, st.SQL, st.Args...); err2 != nil {
+			return fmt.Errorf("claimstore: leases: migrate %s: %w", l.table, mapCtxError(ctx, err))
+		}
 	}
 	return nil
 }

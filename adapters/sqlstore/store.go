@@ -137,8 +137,9 @@ func WithStrategy(s dao.Strategy) Option { return func(o *options) { o.strategy 
 
 // WithClaimSpread sets whether the portable default spreads concurrent
 // claimers over their candidates (default true; see [dao.WithClaimSpread]
-// for what it changes). With it, 32 claimers on MariaDB claim some ten
-// times the rows per second they claim without it (docs/benchmarks.md).
+// for what it changes). With it, eight claimers on MariaDB claim about
+// five times the rows per second of the same statements run without it
+// (docs/benchmarks.md, "MariaDB").
 // The fast path ignores it.
 func WithClaimSpread(on bool) Option { return func(o *options) { o.noSpread = !on } }
 

@@ -13,7 +13,7 @@ import (
 )
 
 // claimJob is the row claimstore claims: the columns of the claim
-// benchmark of cmd/claimstore bench.
+// benchmark of claimstore-dev bench (tools/claimstore-dev).
 type claimJob struct {
 	ID       int64  `gorm:"primaryKey;autoIncrement:false"`
 	Status   string `gorm:"size:16;not null"`

@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/ThreeDotsLabs/watermill v1.5.1
 	github.com/ThreeDotsLabs/watermill-sql/v3 v3.1.0
-	github.com/claimstore/claimstore v0.0.0
+	github.com/claimstore/claimstore v0.1.0
 	github.com/jackc/pgx/v5 v5.11.0
 	github.com/riverqueue/river v0.51.1
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.1
@@ -43,5 +43,3 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
-
-replace github.com/claimstore/claimstore => ../..

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -154,15 +153,6 @@ func loadAverage() [3]float64 {
 		fmt.Sscanf(f[i], "%g", &l[i])
 	}
 	return l
-}
-
-// processCPU returns the user and system CPU time the process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // currentMachine returns the machine with the server's version read on db.

@@ -1,23 +1,13 @@
-// Command claimstore is the command-line tool of the claimstore library:
-// it runs the demo, the outbox relay and its inspection commands, and the
-// claim benchmark against any supported backend. Run `claimstore help` for
-// the list of commands and their flags.
+// Command claimstore is the operator's command-line tool of the claimstore
+// library: the outbox relay and outbox inspection, schedules and the
+// schedule dispatcher, leader election status and the operator's console,
+// against PostgreSQL, MySQL/MariaDB, SQLite or SQL Server. Run
+// `claimstore help` for the commands and their flags.
+//
+// It links the library and its database drivers only: the benchmarks, the
+// demos and the soak are in the developers' tool, tools/claimstore-dev.
 package main
 
-import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-)
+import "github.com/claimstore/claimstore/internal/cli"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := rootCmd.ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, errorText(err))
-		os.Exit(1)
-	}
-}
+func main() { cli.Main(cli.Root()) }

@@ -1,6 +1,6 @@
 // Package outboxenv sets up what the command-line tool's outbox commands,
-// the demo (internal/demo) and the outbox benchmark
-// (internal/bench/outboxbench) run on: a message table opened on any
+// the developers' demo (tools/internal/demo) and the outbox benchmark
+// (tools/internal/bench/outboxbench) run on: a message table opened on any
 // backend with its repository ([Open], [Env]), quiet retries of writes that
 // find SQLite's single write lock taken ([Retry], [WithBusyRetries]), and
 // the NATS side: a connection ([ConnectNATS]), an embedded or external

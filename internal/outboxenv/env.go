@@ -20,7 +20,8 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/memstore"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
-	"github.com/claimstore/claimstore/internal/bench"
+	"github.com/claimstore/claimstore/dao"
+	cmddsn "github.com/claimstore/claimstore/internal/dsn"
 	"github.com/claimstore/claimstore/outbox"
 )
 
@@ -28,11 +29,14 @@ import (
 type Options struct {
 	// Backend is sqlite, postgres, mysql, mariadb or memory (any case).
 	Backend string
-	// DSN is the data source name. Empty selects the local test server
-	// for postgres, mysql and mariadb, and for sqlite a file in a fresh
+	// DSN is the data source name. Empty selects DefaultDSN's for
+	// postgres, mysql and mariadb, and for sqlite a file in a fresh
 	// temporary directory when TempSQLite is set (an error otherwise). A
 	// bare SQLite path gets the recommended settings (sqlstore.SQLiteDSN).
 	DSN string
+	// DefaultDSN gives the DSN of a server backend when DSN is empty, and
+	// a clean-up to run on Close; nil makes an empty DSN an error.
+	DefaultDSN func(backend string) (dsn string, cleanup func() error, err error)
 	// Table is the message table's name, checked by outbox.CheckTable.
 	Table string
 	// Migrate creates the table and its indexes when missing; without it,
@@ -131,15 +135,17 @@ func (e *Env) resolveDSN(o Options) (string, error) {
 			}
 		})
 		return sqlstore.SQLiteDSN(e.File), nil
+	case dsn == "" && o.DefaultDSN == nil:
+		return "", fmt.Errorf("%w: --dsn is required for %s", dao.ErrInvalidArgument, e.Backend)
 	case dsn == "":
-		d, cleanup, err := bench.DefaultDSN(e.Backend)
+		d, cleanup, err := o.DefaultDSN(e.Backend)
 		if err != nil {
 			return "", err
 		}
 		e.cleanup = append(e.cleanup, func() { _ = cleanup() })
 		return d, nil
 	case e.Backend == "sqlite":
-		dsn, _, _ = bench.CommandDSN(e.Backend, dsn) // a bare path gets the recommended settings
+		dsn = cmddsn.Normalize(e.Backend, dsn) // a bare path gets the recommended settings
 		e.File, _ = sqlitePath(dsn)
 		if !o.Migrate {
 			if err := checkSQLiteFile(dsn); err != nil {

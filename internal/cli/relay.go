@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/outboxenv"
+	"github.com/claimstore/claimstore/outbox"
+	"github.com/claimstore/claimstore/outbox/natspub"
+)
+
+func init() { rootCmd.AddCommand(newRelayCmd()) }
+
+// relayOptions are the flags of `claimstore relay`.
+type relayOptions struct {
+	table           string
+	natsURL         string
+	broker          string
+	workerID        string
+	batch           int
+	workers         int
+	window          int
+	lease           time.Duration
+	poll            time.Duration
+	maxPoll         time.Duration
+	shutdownTimeout time.Duration
+	retry           outbox.RetryPolicy
+	migrate         bool
+	stream          string
+	subjects        string
+	report          time.Duration
+}
+
+func newRelayCmd() *cobra.Command {
+	o := relayOptions{retry: outbox.DefaultRetryPolicy()}
+	cmd := &cobra.Command{
+		Use:   "relay",
+		Short: "Relay outbox messages to NATS JetStream until interrupted",
+		Long: `relay runs an outbox relay: it claims batches of messages from the table
+given by --backend, --dsn and --table, publishes them to NATS JetStream with
+their message id as Nats-Msg-Id, and marks them published or failed. Run as
+many relays as you like, on one server or many: claims never overlap, marks
+are fenced, and the batch of a relay that dies is taken over when its lease
+expires. SIGINT or SIGTERM stops claiming, lets in-flight batches finish for
+--shutdown-timeout and releases the rest.
+
+Each message is published on its topic as the subject, which must belong to a
+JetStream stream; --stream with --subjects creates or updates one at start.`,
+		Example: `  claimstore relay --backend postgres --nats-url nats://127.0.0.1:4222 --workers 4 --batch 200
+  claimstore relay --backend sqlite --dsn app.db --stream ORDERS --subjects 'orders.>'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runRelayCmd(cmd, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.table, "table", outbox.DefaultTable, "message table name")
+	f.StringVar(&o.natsURL, "nats-url", "", "NATS server URL (default $"+envNATSURL+", else "+nats.DefaultURL+")")
+	f.StringVar(&o.broker, "broker", "", "target broker: relay only the messages whose target_broker equals this")
+	f.StringVar(&o.workerID, "worker-id", "", "worker id recorded in locked_by (default host-pid-random)")
+	f.IntVar(&o.batch, "batch", outbox.DefaultBatchSize, "messages claimed per batch")
+	f.IntVar(&o.workers, "workers", 1, "batches in flight at once (claim, publish and mark loops)")
+	f.IntVar(&o.window, "window", outbox.DefaultWindow, "batches each worker keeps claimed and not yet marked, publishing while it claims the next (1: claim, publish, mark, then the next claim)")
+	f.DurationVar(&o.lease, "lease", outbox.DefaultLease, "how long a claimed batch stays locked to this relay")
+	f.DurationVar(&o.poll, "poll", outbox.DefaultPollInterval, "wait after a short batch, and first wait when idle")
+	f.DurationVar(&o.maxPoll, "max-poll", outbox.DefaultMaxPollInterval, "longest idle wait (the wait doubles while idle)")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", outbox.DefaultShutdownTimeout, "how long in-flight batches may finish after a stop signal")
+	f.DurationVar(&o.retry.BaseDelay, "retry-base", o.retry.BaseDelay, "delay before the first retry of a failed message")
+	f.Float64Var(&o.retry.Multiplier, "retry-multiplier", o.retry.Multiplier, "growth of the retry delay per failure")
+	f.DurationVar(&o.retry.MaxDelay, "retry-max", o.retry.MaxDelay, "cap of the retry delay")
+	f.Float64Var(&o.retry.Jitter, "retry-jitter", o.retry.Jitter, "largest random fraction taken off each retry delay, 0..1")
+	f.BoolVar(&o.migrate, "migrate", true, "create the message table and its indexes when missing")
+	f.StringVar(&o.stream, "stream", "", "create or update this JetStream stream at start (with --subjects)")
+	f.StringVar(&o.subjects, "subjects", "", "comma-separated subjects of --stream")
+	f.DurationVar(&o.report, "report", 10*time.Second, "log the relay's totals this often (0: never)")
+	return cmd
+}
+
+// checkRelay checks the flags of `claimstore relay`.
+func checkRelay(o relayOptions) error {
+	if strings.EqualFold(globalFlags.Backend, "memory") {
+		return fmt.Errorf("%w: the memory backend lives only inside one process; use --backend postgres, mysql, mariadb or sqlite", dao.ErrInvalidArgument)
+	}
+	if (o.stream == "") != (o.subjects == "") {
+		return fmt.Errorf("%w: --stream and --subjects go together", dao.ErrInvalidArgument)
+	}
+	var c FlagChecks
+	AtLeast(&c, "batch", o.batch, 1)
+	AtLeast(&c, "workers", o.workers, 1)
+	Between(&c, "window", o.window, 1, outbox.MaxWindow)
+	Above(&c, "lease", o.lease, 0)
+	Above(&c, "poll", o.poll, 0)
+	AtLeast(&c, "max-poll", o.maxPoll, max(o.poll, 1))
+	AtLeast(&c, "shutdown-timeout", o.shutdownTimeout, 0)
+	Above(&c, "retry-base", o.retry.BaseDelay, 0)
+	AtLeast(&c, "retry-multiplier", o.retry.Multiplier, 1)
+	AtLeast(&c, "retry-max", o.retry.MaxDelay, max(o.retry.BaseDelay, 1))
+	Between(&c, "retry-jitter", o.retry.Jitter, 0, 1)
+	AtLeast(&c, "report", o.report, 0)
+	return c.err
+}
+
+// runRelayCmd checks the flags, connects to NATS, opens the message table
+// and runs the relay until ctx ends.
+func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
+	if err := checkRelay(o); err != nil {
+		return err
+	}
+	if o.natsURL == "" {
+		o.natsURL = defaultNATSURL()
+	}
+	ctx := cmd.Context()
+	// The broker first: a relay that cannot publish has no business
+	// creating tables.
+	nc, err := outboxenv.ConnectNATS(o.natsURL, "claimstore relay")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	pub, err := natspub.New(nc, natspub.Config{MaxPending: max(8192, 2*o.batch*o.workers*o.window)})
+	if err != nil {
+		return err
+	}
+	if err := ensureStream(ctx, pub, o); err != nil {
+		return err
+	}
+	env, err := openOutbox(ctx, outboxenv.Options{
+		Table: o.table, Migrate: o.migrate, Pool: o.workers + 2,
+		Repository: []outbox.Option{outbox.WithRetryPolicy(o.retry), outbox.WithLease(o.lease)},
+	})
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	if !o.migrate {
+		if err := checkTable(ctx, env); err != nil {
+			err.fix = "drop --migrate=false to create it"
+			return err
+		}
+	}
+	relay, err := outbox.NewRelay(env.Repo, pub, outbox.RelayConfig{
+		WorkerID: o.workerID, TargetBroker: o.broker, BatchSize: o.batch, Concurrency: o.workers, Window: o.window, Lease: o.lease,
+		PollInterval: o.poll, MaxPollInterval: o.maxPoll, ShutdownTimeout: o.shutdownTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	if o.report > 0 {
+		go logTotals(ctx, relay, o.report)
+	}
+	return relay.Run(ctx)
+}
+
+// ensureStream creates or updates the stream --stream with --subjects, if
+// given.
+func ensureStream(ctx context.Context, pub *natspub.Publisher, o relayOptions) error {
+	if o.stream == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := pub.JetStream().CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: o.stream, Subjects: strings.Split(o.subjects, ","), Duplicates: 2 * time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", o.stream, err)
+	}
+	return nil
+}
+
+// logTotals logs the relay's totals at INFO every period until ctx ends.
+func logTotals(ctx context.Context, relay *outbox.Relay, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			st := relay.Stats()
+			slog.Info("relay totals", "published", st.Published, "failed", st.Failed, "abandoned", st.Abandoned,
+				"lease_lost", st.LeaseLost, "mark_errors", st.MarkErrors)
+		}
+	}
+}

@@ -1,0 +1,90 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/outbox"
+	"github.com/claimstore/claimstore/outbox/natsembed"
+	"github.com/claimstore/claimstore/outbox/natspub"
+)
+
+func TestRelayCommand(t *testing.T) {
+	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	dsn, repo := sqliteOutbox(t, "relay_out")
+	ms := addMessages(t, repo, "r", "orders.created", 120)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := execCLI(ctx, "--backend", "sqlite", "--dsn", dsn, "--log-level", "warn", "relay",
+			"--table", "relay_out", "--nats-url", srv.URL(), "--stream", "ORDERS", "--subjects", "orders.>",
+			"--batch", "50", "--workers", "2", "--lease", "5s", "--poll", "10ms", "--max-poll", "50ms", "--report", "0s",
+			"--worker-id", "cli-relay", "--broker", "")
+		done <- err
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := repo.Counts(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c[outbox.StatusPublished] == int64(len(ms)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("relay command published %d of %d", c[outbox.StatusPublished], len(ms))
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("relay command ended early: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("relay command after SIGINT-like cancel: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("relay command did not stop")
+	}
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	a, err := natspub.Audit(context.Background(), js, "ORDERS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Messages != uint64(len(ms)) || a.Distinct() != len(ms) || a.Duplicates() != 0 {
+		t.Fatalf("stream: %d messages, %d distinct, %d duplicates", a.Messages, a.Distinct(), a.Duplicates())
+	}
+	rows, err := repo.Published(context.Background(), 1)
+	if err != nil || len(rows) != 1 || rows[0].LockedBy[:len("cli-relay")] != "cli-relay" {
+		t.Fatalf("published row %+v %v", rows, err)
+	}
+
+	for _, bad := range [][]string{
+		{"--backend", "memory", "--dsn", "", "relay", "--stream", "", "--subjects", ""},
+		{"--backend", "sqlite", "--dsn", dsn, "relay", "--table", "relay_out", "--stream", "X", "--subjects", ""},
+		{"--backend", "sqlite", "--dsn", dsn, "relay", "--table", "relay_out", "--stream", "", "--subjects", "", "--lease", "0s"},
+	} {
+		if _, _, err := execCLI(context.Background(), bad...); !errors.Is(err, dao.ErrInvalidArgument) {
+			t.Errorf("%v: %v, want ErrInvalidArgument", bad, err)
+		}
+	}
+}

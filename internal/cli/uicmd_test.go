@@ -1,0 +1,178 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dispatch"
+	"github.com/claimstore/claimstore/internal/cli/clitest"
+	"github.com/claimstore/claimstore/outbox"
+)
+
+func TestUIRefusesPublicAddressWithoutAuth(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "app.db")
+	_, _, err := execFresh(t, "ui", "--backend", "sqlite", "--dsn", path, "--addr", "0.0.0.0:0")
+	if !errors.Is(err, dao.ErrInvalidArgument) || !strings.Contains(err.Error(), "--auth file:PATH") || !strings.Contains(err.Error(), "--auth env:") {
+		t.Fatalf("err = %v; want a refusal that says how to pass --auth", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused command opened the database: %v", err)
+	}
+	for _, addr := range []string{"127.0.0.1:0", "localhost:0", "[::1]:0"} {
+		if !loopback(addr) {
+			t.Errorf("%s is loopback", addr)
+		}
+	}
+	for _, addr := range []string{":8080", "0.0.0.0:8080", "192.168.1.2:80", "[::]:80", "example.com:80"} {
+		if loopback(addr) {
+			t.Errorf("%s is not loopback", addr)
+		}
+	}
+}
+
+func TestUIAuthIsNeverOnTheCommandLine(t *testing.T) {
+	dir := t.TempDir()
+	basic := filepath.Join(dir, "basic")
+	if err := os.WriteFile(basic, []byte("ops:correct-horse\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	auth, err := readAuth("file:" + basic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", "/", nil)
+	req.SetBasicAuth("ops", "correct-horse")
+	if !auth(req) {
+		t.Fatal("basic credentials from a file refused")
+	}
+	t.Setenv("UI_TEST_TOKEN", "0123456789abcdef")
+	if auth, err = readAuth("env:UI_TEST_TOKEN"); err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer 0123456789abcdef")
+	if !auth(req) {
+		t.Fatal("token from the environment refused")
+	}
+	for _, bad := range []string{"0123456789abcdef", "token:0123456789abcdef", "env:UI_TEST_UNSET", "file:" + filepath.Join(dir, "none")} {
+		if _, err := readAuth(bad); err == nil {
+			t.Errorf("--auth %q accepted", bad)
+		}
+	}
+}
+
+// TestUIServesFoundTables runs `claimstore ui` on an SQLite file holding a
+// schedule table, an outbox table and a lease table, and reads the pages.
+func TestUIServesFoundTables(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "app.db")
+	db, err := sqlstore.Open(ctx, "sqlite", sqlstore.SQLiteDSN(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	if err := dispatch.MigrateSchedules(ctx, db, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.Migrate(ctx, db, "shop_outbox"); err != nil {
+		t.Fatal(err)
+	}
+	leases, err := sqlstore.NewLeases(db, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leases.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := leases.AcquireLease(ctx, "relay", "host-a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Exec("CREATE TABLE unrelated (id INTEGER PRIMARY KEY, status TEXT)").Error; err != nil {
+		t.Fatal(err)
+	}
+
+	var saved Globals
+	clitest.Locked(func() {
+		saved = globalFlags
+		globalFlags.Backend, globalFlags.DSN = "sqlite", path
+	})
+	t.Cleanup(func() { clitest.Locked(func() { globalFlags = saved }) })
+
+	for _, readOnly := range []bool{false, true} {
+		runCtx, cancel := context.WithCancel(ctx)
+		addrs := make(chan string, 1)
+		done := make(chan error, 1)
+		go func() {
+			done <- runUI(runCtx, uiOptions{addr: "127.0.0.1:0", readOnly: readOnly, pool: 2}, func(a string) { addrs <- a })
+		}()
+		var addr string
+		select {
+		case addr = <-addrs:
+		case err := <-done:
+			cancel()
+			t.Fatalf("ui: %v", err)
+		}
+		read := func(p string) string {
+			resp, err := http.Get("http://" + addr + p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s: %d", p, resp.StatusCode)
+			}
+			return string(b)
+		}
+		if page := read("/"); !strings.Contains(page, dispatch.DefaultScheduleTable) || !strings.Contains(page, "shop_outbox") || strings.Contains(page, "unrelated") {
+			t.Errorf("overview does not show exactly the schedule and outbox tables:\n%s", page)
+		}
+		if page := read("/leaders"); !strings.Contains(page, "host-a") {
+			t.Errorf("leaders page does not show the lease holder")
+		}
+		if page := read("/schedules"); strings.Contains(page, `action="do"`) != !readOnly {
+			t.Errorf("read-only %v: the schedules page shows forms: %v", readOnly, !readOnly)
+		}
+		// Without --auth only loopback host names are served: a page of
+		// another site whose name was made to resolve to 127.0.0.1 (DNS
+		// rebinding) would otherwise read the console, its CSRF token
+		// included, as its own origin.
+		_, port, _ := net.SplitHostPort(addr)
+		for host, want := range map[string]int{
+			"evil.example:" + port: http.StatusForbidden, "evil.example": http.StatusForbidden, "127.0.0.1.nip.io:" + port: http.StatusForbidden,
+			"localhost:" + port: http.StatusOK, "127.0.0.1:" + port: http.StatusOK, "LOCALHOST:" + port: http.StatusOK,
+		} {
+			req, _ := http.NewRequest("GET", "http://"+addr+"/schedules", nil)
+			req.Host = host
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != want {
+				t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
+			}
+			if want == http.StatusForbidden && strings.Contains(string(b), `name="csrf"`) {
+				t.Errorf("Host %s: the answer holds a CSRF token", host)
+			}
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("ui ended with %v", err)
+		}
+	}
+}

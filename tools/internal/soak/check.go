@@ -1,0 +1,404 @@
+//go:build linux
+
+package soak
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/claimstore/claimstore/dispatch"
+	"github.com/claimstore/claimstore/outbox"
+)
+
+// JobState is a job row as the checker reads it.
+type JobState struct {
+	Key                        string `gorm:"column:job_key"`
+	Status, LeaseOwner, DoneBy string
+}
+
+// ScheduleState is a schedule row as the checker reads it.
+type ScheduleState struct {
+	Key                      string `gorm:"column:schedule_key"`
+	Kind, Status, LeaseOwner string
+}
+
+// MessageState is an outbox row as the checker reads it.
+type MessageState struct {
+	MessageID, Status string
+}
+
+// State is what the tables and the stream hold after a run.
+type State struct {
+	Orders    []string
+	Jobs      []JobState
+	Messages  []MessageState
+	Schedules []ScheduleState
+	// FenceLog is the fence log in id order; FenceTerm the fence row's
+	// term (0: never written); LeaseTerm the election's lease row term.
+	FenceLog  []FenceLog
+	FenceTerm int64
+	LeaseTerm int64
+	// Stream counts the stream's messages per Nats-Msg-Id; StreamNoID is
+	// the number without one.
+	Stream     map[string]int
+	StreamNoID int
+}
+
+// Report is the checker's verdict and the figures it counted.
+type Report struct {
+	// Violations describe every broken promise; empty when the run holds.
+	Violations []string
+	// Committed is the orders whose transaction committed; Begun those
+	// whose commit was attempted.
+	Committed, Begun int
+	// Orders is the orders in the table: the committed ones and those
+	// whose commit succeeded though its answer was lost.
+	Orders int
+	// JobsDone is the jobs done; Rehandled the jobs handled more than
+	// once, by the fault that excused it ("SIGKILL", "SIGSTOP").
+	JobsDone  int
+	Handles   int
+	Rehandled map[string]int
+	// Fires counts the schedule fires; Refired the occurrences fired more
+	// than once, by excuse.
+	Fires   int
+	Refired map[string]int
+	// Published is the messages published; StreamMessages the stream's.
+	Published, StreamMessages int
+	// Terms is the number of terms won (Rewon of them won again by
+	// their own holder after a local lapse); FencedLanded and FencedRefused
+	// the fenced writes that changed the row and those the fence refused.
+	Terms, Rewon, FencedLanded, FencedRefused int
+	// Totals sums the totals of the processes that stopped by
+	// themselves (a killed process writes none).
+	Totals map[string]int64
+}
+
+// maxViolations is how many violations of one kind a report lists.
+const maxViolations = 20
+
+// checker accumulates a report.
+type checker struct {
+	rep    *Report
+	counts map[string]int
+	kills  map[string]time.Time      // process → SIGKILL time
+	frozen map[string][][2]time.Time // process → [SIGSTOP, SIGCONT] (zero end: never resumed)
+	conns  map[string][]time.Time    // process → connection kills
+}
+
+func (c *checker) fail(kind, format string, args ...any) {
+	c.counts[kind]++
+	if c.counts[kind] <= maxViolations {
+		c.rep.Violations = append(c.rep.Violations, kind+": "+fmt.Sprintf(format, args...))
+	} else if c.counts[kind] == maxViolations+1 {
+		c.rep.Violations = append(c.rep.Violations, kind+": more violations of this kind not listed")
+	}
+}
+
+// claim is one handle or fire: a process holding a row under a lease.
+type claim struct {
+	Event
+}
+
+// excuse says why holder's row may be handled again between from and to:
+// "SIGKILL" or "SIGSTOP" when its process was killed or frozen then, or
+// "" when it was neither.
+func (c *checker) excuse(proc string, from, to time.Time) string {
+	if t, ok := c.kills[proc]; ok && !t.Before(from) && !t.After(to) {
+		return "SIGKILL"
+	}
+	for _, iv := range c.frozen[proc] {
+		if !iv[0].After(to) && (iv[1].IsZero() || !iv[1].Before(from)) {
+			return "SIGSTOP"
+		}
+	}
+	return ""
+}
+
+// connNote describes the connection kills of proc between from and to,
+// for a violation's message.
+func (c *checker) connNote(proc string, from, to time.Time) string {
+	for _, t := range c.conns[proc] {
+		if !t.Before(from) && !t.After(to) {
+			return fmt.Sprintf(" (its database connections were terminated at %s)", t.Format("15:04:05.000"))
+		}
+	}
+	return ""
+}
+
+// leaseSlack covers the rounding of a lease end stored by the database
+// (microseconds) against the value the worker computed (nanoseconds).
+const leaseSlack = time.Millisecond
+
+// checkClaims checks the claims of one row (a job, or a schedule's
+// occurrence), which the caller sorted by claim time: each claim after the
+// first must come after the previous holder's lease, and that holder must
+// have been killed or frozen in between. It returns the excuse of each
+// repeat.
+func (c *checker) checkClaims(what, id string, cs []claim) []string {
+	var excuses []string
+	for i := 1; i < len(cs); i++ {
+		a, b := cs[i-1], cs[i]
+		if b.ClaimedAt.Add(leaseSlack).Before(a.LeaseUntil) {
+			c.fail(what+" claimed during a lease", "%s claimed by %s at %s while %s held it until %s",
+				id, b.Owner, b.ClaimedAt.Format(time.RFC3339Nano), a.Owner, a.LeaseUntil.Format(time.RFC3339Nano))
+		}
+		from := a.T
+		if a.ClaimedAt.Before(from) {
+			from = a.ClaimedAt
+		}
+		ex := c.excuse(a.Proc, from, b.T)
+		if ex == "" {
+			c.fail(what+" handled twice", "%s handled by %s and again by %s after the lease, though %s was neither killed nor frozen%s",
+				id, a.Owner, b.Owner, a.Proc, c.connNote(a.Proc, from, b.T))
+		}
+		excuses = append(excuses, ex)
+	}
+	return excuses
+}
+
+// Check verifies a run's histories, events ordered by time, against st,
+// the state of its tables and stream after it.
+func Check(events []Event, st *State) *Report {
+	rep := &Report{Rehandled: map[string]int{}, Refired: map[string]int{}, Totals: map[string]int64{}}
+	c := &checker{rep: rep, counts: map[string]int{}, kills: map[string]time.Time{},
+		frozen: map[string][][2]time.Time{}, conns: map[string][]time.Time{}}
+	begun, committed := map[string]bool{}, map[string]bool{}
+	handles := map[string][]claim{}
+	fires := map[string][]claim{}
+	freezeOf := map[int][2]any{} // fault seq → process, index in frozen
+	elected := map[int64]string{}
+	lastTerm := map[string]int64{}
+	won := map[string]bool{} // process + "@" + term
+	for _, e := range events {
+		switch e.Kind {
+		case EvFault:
+			switch e.Fault {
+			case FaultKill:
+				if e.Err == "" {
+					c.kills[e.Target] = e.T
+				}
+			case FaultFreeze:
+				if e.Err == "" {
+					c.frozen[e.Target] = append(c.frozen[e.Target], [2]time.Time{e.T})
+					freezeOf[e.Seq] = [2]any{e.Target, len(c.frozen[e.Target]) - 1}
+				}
+			case "resume":
+				if f, ok := freezeOf[e.Seq]; ok {
+					c.frozen[f[0].(string)][f[1].(int)][1] = e.T
+				}
+			case FaultConnKill:
+				c.conns[e.Target] = append(c.conns[e.Target], e.T)
+			}
+		case EvBegin:
+			for _, n := range e.Orders {
+				begun[n] = true
+			}
+		case EvCommit:
+			for _, n := range e.Orders {
+				committed[n] = true
+			}
+		case EvHandle:
+			handles[e.Key] = append(handles[e.Key], claim{e})
+		case EvFire:
+			id := e.Key + "@" + e.Due.UTC().Format(time.RFC3339Nano)
+			fires[id] = append(fires[id], claim{e})
+		case EvElected:
+			if _, ok := elected[e.Term]; !ok {
+				rep.Terms++
+			}
+			if p, ok := elected[e.Term]; ok && p != e.Proc {
+				c.fail("term won twice", "term %d won by %s and by %s", e.Term, p, e.Proc)
+			}
+			elected[e.Term] = e.Proc
+			// A candidate whose leadership lapsed locally (frozen past
+			// its TTL minus the margin) and that takes its own unexpired
+			// lease again keeps the term: no other leader came between.
+			if e.Term < lastTerm[e.Proc] {
+				c.fail("term went back", "%s won term %d after term %d", e.Proc, e.Term, lastTerm[e.Proc])
+			}
+			if e.Term == lastTerm[e.Proc] {
+				rep.Rewon++
+			}
+			lastTerm[e.Proc] = e.Term
+			won[fmt.Sprintf("%s@%d", e.Proc, e.Term)] = true
+		case EvStop:
+			for k, v := range e.Stats {
+				rep.Totals[k] += v
+			}
+		case EvFenced:
+			if e.Err == "" && e.N == 0 {
+				rep.FencedRefused++
+			}
+		}
+	}
+	rep.Begun, rep.Committed, rep.Orders = len(begun), len(committed), len(st.Orders)
+	c.checkTransactions(st, begun, committed)
+	c.checkJobs(st, handles)
+	c.checkSchedules(st, fires)
+	c.checkStream(st)
+	c.checkFence(st, won, elected)
+	return rep
+}
+
+// checkTransactions: every committed order has its row, job and message;
+// every row, job and message belongs to an attempted transaction, and
+// none was written without the other two.
+func (c *checker) checkTransactions(st *State, begun, committed map[string]bool) {
+	orders, jobs, msgs := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, n := range st.Orders {
+		orders[n] = true
+	}
+	for _, j := range st.Jobs {
+		jobs[j.Key] = true
+	}
+	for _, m := range st.Messages {
+		msgs[m.MessageID] = true
+	}
+	for n := range committed {
+		if !orders[n] || !jobs[n] || !msgs[n] {
+			c.fail("committed write lost", "order %s committed, but order row %v, job %v, message %v", n, orders[n], jobs[n], msgs[n])
+		}
+	}
+	seen := map[string]bool{}
+	for _, set := range []map[string]bool{orders, jobs, msgs} {
+		for n := range set {
+			if seen[n] {
+				continue
+			}
+			seen[n] = true
+			if !begun[n] {
+				c.fail("write from nowhere", "%s is in the tables but no producer began it", n)
+			}
+			if !orders[n] || !jobs[n] || !msgs[n] {
+				c.fail("transaction written half", "%s: order row %v, job %v, message %v", n, orders[n], jobs[n], msgs[n])
+			}
+		}
+	}
+}
+
+// checkJobs: every job done exactly once, by the owner of its last
+// claim; repeats only after a killed or frozen holder's lease; no job
+// left claimed.
+func (c *checker) checkJobs(st *State, handles map[string][]claim) {
+	for _, j := range st.Jobs {
+		cs := handles[j.Key]
+		c.rep.Handles += len(cs)
+		if j.Status != JobDone {
+			c.fail("job not done", "%s is %s after the run (%d handles)", j.Key, j.Status, len(cs))
+			continue
+		}
+		c.rep.JobsDone++
+		if j.LeaseOwner != "" {
+			c.fail("row left claimed", "job %s still leased by %s", j.Key, j.LeaseOwner)
+		}
+		if len(cs) == 0 {
+			c.fail("job done unhandled", "%s is done by %q but no handler recorded it", j.Key, j.DoneBy)
+			continue
+		}
+		sortClaims(cs)
+		if last := cs[len(cs)-1]; j.DoneBy != last.Owner {
+			c.fail("stale outcome landed", "job %s done by %q, but its last claim was %s's", j.Key, j.DoneBy, last.Owner)
+		}
+		for _, ex := range c.checkClaims("job", j.Key, cs) {
+			if ex != "" {
+				c.rep.Rehandled[ex]++
+			}
+		}
+	}
+}
+
+// checkSchedules: every once schedule fired; no occurrence fired twice
+// except after a killed or frozen holder's lease; no schedule left claimed.
+func (c *checker) checkSchedules(st *State, fires map[string][]claim) {
+	for _, s := range st.Schedules {
+		if s.Kind == string(dispatch.KindOnce) && s.Status != string(dispatch.StatusFired) {
+			c.fail("once schedule not fired", "%s is %s after the run", s.Key, s.Status)
+		}
+		if s.LeaseOwner != "" {
+			c.fail("row left claimed", "schedule %s still leased by %s", s.Key, s.LeaseOwner)
+		}
+	}
+	ids := make([]string, 0, len(fires))
+	for id := range fires {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		cs := fires[id]
+		c.rep.Fires += len(cs)
+		sortClaims(cs)
+		for _, ex := range c.checkClaims("schedule occurrence", id, cs) {
+			if ex != "" {
+				c.rep.Refired[ex]++
+			}
+		}
+	}
+}
+
+// checkStream: every message published, and in the stream exactly once;
+// nothing else in the stream.
+func (c *checker) checkStream(st *State) {
+	inTable := map[string]bool{}
+	for _, m := range st.Messages {
+		inTable[m.MessageID] = true
+		if m.Status == string(outbox.StatusPublished) {
+			c.rep.Published++
+		} else {
+			c.fail("message not published", "%s is %s after the run", m.MessageID, m.Status)
+		}
+		switch n := st.Stream[m.MessageID]; {
+		case n == 0:
+			c.fail("message lost", "%s is not in the stream", m.MessageID)
+		case n > 1:
+			c.fail("message duplicated", "%s is in the stream %d times", m.MessageID, n)
+		}
+	}
+	for id, n := range st.Stream {
+		c.rep.StreamMessages += n
+		if !inTable[id] {
+			c.fail("message from nowhere", "%s is in the stream (%d times) but not in the table", id, n)
+		}
+	}
+	c.rep.StreamMessages += st.StreamNoID
+	if st.StreamNoID > 0 {
+		c.fail("message without id", "%d messages in the stream have no Nats-Msg-Id", st.StreamNoID)
+	}
+}
+
+// checkFence: the fenced writes landed in an order of non-decreasing
+// terms, each by the winner of its term; the fence row holds the last
+// one's term; the lease row's term is at least every term won.
+func (c *checker) checkFence(st *State, won map[string]bool, elected map[int64]string) {
+	c.rep.FencedLanded = len(st.FenceLog)
+	var prev int64
+	for i, l := range st.FenceLog {
+		if l.Term < prev {
+			c.fail("fenced write of an older term landed", "write %d by %s of term %d landed after a write of term %d", i+1, l.Writer, l.Term, prev)
+		}
+		prev = max(prev, l.Term)
+		if !won[fmt.Sprintf("%s@%d", l.Writer, l.Term)] {
+			c.fail("fenced write by a non-leader", "write %d by %s of term %d, a term it did not win (won by %q)", i+1, l.Writer, l.Term, elected[l.Term])
+		}
+	}
+	if n := len(st.FenceLog); n > 0 && st.FenceTerm != st.FenceLog[n-1].Term {
+		c.fail("fence row", "the fence row's term is %d, the last write landed was of term %d", st.FenceTerm, st.FenceLog[n-1].Term)
+	}
+	for t := range elected {
+		if t > st.LeaseTerm {
+			c.fail("term went back", "term %d was won, the lease row's term is %d", t, st.LeaseTerm)
+		}
+	}
+}
+
+// sortClaims orders claims by claim time, then by the time they were
+// recorded.
+func sortClaims(cs []claim) {
+	sort.SliceStable(cs, func(i, j int) bool {
+		if !cs[i].ClaimedAt.Equal(cs[j].ClaimedAt) {
+			return cs[i].ClaimedAt.Before(cs[j].ClaimedAt)
+		}
+		return cs[i].T.Before(cs[j].T)
+	})
+}

@@ -1,0 +1,35 @@
+// Package soak is the chaos soak of claimstore: a mixed load across OS
+// processes on PostgreSQL or MariaDB while a seeded fault schedule kills,
+// freezes and disconnects them, followed by a checker that reads every
+// process's append-only history, the tables and the stream.
+//
+// The processes of a run are children of the orchestrator ([Run]), each
+// running one role ([RunChild]):
+//
+//   - producers write business rows, each with its outbox message and its
+//     job, in one transaction;
+//   - workers run a dispatch.Worker over the jobs, a dispatch schedule
+//     worker over once and cron schedules, and a coord.Elector whose leader
+//     runs the maintenance (the schedule rescuer) and writes a row fenced
+//     by its term;
+//   - relays publish the outbox to an R3 stream of a three-node JetStream
+//     cluster of nats-server processes on loopback ports.
+//
+// Faults (SIGKILL and restart, SIGSTOP then SIGCONT, the database
+// connections of one process terminated, a NATS node killed and restarted)
+// come from a schedule drawn from the seed, so a run is replayed with the
+// same seed. Every process appends JSON lines to a history file of its own,
+// one write per line, so a SIGKILL loses no line it wrote.
+//
+// The checker ([Check]) verifies that every job completed exactly once and
+// was handled again only after the lease of a holder that was killed or
+// frozen; that every committed transaction wrote its order, its message and
+// its job, and nothing else was written half; that the stream holds every
+// message exactly once; that leadership terms only increase and no fenced
+// write of an older term landed after a newer one; and that no row is left
+// claimed.
+//
+// The soak runs on Linux only: its children get a parent-death signal
+// (SysProcAttr.Pdeathsig) and its faults freeze processes with SIGSTOP, so
+// every file but this one carries a linux build constraint.
+package soak

@@ -1,0 +1,67 @@
+//go:build linux
+
+package soak
+
+import "time"
+
+// Order is the business row a producer writes, with its message and its
+// job, in one transaction.
+type Order struct {
+	ID        int64  `gorm:"primaryKey;autoIncrement"`
+	Number    string `gorm:"size:64;not null;uniqueIndex"`
+	Amount    int64  `gorm:"not null"`
+	CreatedAt time.Time
+}
+
+// Job statuses.
+const (
+	JobQueued = "queued"
+	JobDone   = "done"
+)
+
+// Job is one row of the jobs table a dispatch.Worker runs: queued until a
+// handler's outcome, written fenced by its lease owner, marks it done and
+// records that owner in DoneBy.
+type Job struct {
+	ID         int64      `gorm:"primaryKey;autoIncrement;index:,composite:due,priority:2"`
+	Key        string     `gorm:"column:job_key;size:64;not null;uniqueIndex"`
+	Status     string     `gorm:"size:16;not null;index:,composite:due,priority:1"`
+	LeaseOwner string     `gorm:"size:191;not null"`
+	LeaseUntil *time.Time `gorm:"precision:6"`
+	DoneBy     string     `gorm:"size:191;not null"`
+	DoneAt     *time.Time `gorm:"precision:6"`
+}
+
+// Fence is the one row the leader writes with coord.FencedUpdate: Term is
+// the term of the last write that landed.
+type Fence struct {
+	ID     int64  `gorm:"primaryKey"`
+	Term   *int64 `gorm:"column:term"`
+	Writer string `gorm:"size:191;not null"`
+}
+
+// FenceLog records each fenced write that landed, in the transaction of
+// the write: the write holds the fence row's lock until it commits, so the
+// log's ids follow the order in which the writes landed.
+type FenceLog struct {
+	ID     int64  `gorm:"primaryKey;autoIncrement"`
+	Term   int64  `gorm:"not null"`
+	Writer string `gorm:"size:191;not null"`
+}
+
+// Tables are the names of a run's tables, all prefixed soak_<tag>_.
+type Tables struct {
+	Orders, Jobs, Outbox, Schedules, Leaders, Fence, FenceLog string
+}
+
+// NewTables returns the table names of the run tagged tag.
+func NewTables(tag string) Tables {
+	p := "soak_" + tag + "_"
+	return Tables{Orders: p + "orders", Jobs: p + "jobs", Outbox: p + "outbox", Schedules: p + "schedules",
+		Leaders: p + "leaders", Fence: p + "fence", FenceLog: p + "fence_log"}
+}
+
+// All returns every table name.
+func (t Tables) All() []string {
+	return []string{t.Orders, t.Jobs, t.Outbox, t.Schedules, t.Leaders, t.Fence, t.FenceLog}
+}
