@@ -54,7 +54,7 @@ func pgFormation(ctx context.Context, t *testing.T) *hatest.PGFormation {
 	haEnabled(t)
 	pgf.once.Do(func() {
 		start := time.Now()
-		pgf.f, pgf.err = hatest.StartPGFormation(ctx, hatest.PGFormationOptions{Script: "../../scripts/pg-failover.sh"})
+		pgf.f, pgf.err = hatest.StartPGFormation(ctx, hatest.PGFormationOptions{Script: "../../../scripts/pg-failover.sh"})
 		if pgf.err == nil {
 			t.Logf("pg_auto_failover formation up in %.1fs", time.Since(start).Seconds())
 		}
