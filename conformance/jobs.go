@@ -115,6 +115,7 @@ func RunJobs(t *testing.T, h JobsHarness) {
 		t.Run("Tx", func(t *testing.T) { testJobTx(t, h) })
 		t.Run("Pause", func(t *testing.T) { testJobPause(t, h) })
 		t.Run("Rescue", func(t *testing.T) { testJobRescue(t, h) })
+		t.Run("Drain", func(t *testing.T) { testJobDrain(t, h) })
 		t.Run("Retention", func(t *testing.T) { testJobRetention(t, h) })
 		t.Run("Periodic", func(t *testing.T) { testJobPeriodic(t, h) })
 		t.Run("Processes", func(t *testing.T) { testJobProcesses(t, h) })
@@ -643,6 +644,46 @@ func testJobRescue(t *testing.T, h JobsHarness) {
 	}
 	if runs := c.log.attempts(left.ID); !slices.Equal(runs, []int{2}) {
 		t.Errorf("job run again ran attempts %v, want [2]", runs)
+	}
+}
+
+// testJobDrain stops a client while a job runs past the drain timeout:
+// the job's context ends with the drain's cause, the job is released
+// available without spending its attempt or recording an error, and the
+// next client runs it at once as the same attempt.
+func testJobDrain(t *testing.T, h JobsHarness) {
+	st := h.NewStores(t)
+	drain := func(cfg *jobs.Config, _ *jobs.Workers) { cfg.DrainTimeout = 100 * time.Millisecond }
+	c := startJobs(t, st, drain)
+	j := insert(t, c.Client, NoteArgs{N: 1, Mode: "block"}, nil)
+	waitJob(t, c.Client, j.ID, 30*time.Second, "running", inState(jobs.StateRunning))
+	c.stop()
+	c.log.mu.Lock()
+	cause := c.log.ctxErr[j.ID]
+	c.log.mu.Unlock()
+	if !errors.Is(cause, dispatch.ErrDrained) {
+		t.Errorf("drained job's context cause: %v, want dispatch.ErrDrained", cause)
+	}
+	admin := newJobClient(t, st)
+	got, err := admin.Get(context.Background(), j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != jobs.StateAvailable || got.Attempt != 0 || got.Errors != "" || got.LeaseOwner != "" {
+		t.Fatalf("drained job: state %s, attempt %d, errors %q, lease owner %q; want available, attempt 0, no error, no owner",
+			got.State, got.Attempt, got.Errors, got.LeaseOwner)
+	}
+	next := startJobs(t, st, drain)
+	select {
+	case id := <-next.log.start:
+		if id != j.ID {
+			t.Fatalf("next client started job %d, want %d", id, j.ID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the drained job did not run again on the next client within 30 s")
+	}
+	if runs := next.log.attempts(j.ID); !slices.Equal(runs, []int{1}) {
+		t.Errorf("drained job ran again as attempts %v, want [1]", runs)
 	}
 }
 

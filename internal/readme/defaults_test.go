@@ -14,19 +14,22 @@ import (
 	"github.com/claimstore/claimstore/dao/driver"
 	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/dispatch"
+	"github.com/claimstore/claimstore/jobs"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/ui"
 )
 
 // docValue writes v as docs/defaults.md does: durations in the largest
-// whole unit of ms, s and min ("30 s", "200 ms", "15 min"), other values
-// with fmt's %v.
+// whole unit of ms, s, min and h ("30 s", "200 ms", "15 min", "24 h"),
+// other values with fmt's %v.
 func docValue(v any) string {
 	d, ok := v.(time.Duration)
 	if !ok {
 		return fmt.Sprint(v)
 	}
 	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return fmt.Sprintf("%d h", d/time.Hour)
 	case d >= time.Minute && d%time.Minute == 0:
 		return fmt.Sprintf("%d min", d/time.Minute)
 	case d >= time.Second && d%time.Second == 0:
@@ -80,6 +83,22 @@ func TestDefaultsTable(t *testing.T) {
 		{"dispatch.DefaultRescueAfter", dispatch.DefaultRescueAfter},
 		{"dispatch.DefaultMaintenanceBatch", dispatch.DefaultMaintenanceBatch},
 		{"ui.DefaultExactBound", ui.DefaultExactBound},
+		{"jobs.DefaultTable", jobs.DefaultTable},
+		{"jobs.DefaultQueueTable", jobs.DefaultQueueTable},
+		{"jobs.DefaultQueue", jobs.DefaultQueue},
+		{"jobs.DefaultMaxAttempts", jobs.DefaultMaxAttempts},
+		{"jobs.DefaultPriority", jobs.DefaultPriority},
+		{"jobs.DefaultMaxWorkers", jobs.DefaultMaxWorkers},
+		{"jobs.DefaultTimeout", jobs.DefaultTimeout},
+		{"jobs.ScheduleAhead", jobs.ScheduleAhead},
+		{"jobs.DefaultRescueInterval", jobs.DefaultRescueInterval},
+		{"jobs.DefaultRetentionInterval", jobs.DefaultRetentionInterval},
+		{"jobs.DefaultCompletedRetention", jobs.DefaultCompletedRetention},
+		{"jobs.DefaultCancelledRetention", jobs.DefaultCancelledRetention},
+		{"jobs.DefaultDiscardedRetention", jobs.DefaultDiscardedRetention},
+		{"jobs.MaintenanceBatch", jobs.MaintenanceBatch},
+		{"jobs.Fillfactor", jobs.Fillfactor},
+		{"jobs.MaxListLimit", jobs.MaxListLimit},
 	} {
 		want := docValue(c.value)
 		found := false
@@ -99,5 +118,14 @@ func TestDefaultsTable(t *testing.T) {
 	p := outbox.DefaultRetryPolicy()
 	if got := fmt.Sprintf("%v doubling to %v, %d %% jitter, %d retries", docValue(p.BaseDelay), docValue(p.MaxDelay), int(p.Jitter*100), p.MaxRetries); !strings.Contains(string(doc), got) || p.Multiplier != 2 {
 		t.Errorf("docs/defaults.md does not state outbox.DefaultRetryPolicy() as %q (multiplier %v)", got, p.Multiplier)
+	}
+	// The job backoff: attempt⁴ s (capped at 30 days), within ±10 %.
+	for a, want := range map[int]time.Duration{1: time.Second, 3: 81 * time.Second, 10: 10000 * time.Second, 100: 30 * 24 * time.Hour} {
+		if got := jobs.DefaultBackoff(a); got < want*9/10 || got > want*11/10 {
+			t.Errorf("jobs.DefaultBackoff(%d) = %v, want %v ±10 %% as docs/defaults.md says", a, got, want)
+		}
+	}
+	if !strings.Contains(string(doc), "attempt⁴ s, ±10 % jitter, at most 30 days") {
+		t.Error("docs/defaults.md does not state jobs.DefaultBackoff")
 	}
 }
