@@ -109,6 +109,14 @@ type Config[T any] struct {
 	ClaimSet func(now time.Time) dao.Set
 	// Handler runs each claimed row.
 	Handler Handler[T]
+	// Prepare, optional, is called in the claim loop with the rows of each
+	// claim before their handlers start; what it writes into the rows
+	// reaches their handlers. It suits per-row work that is cheaper done
+	// in one goroutine for the whole claim than in each handler's (the
+	// jobs package decodes job arguments there: a decoder that grows a
+	// fresh handler goroutine's stack costs more than the decoding). It
+	// must not block or do I/O.
+	Prepare func(rows []T)
 	// Paused, optional, is asked before each claim: while it returns true
 	// the worker claims nothing, and handlers already running go on with
 	// their leases renewed (a paused job queue). It must return at once,
@@ -523,6 +531,9 @@ func (w *Worker[T]) claim(ctx context.Context, n int) (int, error) {
 		}
 		w.release(ctx, map[string][]any{owner: keys})
 		return len(rows), err
+	}
+	if w.cfg.Prepare != nil && len(rows) > 0 {
+		w.cfg.Prepare(rows)
 	}
 	for i := range rows {
 		w.start(ctx, rows[i], owner, now, sent)

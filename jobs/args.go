@@ -97,8 +97,24 @@ type kindWorker struct {
 	kind    string
 	timeout time.Duration
 	backoff Backoff
-	// work decodes row's args and runs the worker.
-	work func(ctx context.Context, row *Row) error
+	// decode decodes row's args into a new value of the kind's Args
+	// type and returns a pointer to it.
+	decode func(row *Row) (any, error)
+	// work runs the worker with row and args, a pointer decode returned.
+	work func(ctx context.Context, row *Row, args any) error
+}
+
+// run decodes row's args, unless the client did already (row.args), and
+// runs the worker.
+func (k *kindWorker) run(ctx context.Context, row *Row) error {
+	d := row.args
+	if !d.ok {
+		d.v, d.err = k.decode(row)
+	}
+	if d.err != nil {
+		return d.err
+	}
+	return k.work(ctx, row, d.v)
 }
 
 // Workers is the registry of work functions by kind that a [Client] runs
@@ -138,12 +154,15 @@ func AddWorker[A Args](ws *Workers, w Worker[A], opts ...WorkerOption) error {
 	if k.backoff == nil {
 		k.backoff = DefaultBackoff
 	}
-	k.work = func(ctx context.Context, row *Row) error {
-		var a A
-		if err := json.Unmarshal([]byte(row.EncodedArgs), &a); err != nil {
-			return fmt.Errorf("jobs: decode args of %s job %d: %w", kind, row.ID, err)
+	k.decode = func(row *Row) (any, error) {
+		a := new(A)
+		if err := json.Unmarshal([]byte(row.EncodedArgs), a); err != nil {
+			return nil, fmt.Errorf("jobs: decode args of %s job %d: %w", kind, row.ID, err)
 		}
-		return w.Work(ctx, &Job[A]{Row: row, Args: a})
+		return a, nil
+	}
+	k.work = func(ctx context.Context, row *Row, args any) error {
+		return w.Work(ctx, &Job[A]{Row: row, Args: *args.(*A)})
 	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()

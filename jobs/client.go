@@ -167,6 +167,7 @@ type runningJob struct {
 type queue struct {
 	name string
 	w    *dispatch.Worker[Row]
+	due  dueWakes
 }
 
 // NewClient returns a client for cfg. Errors wrap dao.ErrInvalidArgument
@@ -223,7 +224,9 @@ func NewClient(cfg Config) (*Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("jobs: new client: queue %s: %w", name, err)
 		}
-		c.queues[name] = &queue{name: name, w: w}
+		q := &queue{name: name, w: w}
+		q.due.wake = w.Wake
+		c.queues[name] = q
 	}
 	for i := range cfg.Periodic {
 		if err := cfg.Periodic[i].check(); err != nil {
@@ -280,6 +283,7 @@ func (c *Client) newQueueWorker(name string, qc QueueConfig) (*dispatch.Worker[R
 			return dao.Set{ColAttempt: dao.Incr(1), ColAttemptedAt: now}
 		},
 		Handler:      c.handle,
+		Prepare:      c.prepare,
 		Paused:       func() bool { return c.isPaused(name) },
 		WorkerID:     c.workerID(name),
 		Concurrency:  maxWorkers,
@@ -311,6 +315,14 @@ func (c *Client) wake(name string) {
 	}
 	if q, ok := c.queues[name]; ok {
 		q.w.Wake()
+	}
+}
+
+// wakeAfter makes the worker of queue name claim in d, when a job this
+// client put back available with a scheduled time d ahead becomes due.
+func (c *Client) wakeAfter(name string, d time.Duration) {
+	if q, ok := c.queues[name]; ok && d > 0 {
+		q.due.add(time.Now().Add(d))
 	}
 }
 
@@ -385,6 +397,9 @@ func (c *Client) Run(ctx context.Context) error {
 	wg.Wait()
 	stopBG()
 	bg.Wait()
+	for _, q := range c.queues {
+		q.due.stop()
+	}
 	c.log.Info("jobs client stopped")
 	return errors.Join(errs...)
 }

@@ -168,6 +168,18 @@ type Row struct {
 	LeaseUntil *time.Time
 	// CreatedAt is when the job was inserted.
 	CreatedAt time.Time `gorm:"not null"`
+
+	// args is the decoded Args of a claimed job, set by the client
+	// before its work runs (see Client.prepare); not a column.
+	args decodedArgs
+}
+
+// decodedArgs is the result of decoding a row's args for its kind's
+// worker.
+type decodedArgs struct {
+	ok  bool // decoded (v or err set)
+	v   any  // a pointer to the kind's Args value
+	err error
 }
 
 // TableName returns [DefaultTable].

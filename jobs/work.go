@@ -92,6 +92,9 @@ func (c *Client) handle(ctx context.Context, j *dispatch.Job[Row]) dao.Set {
 		if snooze.d <= ScheduleAhead {
 			state = StateAvailable
 		}
+		if state == StateAvailable {
+			c.wakeAfter(row.Queue, snooze.d)
+		}
 		set := dao.Set{ColState: string(state), ColScheduledAt: at, ColAttempt: row.Attempt - 1}
 		keepUniqueIn(row, state, set)
 		return set
@@ -120,6 +123,7 @@ func (c *Client) handle(ctx context.Context, j *dispatch.Job[Row]) dao.Set {
 	state := StateRetryable
 	if wait <= ScheduleAhead {
 		state = StateAvailable
+		c.wakeAfter(row.Queue, wait)
 	}
 	set := dao.Set{ColState: string(state), ColScheduledAt: now.Add(wait), ColErrors: appendErrors(row, now, ae)}
 	keepUniqueIn(row, state, set)
@@ -134,7 +138,22 @@ func (c *Client) call(ctx context.Context, kw *kindWorker, row *Row) (err error)
 			err = &panicError{value: v, trace: string(debug.Stack())}
 		}
 	}()
-	return kw.work(ctx, row)
+	return kw.run(ctx, row)
+}
+
+// prepare decodes the args of each claimed row whose kind has a worker,
+// in the claim loop before the rows' work starts (dispatch
+// Config.Prepare): one goroutine whose stack the decoder has grown
+// already decodes the whole claim, where each job's own goroutine would
+// grow its stack for it. A decode error is kept for the job's attempt.
+func (c *Client) prepare(rows []Row) {
+	for i := range rows {
+		row := &rows[i]
+		if kw := c.cfg.Workers.lookup(row.Kind); kw != nil {
+			row.args.v, row.args.err = kw.decode(row)
+			row.args.ok = true
+		}
+	}
 }
 
 // completedSet is the outcome of a job that completed with nothing else
