@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
@@ -59,6 +60,10 @@ type sqlDriver[T any] struct {
 	ranked reflect.Type
 	// plans caches scanSQLite's scan plan; nil on the other dialects.
 	plans *sqlitePlans
+	// primaryIndex caches, on MySQL and MariaDB, whether the table's
+	// primary key is the model's alone (see readPrimaryIndex): 0 not
+	// known yet, 1 yes, 2 no. Shared by the copies WithTx makes.
+	primaryIndex *atomic.Int32
 	// arrays is the PostgreSQL array INSERT plan of Insert (nil: GORM's
 	// INSERT); see newArrayInsert.
 	arrays *arrayInsert
@@ -259,6 +264,9 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 		foundRows:    b.MatchedRows == nil || b.MatchedRows(db),
 		interrupter:  b.Interrupter,
 		listen:       b.Listen,
+	}
+	if dialects.Family(name) == dialects.MySQL {
+		s.primaryIndex = new(atomic.Int32)
 	}
 	if name == dialects.SQLite {
 		s.ranked = rankedType[T]()
