@@ -49,7 +49,13 @@ var (
 // IsRetryable reports whether err is one that a retry of the same call can
 // cure: [ErrBusy], [ErrConflict] (which covers deadlocks and serialization
 // failures) or [ErrUnavailable]. Context cancellation and deadline errors are
-// not retryable. It returns false for nil.
+// not retryable, also when they wrap one of those: an error such as
+// "context deadline exceeded: database busy" (a SQLite write whose wait for
+// the write lock, or a statement whose wait for a row lock, the caller's
+// context ended) says the call stopped because its context ended, and the
+// same call with that context cannot succeed. A caller that retries with a
+// new context finds the cause with errors.Is (here [ErrBusy]). It returns
+// false for nil.
 func IsRetryable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false

@@ -45,18 +45,22 @@ type dialect struct {
 // skeleton per dialect that has it, and a method that gathers its
 // request and renders the skeleton.
 type statements struct {
-	selectAll      skeleton // Select without a limit
-	selectLimit    skeleton // Select with a limit
-	count          skeleton
-	lockingCount   skeleton
-	update         skeleton
-	guardedUpdate  skeleton // portable claim's per-row write
-	updateByIDs    skeleton
-	updateKeys     skeleton // update reporting the keys it matched (RETURNING, OUTPUT)
-	lockKeys       skeleton // locking read of the keys an updateByIDs then writes
-	deleteLimit    skeleton // bounded delete, smallest keys first
-	lockCandidates skeleton // locking read of the MySQL/MariaDB fast path
-	claim          skeleton // one-statement fast-path claim
+	selectAll     skeleton // Select without a limit
+	selectLimit   skeleton // Select with a limit
+	count         skeleton
+	lockingCount  skeleton
+	update        skeleton
+	guardedUpdate skeleton // portable claim's per-row write
+	// guardedUpdatePK is guardedUpdate reading the row through the
+	// primary-key index, for a table whose primary key is Table.PrimaryKey
+	// (Table.PrimaryIndex); zero where the dialect needs no hint.
+	guardedUpdatePK skeleton
+	updateByIDs     skeleton
+	updateKeys      skeleton // update reporting the keys it matched (RETURNING, OUTPUT)
+	lockKeys        skeleton // locking read of the keys an updateByIDs then writes
+	deleteLimit     skeleton // bounded delete, smallest keys first
+	lockCandidates  skeleton // locking read of the MySQL/MariaDB fast path
+	claim           skeleton // one-statement fast-path claim
 }
 
 // Skeletons several dialects share.
@@ -84,7 +88,16 @@ var mysqlStatements = statements{
 	lockingCount:  mustParse("SELECT COUNT(*) FROM {table}{where} FOR UPDATE"),
 	update:        plainUpdate,
 	guardedUpdate: plainGuarded,
-	updateByIDs:   plainUpdateByIDs,
+	// FORCE INDEX (PRIMARY) in a single-table UPDATE (MySQL manual,
+	// "Index Hints": they apply to SELECT and UPDATE; MariaDB, "FORCE
+	// INDEX"): the row is found and locked through the primary key alone.
+	// Left to itself the optimizer may read it through a secondary index
+	// the guard's columns lead (status, id), and a waiting update then
+	// holds that index entry while it waits for the row: the transaction
+	// holding the row cannot move the entry (its outcome write changes
+	// status) and InnoDB ends the deadlock by rolling one of them back.
+	guardedUpdatePK: mustParse("UPDATE {table} FORCE INDEX (PRIMARY) SET {set} WHERE {pk} = {id}{andWhere}"),
+	updateByIDs:     plainUpdateByIDs,
 	// MySQL has no UPDATE ... RETURNING, nor MariaDB before 13: the keys
 	// are read with a locking read ("Locking Reads") in the transaction
 	// whose updateByIDs writes them.

@@ -14,7 +14,7 @@ func skeletonsOf(t *testing.T, d *dialect) map[string]skeleton {
 	s := d.stmts
 	all := map[string]skeleton{
 		"selectAll": s.selectAll, "selectLimit": s.selectLimit, "count": s.count, "lockingCount": s.lockingCount,
-		"update": s.update, "guardedUpdate": s.guardedUpdate, "updateByIDs": s.updateByIDs, "deleteLimit": s.deleteLimit,
+		"update": s.update, "guardedUpdate": s.guardedUpdate, "guardedUpdatePK": s.guardedUpdatePK, "updateByIDs": s.updateByIDs, "deleteLimit": s.deleteLimit,
 		"updateKeys": s.updateKeys, "lockKeys": s.lockKeys,
 		"lockCandidates": s.lockCandidates, "claim": s.claim,
 	}

@@ -112,6 +112,7 @@ func goldenRequests() []goldenRequest {
 		{"single-operand-or", gJobs, dao.Or(dao.Or(dao.Eq("s", "x"))), []dao.Order{dao.Asc("id"), dao.Asc("b")}, null, 3, int64(2), []any{int64(2)}},
 		{"local-time", gJobs, dao.Lt("locked_until", gLocal), []dao.Order{dao.Asc("locked_until")}, gClaimSet, 4, gLocal, []any{gLocal, gNow}},
 		{"qualified-table", Table{Name: "app.jobs", PrimaryKey: "id"}, eligible, gMixed, gClaimSet, 6, int64(9), []any{int64(9)}},
+		{"primary-index", Table{Name: "jobs", PrimaryKey: "id", PrimaryIndex: true}, eligible, gMixed, gClaimSet, 6, int64(9), []any{int64(9)}},
 		{"live-rows-current-time", gJobs, dao.And(dao.IsNull("deleted_at"), dao.Eq("status", "pending")), gMixed, gNowSet, 5, int64(7), []any{int64(7)}},
 		{"odd-identifiers", gOdd, odd, []dao.Order{dao.Desc("n\"`]ul"), dao.Asc("plain")}, oddSet, 3, "k", []any{"a", "b"}},
 		{"refused/negative-limit", gJobs, eligible, nil, gClaimSet, -1, int64(1), []any{int64(1)}},

@@ -22,6 +22,12 @@ type Table struct {
 	// dialect, so one OrderBy sorts alike everywhere. Columns not listed
 	// get a bare ORDER BY term, which keeps an index on them usable.
 	Nullable map[string]bool
+	// PrimaryIndex reports that the table's primary key is PrimaryKey
+	// alone, so that its index (MySQL and MariaDB: PRIMARY) finds a row by
+	// PrimaryKey. [Renderer.GuardedUpdate] then reads the row through it
+	// on MySQL and MariaDB. Leave it false when unsure: a table whose
+	// primary key is another column would be scanned whole.
+	PrimaryIndex bool
 }
 
 // Statement is rendered SQL: the text with the dialect's native
@@ -163,6 +169,12 @@ func (r Renderer) LockKeys(t Table, where dao.Criteria) (Statement, error) {
 // the row lock, "Locking Reads" / "Consistent Nonlocking Reads") and SQL
 // Server (the update lock is taken before the predicate is evaluated) the
 // guard is evaluated against the row as the winner left it.
+//
+// On MySQL and MariaDB, for a table whose t.PrimaryIndex is set, the
+// statement is UPDATE <table> FORCE INDEX (PRIMARY) SET …: the row is
+// found and locked through the primary key, so an update that waits for
+// the row holds no entry of a secondary index (such as (status, id)) that
+// the row's holder needs to write its outcome.
 func (r Renderer) GuardedUpdate(t Table, id any, where dao.Criteria, set dao.Set) (Statement, error) {
 	b, err := r.builder(t)
 	if err != nil {
@@ -171,7 +183,11 @@ func (r Renderer) GuardedUpdate(t Table, id any, where dao.Criteria, set dao.Set
 	if id == nil {
 		return Statement{}, fmt.Errorf("dialects: %w: guarded update with a nil primary key", dao.ErrInvalidArgument)
 	}
-	return b.render(r.d.stmts.guardedUpdate, request{where: where, set: set, id: id})
+	sk := r.d.stmts.guardedUpdate
+	if t.PrimaryIndex && r.d.stmts.guardedUpdatePK.defined() {
+		sk = r.d.stmts.guardedUpdatePK
+	}
+	return b.render(sk, request{where: where, set: set, id: id})
 }
 
 // Delete renders the bounded delete of a retention sweep: at most limit

@@ -670,7 +670,9 @@ func (s *sqlDriver[T]) ReadCandidates(ctx context.Context, q dao.Query) ([]drive
 func (s *sqlDriver[T]) ClaimRow(ctx context.Context, cand *driver.Candidate[T], where dao.Criteria, set dao.Set) (bool, error) {
 	row := &cand.Row
 	id := s.model.ID(row)
-	st, err := s.r.GuardedUpdate(s.table, id, where, set)
+	table := s.table
+	table.PrimaryIndex = s.readPrimaryIndex(ctx)
+	st, err := s.r.GuardedUpdate(table, id, where, set)
 	if err != nil {
 		return false, err
 	}
@@ -758,4 +760,45 @@ func differs(a, b any) bool {
 		return ok && (d >= time.Second || d <= -time.Second)
 	}
 	return false
+}
+
+// readPrimaryIndex reports whether the MySQL or MariaDB table's primary
+// key is the model's primary-key column alone, so that the guarded update
+// may read its row through the PRIMARY index
+// (dialects.Table.PrimaryIndex). It asks the server once, on the first
+// claim that finds the table (information_schema.KEY_COLUMN_USAGE, the
+// columns of the constraint PRIMARY; MySQL manual, "The INFORMATION_SCHEMA
+// KEY_COLUMN_USAGE Table"), and keeps the answer; until then, and when the
+// question fails, it reports false and the update goes without the hint.
+// Other dialects: false.
+func (s *sqlDriver[T]) readPrimaryIndex(ctx context.Context) bool {
+	if s.primaryIndex == nil {
+		return false
+	}
+	if v := s.primaryIndex.Load(); v != 0 {
+		return v == 1
+	}
+	schemaName, tableName, dotted := strings.Cut(s.table.Name, ".")
+	if !dotted {
+		schemaName, tableName = "", s.table.Name
+	}
+	dctx, cancel := s.claimContext(ctx)
+	defer cancel()
+	var (
+		n   int64
+		col string
+	)
+	err := s.pool.QueryRowContext(dctx, `SELECT COUNT(*), COALESCE(MAX(COLUMN_NAME), '') FROM information_schema.KEY_COLUMN_USAGE
+WHERE TABLE_SCHEMA = COALESCE(NULLIF(?, ''), DATABASE()) AND TABLE_NAME = ? AND CONSTRAINT_NAME = 'PRIMARY'`,
+		schemaName, tableName).Scan(&n, &col)
+	if err != nil || n == 0 {
+		return false
+	}
+	yes := n == 1 && strings.EqualFold(col, s.table.PrimaryKey)
+	if yes {
+		s.primaryIndex.Store(1)
+	} else {
+		s.primaryIndex.Store(2)
+	}
+	return yes
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -136,5 +137,60 @@ func TestSQLiteClaimStaleSchemaBusy(t *testing.T) {
 	time.Sleep(3 * staleBusyTimeout)
 	if got, err := s.Claim(context.Background(), claimReq("stale", 2)); err != nil || len(got) != 2 {
 		t.Fatalf("claim once the lock is free: %d rows, %v; want 2 rows", len(got), err)
+	}
+}
+
+// TestSQLiteStaleSchemaReadsAndWrites: Find, Count and Update on the
+// stale connection behind a lock shorter than the busy timeout wait for
+// it and succeed, as the claim does; before, they failed at once with
+// "no such table". Behind a lock held past the busy timeout they fail as
+// busy (retryable), not with "no such table".
+func TestSQLiteStaleSchemaReadsAndWrites(t *testing.T) {
+	ops := []struct {
+		name string
+		run  func(ctx context.Context, s dao.Store[job]) error
+	}{
+		{"find", func(ctx context.Context, s dao.Store[job]) error {
+			rows, err := s.Find(ctx, dao.Query{})
+			if err == nil && len(rows) != 3 {
+				err = fmt.Errorf("find returned %d rows, want 3", len(rows))
+			}
+			return err
+		}},
+		{"count", func(ctx context.Context, s dao.Store[job]) error {
+			n, err := s.Count(ctx, dao.Eq("status", "pending"))
+			if err == nil && n != 3 {
+				err = fmt.Errorf("count = %d, want 3", n)
+			}
+			return err
+		}},
+		{"update", func(ctx context.Context, s dao.Store[job]) error {
+			n, err := s.Update(ctx, dao.Eq("status", "pending"), dao.Set{"priority": int64(7)})
+			if err == nil && n != 3 {
+				err = fmt.Errorf("update matched %d rows, want 3", n)
+			}
+			return err
+		}},
+	}
+	for _, op := range ops {
+		t.Run(op.name+"/after_a_wait", func(t *testing.T) {
+			s, hold := staleSchemaSetup(t)
+			hold(100 * time.Millisecond)
+			if err := op.run(context.Background(), s); err != nil {
+				t.Fatalf("%s behind a 100 ms lock (busy timeout %v): %v", op.name, staleBusyTimeout, err)
+			}
+		})
+		t.Run(op.name+"/busy", func(t *testing.T) {
+			s, hold := staleSchemaSetup(t)
+			hold(3 * staleBusyTimeout)
+			err := op.run(context.Background(), s)
+			if !errors.Is(err, dao.ErrBusy) || !dao.IsRetryable(err) {
+				t.Fatalf("%s behind a lock held past the busy timeout: %v; want a retryable ErrBusy", op.name, err)
+			}
+			time.Sleep(3 * staleBusyTimeout)
+			if err := op.run(context.Background(), s); err != nil {
+				t.Fatalf("%s once the lock is free: %v", op.name, err)
+			}
+		})
 	}
 }

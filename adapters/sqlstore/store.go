@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
@@ -59,6 +60,10 @@ type sqlDriver[T any] struct {
 	ranked reflect.Type
 	// plans caches scanSQLite's scan plan; nil on the other dialects.
 	plans *sqlitePlans
+	// primaryIndex caches, on MySQL and MariaDB, whether the table's
+	// primary key is the model's alone (see readPrimaryIndex): 0 not
+	// known yet, 1 yes, 2 no. Shared by the copies WithTx makes.
+	primaryIndex *atomic.Int32
 	// arrays is the PostgreSQL array INSERT plan of Insert (nil: GORM's
 	// INSERT); see newArrayInsert.
 	arrays *arrayInsert
@@ -260,6 +265,9 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 		interrupter:  b.Interrupter,
 		listen:       b.Listen,
 	}
+	if dialects.Family(name) == dialects.MySQL {
+		s.primaryIndex = new(atomic.Int32)
+	}
 	if name == dialects.SQLite {
 		s.ranked = rankedType[T]()
 		s.plans = &sqlitePlans{}
@@ -294,11 +302,22 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 // atomically runs run on the caller's transaction when the store is bound
 // to one, else in a transaction of its own, committed when run returns nil
 // and rolled back otherwise; it returns run's error, or the commit's.
+//
+// database/sql rolls a transaction back as soon as its context ends; the
+// next statement or the COMMIT then fails with sql.ErrTxDone
+// ("transaction has already been committed or rolled back"). When ctx
+// has ended, the error of a transaction of the store's own wraps ctx's
+// error too and says the transaction was rolled back: nothing it wrote
+// stays.
 func (s *sqlDriver[T]) atomically(ctx context.Context, run func(pool gorm.ConnPool) error) error {
 	if s.inTx {
 		return run(s.pool)
 	}
-	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return run(connPool(tx)) })
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return run(connPool(tx)) })
+	if cerr := ctxErr(ctx); err != nil && cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: the transaction was rolled back when the context ended: %w", cerr, mapError(err))
+	}
+	return err
 }
 
 // connPool returns the pool statements of db run on.
@@ -689,8 +708,12 @@ func (s *sqlDriver[T]) Count(ctx context.Context, where dao.Criteria) (int64, er
 		return 0, err
 	}
 	var n int64
-	if err := s.pool.QueryRowContext(ctx, st.SQL, st.Args...).Scan(&n); err != nil {
-		return 0, mapError(err)
+	done, err := s.freshSchema(ctx, s.pool, func(pool gorm.ConnPool) error {
+		return pool.QueryRowContext(ctx, st.SQL, st.Args...).Scan(&n)
+	})
+	done()
+	if err != nil {
+		return 0, mapCtxError(ctx, err)
 	}
 	return n, nil
 }
@@ -749,7 +772,7 @@ func (s *sqlDriver[T]) UpdateKeys(ctx context.Context, where dao.Criteria, set d
 	}
 	err = s.atomically(ctx, run)
 	if err != nil {
-		return nil, mapError(err)
+		return nil, mapCtxError(ctx, err)
 	}
 	return keys, nil
 }
@@ -807,7 +830,7 @@ func (s *sqlDriver[T]) updateMatched(ctx context.Context, where dao.Criteria, st
 	// transaction below is rolled back on any error. The count is then 0.
 	err = s.atomically(ctx, run)
 	if err != nil {
-		return 0, mapError(err)
+		return 0, mapCtxError(ctx, err)
 	}
 	return matched, nil
 }
@@ -833,7 +856,12 @@ func (s *sqlDriver[T]) Delete(ctx context.Context, where dao.Criteria, limit int
 // error, mapped by mapCtxError with ctx: rows read before a failure may
 // belong to a statement the server rolled back.
 func (s *sqlDriver[T]) query(ctx context.Context, pool gorm.ConnPool, st dialects.Statement) ([]T, error) {
-	rows, err := pool.QueryContext(ctx, st.SQL, st.Args...)
+	var rows *sql.Rows
+	done, err := s.freshSchema(ctx, pool, func(pool gorm.ConnPool) (err error) {
+		rows, err = pool.QueryContext(ctx, st.SQL, st.Args...)
+		return err
+	})
+	defer done()
 	if err != nil {
 		return nil, mapCtxError(ctx, err)
 	}
@@ -951,7 +979,12 @@ func scanNullable(ctx context.Context, rows *sql.Rows, fields []*schema.Field, r
 // exec runs st on pool and returns the affected-row count. Errors are
 // mapped by mapCtxError with ctx.
 func (s *sqlDriver[T]) exec(ctx context.Context, pool gorm.ConnPool, st dialects.Statement) (int64, error) {
-	res, err := pool.ExecContext(ctx, st.SQL, st.Args...)
+	var res sql.Result
+	done, err := s.freshSchema(ctx, pool, func(pool gorm.ConnPool) (err error) {
+		res, err = pool.ExecContext(ctx, st.SQL, st.Args...)
+		return err
+	})
+	done()
 	if err != nil {
 		return 0, mapCtxError(ctx, err)
 	}
@@ -960,4 +993,36 @@ func (s *sqlDriver[T]) exec(ctx context.Context, pool gorm.ConnPool, st dialects
 		return 0, mapCtxError(ctx, err)
 	}
 	return n, nil
+}
+
+// freshSchema runs op, one statement, on pool. On SQLite, when the
+// statement fails with "no such table" for the store's table because the
+// connection's copy of the schema is stale (see staleSchema: a prepare
+// refused, so nothing ran), it makes a connection read the schema again
+// (refreshSchema, which waits for a writer's lock up to the busy timeout)
+// and runs op once more on that connection: pool itself when it is a
+// transaction or a single connection, else a connection taken from the
+// pool for the two statements. A lock held past the busy timeout then
+// fails with SQLITE_BUSY ([dao.ErrBusy], retryable) rather than "no such
+// table". Errors are returned unmapped. The caller calls done once it has
+// finished with what op left open (a result's rows): it gives back the
+// connection taken from the pool.
+func (s *sqlDriver[T]) freshSchema(ctx context.Context, pool gorm.ConnPool, op func(pool gorm.ConnPool) error) (done func(), err error) {
+	done = func() {}
+	err = op(pool)
+	if err == nil || !s.staleSchema(err) {
+		return done, err
+	}
+	if db, ok := pool.(*sql.DB); ok {
+		conn, cerr := db.Conn(ctx)
+		if cerr != nil {
+			return done, err
+		}
+		done = func() { conn.Close() }
+		pool = conn
+	}
+	if rerr := refreshSchema(ctx, pool); rerr != nil {
+		return done, rerr
+	}
+	return done, op(pool)
 }

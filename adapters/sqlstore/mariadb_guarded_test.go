@@ -1,0 +1,135 @@
+package sqlstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/testdb"
+	"gorm.io/gorm"
+)
+
+// dueJob is a table as dispatch workers keep it: a (status, id) index
+// their claims read candidates through, a lease, and an outcome column.
+type dueJob struct {
+	ID         int64      `gorm:"primaryKey;autoIncrement;index:,composite:due,priority:2"`
+	Status     string     `gorm:"size:16;not null;index:,composite:due,priority:1"`
+	LeaseOwner string     `gorm:"size:64;not null"`
+	LeaseUntil *time.Time `gorm:"precision:6"`
+	DoneBy     string     `gorm:"size:64;not null"`
+}
+
+// A MariaDB guarded update waiting for a row another transaction holds
+// takes no lock that holds up that transaction's own outcome write: the
+// holder (a worker whose lease the claim's candidate read saw expire)
+// marks the row done and commits promptly, and the claim then finds the
+// row no longer eligible. The update reads the row through the primary
+// key. Before, it read it through the (status, id) index and held that
+// index entry while it waited for the row: the holder's UPDATE, which
+// moves the entry, waited for the claim, and InnoDB chose the holder as
+// the deadlock victim (1213), rolling its outcome back; the claim then
+// took the row.
+func TestMariaDBGuardedUpdateWaitingHoldsUpNoOutcome(t *testing.T) {
+	db := testdb.MySQL(t)
+	table := testdb.Table(t, db, "guarded")
+	s, err := sqlstore.New[dueJob](db, sqlstore.WithTable(table), sqlstore.WithStrategy(dao.StrategyPortable),
+		sqlstore.WithLockWaitLimit(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]*dueJob, 6)
+	for i := range rows {
+		rows[i] = &dueJob{Status: "queued"}
+	}
+	if err := s.Create(ctx, rows...); err != nil {
+		t.Fatal(err)
+	}
+	first, other := rows[0].ID, rows[3].ID
+
+	holderDB, err := testdb.MySQL(t).DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := holderDB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	quoted := "`" + table + "`"
+	if _, err := tx.ExecContext(ctx, "SELECT id FROM "+quoted+" WHERE id = ? FOR UPDATE", first); err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		rows []dueJob
+		err  error
+	}
+	claimed := make(chan result, 1)
+	go func() {
+		now := time.Now()
+		got, err := s.Claim(ctx, dao.ClaimRequest{
+			Where:   dao.And(dao.Eq("status", "queued"), dao.Or(dao.IsNull("lease_until"), dao.Le("lease_until", now))),
+			Set:     dao.Set{"lease_owner": "claimer", "lease_until": now.Add(time.Minute)},
+			Limit:   1,
+			OrderBy: []dao.Order{dao.Asc("id")},
+		})
+		claimed <- result{got, err}
+	}()
+	// Let the claim's guarded update reach the held row and wait.
+	waitForLockWait(t, db, 2*time.Second)
+	t.Logf("claim waits")
+
+	began := time.Now()
+	for _, id := range []int64{first, other} {
+		if _, err := tx.ExecContext(ctx, "UPDATE "+quoted+" SET status = 'done', done_by = 'holder' WHERE id = ?", id); err != nil {
+			t.Fatalf("the holder's outcome write of row %d, behind the waiting claim: %v", id, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("the holder's commit: %v", err)
+	}
+	took := time.Since(began)
+	t.Logf("the holder's outcome writes and commit took %v", took.Round(time.Millisecond))
+	if took > time.Second {
+		t.Errorf("the holder's outcome writes took %v behind a waiting claim, want them prompt", took)
+	}
+	r := <-claimed
+	t.Logf("claim returned %d rows, %v, %v after the holder's commit", len(r.rows), r.err, time.Since(began).Round(time.Millisecond))
+	if r.err != nil {
+		t.Fatalf("claim: %v", r.err)
+	}
+	for _, j := range r.rows {
+		if j.ID == first || j.ID == other {
+			t.Errorf("claim returned row %d, which the holder marked done", j.ID)
+		}
+	}
+	var done []dueJob
+	if done, err = s.Find(ctx, dao.Query{Where: dao.Eq("status", "done")}); err != nil || len(done) != 2 {
+		t.Fatalf("%d rows done (%v), want the holder's 2", len(done), err)
+	}
+}
+
+// waitForLockWait waits until a transaction of db's server waits for a
+// row lock (information_schema.INNODB_TRX, trx_state LOCK WAIT), or limit
+// passes (logged: the claim may not have reached the held row yet).
+func waitForLockWait(t *testing.T, db *gorm.DB, limit time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		var n int64
+		if err := db.Raw("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'").Scan(&n).Error; err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("no transaction seen waiting for a row lock within %v", limit)
+}
