@@ -68,8 +68,10 @@ type Report struct {
 	Published, StreamMessages int
 	// Terms is the number of terms won (Rewon of them won again by
 	// their own holder after a local lapse); FencedLanded and FencedRefused
-	// the fenced writes that changed the row and those the fence refused.
-	Terms, Rewon, FencedLanded, FencedRefused int
+	// the fenced writes that changed the row and those the database's
+	// fence refused; FencedLocal those a leader whose leadership had ended
+	// locally did not send (coord.ErrNotLeader).
+	Terms, Rewon, FencedLanded, FencedRefused, FencedLocal int
 	// Totals sums the totals of the processes that stopped by
 	// themselves (a killed process writes none).
 	Totals map[string]int64
@@ -231,6 +233,8 @@ func Check(events []Event, st *State) *Report {
 			if e.Err == "" && e.N == 0 {
 				rep.FencedRefused++
 			}
+		case EvLocal:
+			rep.FencedLocal++
 		}
 	}
 	rep.Begun, rep.Committed, rep.Orders = len(begun), len(committed), len(st.Orders)

@@ -35,6 +35,7 @@ func cleanRun() *scenario {
 			{T: at(40), Proc: "w2.1", Kind: EvFenced, Term: 1, N: 1},
 			{T: at(50), Proc: "w2.1", Kind: EvFenced, Term: 1, N: 1},
 			{T: at(60), Proc: "w2.1", Kind: EvFenced, Term: 1}, // refused
+			{T: at(65), Proc: "w2.1", Kind: EvLocal, Term: 1},  // not sent
 			{T: at(70), Proc: "w2.1", Kind: EvStop, Stats: map[string]int64{"jobs_lease_lost": 2}},
 			{T: at(80), Proc: "w1.1", Kind: EvStop, Stats: map[string]int64{"jobs_lease_lost": 1}},
 		},
@@ -82,7 +83,7 @@ func TestCheckCleanRun(t *testing.T) {
 		t.Fatalf("violations in a clean run: %q", rep.Violations)
 	}
 	if rep.Committed != 1 || rep.JobsDone != 1 || rep.Handles != 1 || rep.Published != 1 || rep.StreamMessages != 1 ||
-		rep.Fires != 1 || rep.Terms != 1 || rep.FencedLanded != 2 || rep.FencedRefused != 1 || rep.Totals["jobs_lease_lost"] != 3 {
+		rep.Fires != 1 || rep.Terms != 1 || rep.FencedLanded != 2 || rep.FencedRefused != 1 || rep.FencedLocal != 1 || rep.Totals["jobs_lease_lost"] != 3 {
 		t.Fatalf("report %+v", rep)
 	}
 }

@@ -332,14 +332,15 @@ func (c *child) fencedWrites(ctx context.Context, l coord.Leader, fence *dao.Tab
 		e := Event{Kind: EvFenced, Term: l.Term(), N: rows}
 		// A write the database refused (a newer term holds the row) is
 		// coord.ErrFenced and recorded as refused: no error, no row. A
-		// write refused locally (the lease ended) is ErrNotLeader and not
-		// recorded.
-		if err != nil && !(errors.Is(err, coord.ErrFenced) && !errors.Is(err, coord.ErrNotLeader)) {
+		// write refused locally (the leadership ended before it was sent)
+		// is ErrNotLeader and recorded as such.
+		switch {
+		case errors.Is(err, coord.ErrNotLeader):
+			e = Event{Kind: EvLocal, Term: l.Term()}
+		case err != nil && !errors.Is(err, coord.ErrFenced):
 			e.Err, e.N = err.Error(), 0
 		}
-		if err == nil || !errors.Is(err, coord.ErrNotLeader) {
-			c.h.Add(e)
-		}
+		c.h.Add(e)
 		select {
 		case <-ctx.Done():
 			return

@@ -30,11 +30,12 @@ const (
 	EvAbort  = "abort"  // its outcome is an error (maybe committed): Orders, Err
 
 	// workers
-	EvHandle  = "handle"  // a job handler started: Key, Owner, ClaimedAt, LeaseUntil
-	EvFire    = "fire"    // a schedule fired: Key, Due, Owner, ClaimedAt, LeaseUntil, Cron
-	EvElected = "elected" // this process won a term: Term
-	EvDeposed = "deposed" // its term ended: Term
-	EvFenced  = "fenced"  // a write fenced by the term: Term, N (rows), Err (none when the database refused it: N 0)
+	EvHandle  = "handle"          // a job handler started: Key, Owner, ClaimedAt, LeaseUntil
+	EvFire    = "fire"            // a schedule fired: Key, Due, Owner, ClaimedAt, LeaseUntil, Cron
+	EvElected = "elected"         // this process won a term: Term
+	EvDeposed = "deposed"         // its term ended: Term
+	EvFenced  = "fenced"          // a write fenced by the term: Term, N (rows), Err (none when the database refused it: N 0)
+	EvLocal   = "refused-locally" // a fenced write the lapsed leader did not send (coord.ErrNotLeader): Term
 
 	// every child
 	EvStart = "start" // the process is up: Pid

@@ -126,8 +126,8 @@ func (rep *Report) Print(out io.Writer, r *run) {
 	tot := rep.Totals
 	fmt.Fprintf(out, "outcomes refused by the fence: %d jobs, %d fires, %d relay marks; failed writes: %d outcomes, %d fires, %d relay marks (processes that stopped by themselves)\n",
 		tot["jobs_lease_lost"], tot["fires_lease_lost"], tot["relay_lease_lost"], tot["jobs_write_errors"], tot["fires_write_errors"], tot["relay_mark_errors"])
-	fmt.Fprintf(out, "leadership: %d terms won (%d taken again by their holder after a local lapse), %d fenced writes landed, %d refused by the fence\n",
-		rep.Terms, rep.Rewon, rep.FencedLanded, rep.FencedRefused)
+	fmt.Fprintf(out, "leadership: %d terms won (%d taken again by their holder after a local lapse), %d fenced writes landed, %d refused by the database's fence, %d refused locally (ErrNotLeader: the leadership had lapsed)\n",
+		rep.Terms, rep.Rewon, rep.FencedLanded, rep.FencedRefused, rep.FencedLocal)
 	if len(rep.Violations) == 0 {
 		fmt.Fprintln(out, "verdict: OK: every job done once, every message in the stream once, terms only increased, nothing left claimed")
 		return
