@@ -28,6 +28,12 @@ type MessageState struct {
 	MessageID, Status string
 }
 
+// DeliveryState is a row of the Watermill delivery table as the checker
+// reads it.
+type DeliveryState struct {
+	MessageID, Status string
+}
+
 // State is what the tables and the stream hold after a run.
 type State struct {
 	Orders    []string
@@ -43,6 +49,11 @@ type State struct {
 	// the number without one.
 	Stream     map[string]int
 	StreamNoID int
+	// Watermill is true in a run with subscribers; WMMessages is then
+	// its message table and WMDeliveries its consumer group's deliveries.
+	Watermill    bool
+	WMMessages   []MessageState
+	WMDeliveries []DeliveryState
 }
 
 // Report is the checker's verdict and the figures it counted.
@@ -75,6 +86,14 @@ type Report struct {
 	// Totals sums the totals of the processes that stopped by
 	// themselves (a killed process writes none).
 	Totals map[string]int64
+	// WMMessages is the Watermill messages, WMAcked those whose delivery
+	// to the consumer group is acked, WMHandles the handler runs, and
+	// WMRedelivered the messages handed to a handler more than once, by
+	// what happened to the previous handler's process in between
+	// ("SIGKILL", "SIGSTOP", "connections terminated", "none": at least
+	// once allows it, a mark that did not land brings it back).
+	WMMessages, WMAcked, WMHandles int
+	WMRedelivered                  map[string]int
 }
 
 // maxViolations is how many violations of one kind a report lists.
@@ -163,11 +182,12 @@ func (c *checker) checkClaims(what, id string, cs []claim) []string {
 // Check verifies a run's histories, events ordered by time, against st,
 // the state of its tables and stream after it.
 func Check(events []Event, st *State) *Report {
-	rep := &Report{Rehandled: map[string]int{}, Refired: map[string]int{}, Totals: map[string]int64{}}
+	rep := &Report{Rehandled: map[string]int{}, Refired: map[string]int{}, Totals: map[string]int64{}, WMRedelivered: map[string]int{}}
 	c := &checker{rep: rep, counts: map[string]int{}, kills: map[string]time.Time{},
 		frozen: map[string][][2]time.Time{}, conns: map[string][]time.Time{}}
 	begun, committed := map[string]bool{}, map[string]bool{}
 	handles := map[string][]claim{}
+	wmHandles := map[string][]Event{}
 	fires := map[string][]claim{}
 	freezeOf := map[int][2]any{} // fault seq → process, index in frozen
 	elected := map[int64]string{}
@@ -203,6 +223,8 @@ func Check(events []Event, st *State) *Report {
 			}
 		case EvHandle:
 			handles[e.Key] = append(handles[e.Key], claim{e})
+		case EvWMHandle:
+			wmHandles[e.Key] = append(wmHandles[e.Key], e)
 		case EvFire:
 			id := e.Key + "@" + e.Due.UTC().Format(time.RFC3339Nano)
 			fires[id] = append(fires[id], claim{e})
@@ -243,14 +265,80 @@ func Check(events []Event, st *State) *Report {
 	c.checkSchedules(st, fires)
 	c.checkStream(st)
 	c.checkFence(st, won, elected)
+	if st.Watermill {
+		c.checkWatermill(st, wmHandles)
+	}
 	return rep
+}
+
+// checkWatermill: every Watermill message fanned out to the consumer
+// group, its delivery acked and released, and handed to a handler at
+// least once; nothing handled that no producer wrote. Messages handed out
+// again are counted by what happened to the previous handler's process.
+func (c *checker) checkWatermill(st *State, handles map[string][]Event) {
+	msgs := map[string]bool{}
+	for _, m := range st.WMMessages {
+		msgs[m.MessageID] = true
+		c.rep.WMMessages++
+		if m.Status != string(outbox.StatusPublished) {
+			c.fail("watermill message not fanned out", "%s is %s in the message table after the run", m.MessageID, m.Status)
+		}
+	}
+	dlv := map[string]int{}
+	for _, d := range st.WMDeliveries {
+		dlv[d.MessageID]++
+		if !msgs[d.MessageID] {
+			c.fail("watermill delivery from nowhere", "delivery of %s, which is not in the message table", d.MessageID)
+		}
+		if d.Status != string(outbox.StatusPublished) {
+			c.fail("watermill message not handled", "the delivery of %s to the group is %s after the run (%d handler runs)", d.MessageID, d.Status, len(handles[d.MessageID]))
+		} else {
+			c.rep.WMAcked++
+		}
+	}
+	for id := range msgs {
+		if dlv[id] != 1 {
+			c.fail("watermill message lost", "%s has %d deliveries to the group, want 1", id, dlv[id])
+		}
+		if len(handles[id]) == 0 && dlv[id] > 0 {
+			c.fail("watermill message lost", "%s was never handed to a handler", id)
+		}
+	}
+	keys := make([]string, 0, len(handles))
+	for k := range handles {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		hs := handles[k]
+		c.rep.WMHandles += len(hs)
+		if !msgs[k] {
+			c.fail("watermill message from nowhere", "%s handled by %s but not in the message table", k, hs[0].Proc)
+		}
+		for i := 1; i < len(hs); i++ {
+			a, b := hs[i-1], hs[i]
+			why := c.excuse(a.Proc, a.T, b.T)
+			if why == "" && c.connNote(a.Proc, a.T, b.T) != "" {
+				why = "connections terminated"
+			}
+			if why == "" {
+				why = "none"
+			}
+			c.rep.WMRedelivered[why]++
+		}
+	}
 }
 
 // checkTransactions: every committed order has its row, job and message;
 // every row, job and message belongs to an attempted transaction, and
 // none was written without the other two.
 func (c *checker) checkTransactions(st *State, begun, committed map[string]bool) {
-	orders, jobs, msgs := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	orders, jobs, msgs, wms := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, m := range st.WMMessages {
+		wms[m.MessageID] = true
+	}
+	// wmOK: the order's Watermill message is there, or the run has none.
+	wmOK := func(n string) bool { return !st.Watermill || wms[n] }
 	for _, n := range st.Orders {
 		orders[n] = true
 	}
@@ -261,12 +349,12 @@ func (c *checker) checkTransactions(st *State, begun, committed map[string]bool)
 		msgs[m.MessageID] = true
 	}
 	for n := range committed {
-		if !orders[n] || !jobs[n] || !msgs[n] {
-			c.fail("committed write lost", "order %s committed, but order row %v, job %v, message %v", n, orders[n], jobs[n], msgs[n])
+		if !orders[n] || !jobs[n] || !msgs[n] || !wmOK(n) {
+			c.fail("committed write lost", "order %s committed, but order row %v, job %v, message %v, watermill message %v", n, orders[n], jobs[n], msgs[n], wmOK(n))
 		}
 	}
 	seen := map[string]bool{}
-	for _, set := range []map[string]bool{orders, jobs, msgs} {
+	for _, set := range []map[string]bool{orders, jobs, msgs, wms} {
 		for n := range set {
 			if seen[n] {
 				continue
@@ -275,8 +363,8 @@ func (c *checker) checkTransactions(st *State, begun, committed map[string]bool)
 			if !begun[n] {
 				c.fail("write from nowhere", "%s is in the tables but no producer began it", n)
 			}
-			if !orders[n] || !jobs[n] || !msgs[n] {
-				c.fail("transaction written half", "%s: order row %v, job %v, message %v", n, orders[n], jobs[n], msgs[n])
+			if !orders[n] || !jobs[n] || !msgs[n] || !wmOK(n) {
+				c.fail("transaction written half", "%s: order row %v, job %v, message %v, watermill message %v", n, orders[n], jobs[n], msgs[n], wmOK(n))
 			}
 		}
 	}

@@ -265,11 +265,11 @@ func TestCheckTerms(t *testing.T) {
 
 func TestPlanFaults(t *testing.T) {
 	d := 2 * time.Minute
-	a, b := PlanFaults(42, d, 2, 3, 2), PlanFaults(42, d, 2, 3, 2)
+	a, b := PlanFaults(42, d, 2, 3, 2, 0), PlanFaults(42, d, 2, 3, 2, 0)
 	if !slices.Equal(a, b) {
 		t.Fatal("the same seed gave two schedules")
 	}
-	if slices.Equal(a, PlanFaults(43, d, 2, 3, 2)) {
+	if slices.Equal(a, PlanFaults(43, d, 2, 3, 2, 0)) {
 		t.Fatal("seeds 42 and 43 gave the same schedule")
 	}
 	if len(a) < int(d/faultMaxGap)-1 || len(a) > int(d/faultMinGap) {
@@ -335,5 +335,76 @@ func TestHistoryRoundTrip(t *testing.T) {
 	}
 	if handle == nil || handle.Proc != "w1.1" || handle.Owner != "w1.1#1" || !handle.ClaimedAt.Equal(at(1)) || handle.T.IsZero() {
 		t.Fatalf("handle event %+v", handle)
+	}
+}
+
+// watermillRun is cleanRun with the Watermill message of o1, handled by
+// s1.1 and acked.
+func watermillRun() *scenario {
+	s := cleanRun()
+	s.st.Watermill = true
+	s.st.WMMessages = []MessageState{{MessageID: "o1", Status: "published"}}
+	s.st.WMDeliveries = []DeliveryState{{MessageID: "o1", Status: "published"}}
+	s.events = append(s.events, Event{T: at(40), Proc: "s1.1", Kind: EvWMHandle, Key: "o1", Owner: "s1.1"})
+	return s
+}
+
+func TestCheckWatermill(t *testing.T) {
+	t.Run("clean", func(t *testing.T) {
+		rep := watermillRun().check(t)
+		if len(rep.Violations) != 0 || rep.WMMessages != 1 || rep.WMAcked != 1 || rep.WMHandles != 1 {
+			t.Fatalf("report %+v", rep)
+		}
+	})
+	t.Run("redelivered after a kill", func(t *testing.T) {
+		s := watermillRun()
+		s.fault(500, 1, FaultKill, "s1.1")
+		s.events = append(s.events, Event{T: at(2600), Proc: "s2.1", Kind: EvWMHandle, Key: "o1", Owner: "s2.1"})
+		rep := s.check(t)
+		if len(rep.Violations) != 0 || rep.WMRedelivered["SIGKILL"] != 1 || rep.WMHandles != 2 {
+			t.Fatalf("report %+v", rep)
+		}
+	})
+	t.Run("not acked", func(t *testing.T) {
+		s := watermillRun()
+		s.st.WMDeliveries[0].Status = "processing"
+		wantViolation(t, s.check(t), "watermill message not handled")
+	})
+	t.Run("never handled", func(t *testing.T) {
+		s := watermillRun()
+		s.events = slices.DeleteFunc(s.events, func(e Event) bool { return e.Kind == EvWMHandle })
+		wantViolation(t, s.check(t), "watermill message lost")
+	})
+	t.Run("no delivery", func(t *testing.T) {
+		s := watermillRun()
+		s.st.WMDeliveries = nil
+		wantViolation(t, s.check(t), "watermill message lost")
+	})
+	t.Run("not fanned out", func(t *testing.T) {
+		s := watermillRun()
+		s.st.WMMessages[0].Status = "pending"
+		wantViolation(t, s.check(t), "watermill message not fanned out")
+	})
+	t.Run("committed without its message", func(t *testing.T) {
+		s := watermillRun()
+		s.st.WMMessages, s.st.WMDeliveries = nil, nil
+		rep := s.check(t)
+		if len(rep.Violations) == 0 || !strings.HasPrefix(rep.Violations[0], "committed write lost:") {
+			t.Fatalf("violations %q, want a committed write lost", rep.Violations)
+		}
+	})
+}
+
+func TestPlanFaultsSubscribers(t *testing.T) {
+	d := 10 * time.Minute
+	if !slices.Equal(PlanFaults(42, d, 2, 3, 2, 0), PlanFaults(42, d, 2, 3, 2, 0)) {
+		t.Fatal("the same seed gave two schedules")
+	}
+	hit := false
+	for _, f := range PlanFaults(42, d, 2, 3, 2, 2) {
+		hit = hit || strings.HasPrefix(f.Target, "s")
+	}
+	if !hit {
+		t.Fatal("no fault of a 10-minute schedule hits a subscriber")
 	}
 }

@@ -29,6 +29,9 @@ const (
 	RoleProducer = "producer"
 	RoleWorker   = "worker"
 	RoleRelay    = "relay"
+	// RoleSubscriber is a Watermill subscriber process, run by the
+	// subscriber command (Options.SubscriberCommand), not by RunChild.
+	RoleSubscriber = "subscriber"
 )
 
 // ChildConfig is what the orchestrator hands its children, as config.json
@@ -56,7 +59,18 @@ type ChildConfig struct {
 	LeaderTTL time.Duration `json:"leader_ttl"`
 	// Dir holds the histories.
 	Dir string `json:"dir"`
+	// WMTopic is the Watermill topic of the orders' messages, WMGroup the
+	// subscribers' consumer group, WMAdminDSN the orchestrator's data
+	// source name, with which the subscriber command migrates; all empty
+	// in a run without subscribers.
+	WMTopic    string `json:"wm_topic,omitempty"`
+	WMGroup    string `json:"wm_group,omitempty"`
+	WMAdminDSN string `json:"wm_admin_dsn,omitempty"`
 }
+
+// wmTargetBroker is the target broker of the Watermill messages: the
+// watermill module's DefaultTargetBroker, which its subscribers fan out.
+const wmTargetBroker = "watermill"
 
 // relayPolicy is the outbox retry policy of the soak: retries that outlast
 // every fault many times over, so no message is abandoned.
@@ -166,6 +180,19 @@ func (c *child) produce(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// The Watermill message of each order, as watermill.Publisher writes
+	// it (an outbox row for the target broker "watermill"), in the same
+	// transaction.
+	var wm *outbox.Repository
+	if t.WM != "" {
+		wstore, err := sqlstore.New[outbox.Message](c.db, sqlstore.WithTable(t.WM))
+		if err != nil {
+			return 0, err
+		}
+		if wm, err = outbox.New(wstore); err != nil {
+			return 0, err
+		}
+	}
 	every := time.Second * time.Duration(c.cfg.PerTx) / time.Duration(max(1, c.cfg.Rate))
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -197,6 +224,15 @@ func (c *child) produce(ctx context.Context) (int64, error) {
 			}
 			if err := tx.Table(t.Jobs).Create(&jobs).Error; err != nil {
 				return err
+			}
+			if wm != nil {
+				wms := make([]*outbox.Message, len(numbers))
+				for i, num := range numbers {
+					wms[i] = &outbox.Message{MessageID: num, Topic: c.cfg.WMTopic, TargetBroker: wmTargetBroker, Payload: msgs[i].Payload}
+				}
+				if err := wm.Add(wctx, tx, wms...); err != nil {
+					return err
+				}
 			}
 			return repo.Add(wctx, tx, msgs...)
 		})

@@ -13,7 +13,12 @@
 //     runs the maintenance (the schedule rescuer) and writes a row fenced
 //     by its term;
 //   - relays publish the outbox to an R3 stream of a three-node JetStream
-//     cluster of nats-server processes on loopback ports.
+//     cluster of nats-server processes on loopback ports;
+//   - subscribers (with Options.SubscriberCommand) consume, as one
+//     consumer group of the watermill module's Subscriber, the Watermill
+//     message each producer writes for every order in its transaction.
+//     They run claimstore-soaksub (watermill/internal/soaksub), since the
+//     library does not depend on the watermill module.
 //
 // Faults (SIGKILL and restart, SIGSTOP then SIGCONT, the database
 // connections of one process terminated, a NATS node killed and restarted)
@@ -27,7 +32,9 @@
 // its job, and nothing else was written half; that the stream holds every
 // message exactly once; that leadership terms only increase and no fenced
 // write of an older term landed after a newer one; and that no row is left
-// claimed.
+// claimed; that every Watermill message was fanned out to the consumer
+// group, acked and handed to a handler at least once (the messages handed
+// out again are counted by what happened to the previous handler).
 //
 // The soak runs on Linux only: its children get a parent-death signal
 // (SysProcAttr.Pdeathsig) and its faults freeze processes with SIGSTOP, so

@@ -37,6 +37,9 @@ const (
 	EvFenced  = "fenced"          // a write fenced by the term: Term, N (rows), Err (none when the database refused it: N 0)
 	EvLocal   = "refused-locally" // a fenced write the lapsed leader did not send (coord.ErrNotLeader): Term
 
+	// Watermill subscribers (claimstore-soaksub)
+	EvWMHandle = "wm-handle" // a message was handed to the handler: Key (the order), Owner (the process)
+
 	// every child
 	EvStart = "start" // the process is up: Pid
 	EvStop  = "stop"  // it drained and stops: N (jobs or messages), Err

@@ -2,7 +2,10 @@
 
 package soak
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Order is the business row a producer writes, with its message and its
 // job, in one transaction.
@@ -52,7 +55,17 @@ type FenceLog struct {
 // Tables are the names of a run's tables, all prefixed soak_<tag>_.
 type Tables struct {
 	Orders, Jobs, Outbox, Schedules, Leaders, Fence, FenceLog string
+	// WM is the Watermill message table (with its deliveries and groups
+	// tables, named after it by the watermill module); empty in a run
+	// without subscribers.
+	WM string
 }
+
+func (t Tables) prefix() string { return strings.TrimSuffix(t.Orders, "orders") }
+
+// WMDeliveries is the delivery table of the Watermill message table (one
+// row per message and consumer group).
+func (t Tables) WMDeliveries() string { return t.WM + "_deliveries" }
 
 // NewTables returns the table names of the run tagged tag.
 func NewTables(tag string) Tables {
@@ -63,5 +76,9 @@ func NewTables(tag string) Tables {
 
 // All returns every table name.
 func (t Tables) All() []string {
-	return []string{t.Orders, t.Jobs, t.Outbox, t.Schedules, t.Leaders, t.Fence, t.FenceLog}
+	all := []string{t.Orders, t.Jobs, t.Outbox, t.Schedules, t.Leaders, t.Fence, t.FenceLog}
+	if t.WM != "" {
+		all = append(all, t.WM, t.WMDeliveries(), t.WM+"_groups")
+	}
+	return all
 }
