@@ -31,6 +31,7 @@ func cleanRun() *scenario {
 			{T: at(5), Proc: "p1.1", Kind: EvCommit, Orders: []string{"o1"}},
 			{T: at(10), Proc: "w2.1", Kind: EvElected, Term: 1},
 			{T: at(20), Proc: "w1.1", Kind: EvHandle, Key: "o1", Owner: "w1.1#1", ClaimedAt: at(19), LeaseUntil: at(2019)},
+			{T: at(25), Proc: "w3.1", Kind: EvQJob, Key: "o1", N: 1, Owner: "w3.1-q#1"},
 			{T: at(30), Proc: "w1.1", Kind: EvFire, Key: "once-000000", Owner: "w1.1-s#1", Due: at(25), ClaimedAt: at(29), LeaseUntil: at(2029)},
 			{T: at(40), Proc: "w2.1", Kind: EvFenced, Term: 1, N: 1},
 			{T: at(50), Proc: "w2.1", Kind: EvFenced, Term: 1, N: 1},
@@ -47,6 +48,7 @@ func cleanRun() *scenario {
 			FenceLog:  []FenceLog{{ID: 1, Term: 1, Writer: "w2.1"}, {ID: 2, Term: 1, Writer: "w2.1"}},
 			FenceTerm: 1, LeaseTerm: 1,
 			Stream: map[string]int{"o1": 1},
+			QJobs:  []QueueJobState{{Order: "o1", State: "completed", Attempt: 1}},
 		},
 	}
 }
@@ -211,6 +213,8 @@ func TestCheckTransactions(t *testing.T) {
 		s.st.Jobs = append(s.st.Jobs, JobState{Key: "o2", Status: JobDone, DoneBy: "w1.1#2"})
 		s.st.Messages = append(s.st.Messages, MessageState{MessageID: "o2", Status: "published"})
 		s.st.Stream["o2"] = 1
+		s.events = append(s.events, Event{T: at(81), Proc: "w2.1", Kind: EvQJob, Key: "o2", N: 1})
+		s.st.QJobs = append(s.st.QJobs, QueueJobState{Order: "o2", State: "completed", Attempt: 1})
 		if rep := s.check(t); len(rep.Violations) != 0 || rep.Committed != 1 || rep.Orders != 2 {
 			t.Fatalf("violations %q, committed %d, orders %d", rep.Violations, rep.Committed, rep.Orders)
 		}
@@ -407,4 +411,85 @@ func TestPlanFaultsSubscribers(t *testing.T) {
 	if !hit {
 		t.Fatal("no fault of a 10-minute schedule hits a subscriber")
 	}
+}
+
+func TestCheckQueueJobs(t *testing.T) {
+	const planned = "p1.1-6" // its first attempt fails on purpose
+	if !plannedFailure(planned) || plannedFailure("o1") {
+		t.Fatal("plannedFailure changed: pick other orders for this test")
+	}
+	// withPlanned adds the committed order planned with its job, message
+	// and a queue job whose first attempt failed and second completed.
+	withPlanned := func(s *scenario) {
+		s.events = append(s.events,
+			Event{T: at(1), Proc: "p1.1", Kind: EvBegin, Orders: []string{planned}},
+			Event{T: at(2), Proc: "p1.1", Kind: EvCommit, Orders: []string{planned}},
+			Event{T: at(21), Proc: "w1.1", Kind: EvHandle, Key: planned, Owner: "w1.1#2", ClaimedAt: at(20), LeaseUntil: at(2020)},
+			Event{T: at(26), Proc: "w3.1", Kind: EvQJob, Key: planned, N: 1, Err: errPlanned},
+			Event{T: at(1100), Proc: "w2.1", Kind: EvQJob, Key: planned, N: 2})
+		s.st.Orders = append(s.st.Orders, planned)
+		s.st.Jobs = append(s.st.Jobs, JobState{Key: planned, Status: JobDone, DoneBy: "w1.1#2"})
+		s.st.Messages = append(s.st.Messages, MessageState{MessageID: planned, Status: "published"})
+		s.st.Stream[planned] = 1
+		s.st.QJobs = append(s.st.QJobs, QueueJobState{Order: planned, State: "completed", Attempt: 2,
+			Errors: `[{"attempt":1,"at":"2026-01-02T03:04:06Z","error":"` + errPlanned + `"}]`})
+	}
+	t.Run("clean", func(t *testing.T) {
+		s := cleanRun()
+		withPlanned(s)
+		rep := s.check(t)
+		if len(rep.Violations) != 0 || rep.QJobsCompleted != 2 || rep.QRuns != 3 || rep.QPlanned != 1 {
+			t.Fatalf("report %+v", rep)
+		}
+	})
+	t.Run("lost attempt after a kill", func(t *testing.T) {
+		s := cleanRun()
+		s.fault(500, 1, FaultKill, "w3.1")
+		s.events = append(s.events, Event{T: at(2600), Proc: "w2.1", Kind: EvQJob, Key: "o1", N: 2})
+		s.st.QJobs[0].Attempt = 2
+		s.st.QJobs[0].Errors = `[{"attempt":1,"at":"2026-01-02T03:04:08Z","error":"attempt lost: its lease ended before an outcome was written (worker stopped or unreachable)"}]`
+		rep := s.check(t)
+		if len(rep.Violations) != 0 || rep.QLost["SIGKILL"] != 1 {
+			t.Fatalf("report %+v", rep)
+		}
+	})
+	t.Run("retry without its error", func(t *testing.T) {
+		s := cleanRun()
+		s.events = append(s.events, Event{T: at(2600), Proc: "w2.1", Kind: EvQJob, Key: "o1", N: 2})
+		s.st.QJobs[0].Attempt = 2
+		wantViolation(t, s.check(t), "queue job retried unrecorded")
+	})
+	t.Run("planned failure not retried", func(t *testing.T) {
+		s := cleanRun()
+		withPlanned(s)
+		s.st.QJobs[1].Attempt, s.st.QJobs[1].Errors = 1, ""
+		s.events = s.events[:len(s.events)-1] // no second attempt
+		rep := s.check(t)
+		if len(rep.Violations) != 1 || !strings.HasPrefix(rep.Violations[0], "queue job planned failure lost:") {
+			t.Fatalf("violations %q", rep.Violations)
+		}
+	})
+	t.Run("attempt run twice", func(t *testing.T) {
+		s := cleanRun()
+		s.events = append(s.events, Event{T: at(2600), Proc: "w2.1", Kind: EvQJob, Key: "o1", N: 1})
+		wantViolation(t, s.check(t), "queue job attempt run twice")
+	})
+	t.Run("not completed", func(t *testing.T) {
+		s := cleanRun()
+		s.st.QJobs[0].State = "available"
+		wantViolation(t, s.check(t), "queue job not completed")
+	})
+	t.Run("completed unrun", func(t *testing.T) {
+		s := cleanRun()
+		s.events = slices.DeleteFunc(s.events, func(e Event) bool { return e.Kind == EvQJob })
+		wantViolation(t, s.check(t), "queue job completed unrun")
+	})
+	t.Run("lost", func(t *testing.T) {
+		s := cleanRun()
+		s.st.QJobs = nil
+		rep := s.check(t)
+		if len(rep.Violations) == 0 || !strings.HasPrefix(rep.Violations[0], "committed write lost:") {
+			t.Fatalf("violations %q", rep.Violations)
+		}
+	})
 }

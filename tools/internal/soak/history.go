@@ -34,6 +34,7 @@ const (
 	EvFire    = "fire"            // a schedule fired: Key, Due, Owner, ClaimedAt, LeaseUntil, Cron
 	EvElected = "elected"         // this process won a term: Term
 	EvDeposed = "deposed"         // its term ended: Term
+	EvQJob    = "qjob"            // a queue job's work started: Key (the order), N (the attempt), Owner, Err (the planned failure)
 	EvFenced  = "fenced"          // a write fenced by the term: Term, N (rows), Err (none when the database refused it: N 0)
 	EvLocal   = "refused-locally" // a fenced write the lapsed leader did not send (coord.ErrNotLeader): Term
 

@@ -29,6 +29,7 @@ import (
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
 	"github.com/claimstore/claimstore/internal/outboxenv"
+	"github.com/claimstore/claimstore/jobs"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/tools/internal/bench"
 	"github.com/claimstore/claimstore/tools/internal/hatest"
@@ -316,6 +317,18 @@ func (r *run) openDatabase(ctx context.Context) error {
 		return err
 	}
 	if err := leases.Migrate(ctx); err != nil {
+		return err
+	}
+	qstore, err := sqlstore.New[jobs.Row](r.db, sqlstore.WithTable(t.QJobs))
+	if err != nil {
+		return err
+	}
+	r.onExit(func() {
+		if err := jobs.Drop(context.WithoutCancel(ctx), qstore, nil); err != nil {
+			fmt.Fprintf(r.out, "drop the job queue's table: %v\n", err)
+		}
+	})
+	if err := jobs.Migrate(ctx, qstore, nil); err != nil {
 		return err
 	}
 	r.cfg = ChildConfig{Backend: r.backend, DSNs: map[string]string{}, Roles: map[string]string{}, Tables: t,
@@ -694,6 +707,11 @@ func (r *run) backlog(ctx context.Context) (job, msg, once int64, err error) {
 	if err = db.Table(r.tables.Schedules).Where("kind = ? AND status = ?", string(dispatch.KindOnce), string(dispatch.StatusActive)).Count(&once).Error; err != nil {
 		return
 	}
+	var q int64
+	if err = db.Table(r.tables.QJobs).Where("finalized_at IS NULL").Count(&q).Error; err != nil {
+		return
+	}
+	once += q
 	if r.tables.WM != "" {
 		// The Watermill messages not fanned out yet and the deliveries
 		// not acked count with the once schedules: what is left to do.
