@@ -392,6 +392,17 @@ func testLeaderFencing(t *testing.T, h Harness) {
 	if n, err := coord.FencedUpdate(ctx, s, old, fence, dao.Eq("id", id), dao.Set{"payload": "late"}); !errors.Is(err, coord.ErrNotLeader) || n != 0 {
 		t.Errorf("deposed leader's FencedUpdate = %d, %v; want 0 rows and ErrNotLeader", n, err)
 	}
+	// The old term's token travels without the leader (a job or a message
+	// carries it): it cannot tell that its term ended, so the write is
+	// sent and the database refuses it: ErrFenced, not ErrNotLeader.
+	if n, err := coord.FencedUpdate(ctx, s, old.Token(), fence, dao.Eq("id", id), dao.Set{"payload": "late"}); !errors.Is(err, coord.ErrFenced) || errors.Is(err, coord.ErrNotLeader) || n != 0 {
+		t.Errorf("FencedUpdate with the deposed leader's token = %d, %v; want 0 rows and ErrFenced (the database's refusal)", n, err)
+	}
+	late := rows[0]
+	late.Payload = "late"
+	if created, err := coord.FencedUpsert(ctx, s, old.Token(), fence, &late, dao.Set{"payload": "late"}); !errors.Is(err, coord.ErrFenced) || errors.Is(err, coord.ErrNotLeader) || created {
+		t.Errorf("FencedUpsert with the deposed leader's token: created %v, %v; want ErrFenced (the database's refusal)", created, err)
+	}
 	// The same write as FencedUpdate sends, sent anyway.
 	n, err := s.Update(ctx, dao.And(dao.Eq("id", id), old.Fence(fence)), dao.Set{"payload": "late", fence: old.Term()})
 	if err != nil || n != 0 {

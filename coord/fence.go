@@ -168,7 +168,12 @@ const upsertAttempts = 3
 // created or written the row, the insert fails as a duplicate and the
 // fenced update that follows is refused. (A row no term has written yet
 // is created by whichever term comes first; a newer term's write then
-// replaces it.)
+// replaces it.) The insert skips a key another writer holds rather than
+// failing (INSERT … ON CONFLICT DO NOTHING on PostgreSQL and SQLite,
+// INSERT IGNORE on MySQL and MariaDB), so inside a caller's transaction
+// ([dao.Table.WithTx]) an upsert that meets a row created at the same
+// moment takes the fenced update path and the transaction goes on: on
+// PostgreSQL a failed INSERT would abort it.
 //
 // It returns created (true when row was inserted; row then holds the
 // store's generated values) and:
@@ -179,8 +184,8 @@ const upsertAttempts = 3
 //     zero primary key (an upsert needs the key), set writes column, or
 //     column is not a column of the model;
 //   - the store's errors, wrapped. A soft-deleted row with the key is not
-//     revived: the insert's duplicate error is returned after a few
-//     rounds.
+//     revived: an error wrapping [dao.ErrDuplicate] is returned after a
+//     few rounds.
 func FencedUpsert[T any](ctx context.Context, s dao.Store[T], f Fencer, column string, row *T, set dao.Set) (created bool, err error) {
 	if err := checkFenced(s, f, column, set); err != nil {
 		return false, fmt.Errorf("coord: fenced upsert: %w", err)
@@ -219,15 +224,57 @@ func FencedUpsert[T any](ctx context.Context, s dao.Store[T], f Fencer, column s
 		if err := m.Apply(row, dao.Set{column: tok.Term}); err != nil {
 			return false, fmt.Errorf("coord: fenced upsert of term %d: %w", tok.Term, err)
 		}
-		err = s.Create(ctx, row)
-		if err == nil {
+		created, err := createIfAbsent(ctx, s, row, id)
+		if created {
+			if err != nil {
+				return true, fmt.Errorf("coord: fenced upsert of term %d: %w", tok.Term, err)
+			}
 			return true, nil
 		}
-		if !errors.Is(err, dao.ErrDuplicate) || attempt == upsertAttempts {
+		if (err != nil && !errors.Is(err, dao.ErrDuplicate)) || attempt == upsertAttempts {
+			if err == nil {
+				err = fmt.Errorf("%w: the row was created by another writer and gone again %d times", dao.ErrDuplicate, attempt)
+			}
 			return false, fmt.Errorf("coord: fenced upsert of term %d: create: %w", tok.Term, err)
 		}
 		// Another writer created the row in between: update it, fenced.
 	}
+}
+
+// absentCreator is the insert that skips a row whose key is taken
+// (dao.Table.CreateIfAbsent).
+type absentCreator[T any] interface {
+	CreateIfAbsent(ctx context.Context, items ...*T) (int64, error)
+}
+
+// createIfAbsent inserts row unless a row with its key exists, and
+// reports whether it did. Over a store with CreateIfAbsent (every store
+// the backends return) the insert skips an existing key instead of
+// failing (INSERT … ON CONFLICT DO NOTHING on PostgreSQL and SQLite,
+// INSERT IGNORE on MySQL and MariaDB), so a caller's transaction survives
+// a writer that created the row first: on PostgreSQL a failed statement
+// aborts the transaction it runs in (PostgreSQL manual, "Transactions";
+// SQLSTATE 25P02 for every later statement). The created row is read back
+// into row, which then holds the store's generated values. Other stores
+// get a Create, whose duplicate error is returned.
+func createIfAbsent[T any](ctx context.Context, s dao.Store[T], row *T, id any) (bool, error) {
+	ac, ok := s.(absentCreator[T])
+	if !ok {
+		if err := s.Create(ctx, row); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	n, err := ac.CreateIfAbsent(ctx, row)
+	if err != nil || n == 0 {
+		return false, err
+	}
+	stored, err := s.Get(ctx, id)
+	if err != nil {
+		return true, fmt.Errorf("read the created row back: %w", err)
+	}
+	*row = stored
+	return true, nil
 }
 
 // modelOf returns the model s parsed T with, or T parsed with GORM's

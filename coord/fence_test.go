@@ -216,3 +216,98 @@ func TestFencedUpsert(t *testing.T) {
 		}
 	})
 }
+
+// TestFencedUpsertRaceInTransaction: a FencedUpsert inside a caller's
+// transaction, whose insert waits for another transaction that creates
+// the same row and commits, takes the fenced update path and leaves the
+// caller's transaction usable: its other writes commit with it. On
+// PostgreSQL a failed INSERT would abort the whole transaction (SQLSTATE
+// 25P02 for every statement after it).
+func TestFencedUpsertRaceInTransaction(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range testdb.SQLBackends {
+		if b.Name == "sqlite" {
+			continue // one writer at a time: the second transaction cannot start its write
+		}
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Open(t)
+			s, err := sqlstore.New[register](db, sqlstore.WithTable(testdb.Table(t, db, "fence_tx")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Migrate(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t1, _ := coord.NewFence("e", 1)
+			t2, _ := coord.NewFence("e", 2)
+			other := db.Begin()
+			if other.Error != nil {
+				t.Fatal(other.Error)
+			}
+			defer other.Rollback()
+			mine := db.Begin()
+			if mine.Error != nil {
+				t.Fatal(mine.Error)
+			}
+			defer mine.Rollback()
+			var myID int64
+			idQuery := "SELECT pg_backend_pid()"
+			if b.Name != "postgres" {
+				idQuery = "SELECT CONNECTION_ID()"
+			}
+			if err := mine.Raw(idQuery).Scan(&myID).Error; err != nil {
+				t.Fatal(err)
+			}
+			// The other writer creates row 9 (term 1) and holds it uncommitted.
+			if created, err := coord.FencedUpsert(ctx, s.WithTx(other), t1, fenceCol, &register{ID: 9, Value: "other"}, dao.Set{"value": "other"}); err != nil || !created {
+				t.Fatalf("other writer: created %v, %v", created, err)
+			}
+			type result struct {
+				created bool
+				err     error
+			}
+			done := make(chan result, 1)
+			go func() {
+				created, err := coord.FencedUpsert(ctx, s.WithTx(mine), t2, fenceCol, &register{ID: 9, Value: "mine"}, dao.Set{"value": "mine"})
+				done <- result{created, err}
+			}()
+			// Wait until my insert waits for the other transaction's row.
+			waitQuery := "SELECT count(*) FROM pg_locks WHERE pid = ? AND NOT granted"
+			if b.Name != "postgres" {
+				waitQuery = "SELECT count(*) FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'"
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				var waiting int64
+				if err := db.Raw(waitQuery, myID).Scan(&waiting).Error; err != nil {
+					t.Fatal(err)
+				}
+				if waiting > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the upsert never waited for the other transaction's row")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err := other.Commit().Error; err != nil {
+				t.Fatal(err)
+			}
+			res := <-done
+			if res.err != nil || res.created {
+				t.Fatalf("upsert racing a create: created %v, %v; want the fenced update of the created row", res.created, res.err)
+			}
+			// The caller's transaction goes on and commits.
+			if err := s.WithTx(mine).Create(ctx, &register{ID: 10, Value: "after"}); err != nil {
+				t.Fatalf("a write after the upsert in the same transaction: %v", err)
+			}
+			if err := mine.Commit().Error; err != nil {
+				t.Fatalf("commit: %v", err)
+			}
+			if r := get(t, s, 9); r.Value != "mine" || termOf(r) != 2 {
+				t.Errorf("row 9 %+v, want mine in term 2", r)
+			}
+			get(t, s, 10)
+		})
+	}
+}

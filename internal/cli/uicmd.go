@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,7 +58,8 @@ named.
 
 It listens on --addr, 127.0.0.1:8080 by default. Any other interface needs
 --auth, which names where the credentials are read — never the command line:
-file:PATH (a file, readable by you alone) or env:NAME (an environment
+file:PATH (a file readable by you alone: one its group or other users can
+read or write is refused, as ssh refuses such a key) or env:NAME (an environment
 variable). They hold a token (sent as "Authorization: Bearer TOKEN", or as the
 password of the browser's login prompt with any user name) or user:password
 for Basic authentication. Without --auth it answers only requests addressed to
@@ -137,7 +140,7 @@ func readAuth(spec string) (func(*http.Request) bool, error) {
 	var secret string
 	switch {
 	case ok && kind == "file":
-		b, err := os.ReadFile(where)
+		b, err := readPrivateFile(where)
 		if err != nil {
 			return nil, fmt.Errorf("--auth: %w", err)
 		}
@@ -159,6 +162,30 @@ func readAuth(spec string) (func(*http.Request) bool, error) {
 		return ui.BasicAuth(user, pass), nil
 	}
 	return ui.TokenAuth(secret), nil
+}
+
+// readPrivateFile returns the content of the credentials file path, or an
+// error wrapping [dao.ErrInvalidArgument] when its group or other users
+// may read or write it (any of the mode bits 077), as ssh refuses such a
+// private key: the error names the permissions and the chmod that fixes
+// them. The mode is read from the opened file, so the file checked is the
+// file read. Windows, whose file modes do not say who may read a file, is
+// not checked.
+func readPrivateFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if perm := st.Mode().Perm(); runtime.GOOS != "windows" && perm&0o077 != 0 {
+		return nil, fmt.Errorf("%w: permissions %04o (%s) of %s are too open: other users can read or change the console's credentials; "+
+			"make the file readable by you alone: chmod 600 %s", dao.ErrInvalidArgument, perm, perm.String()[1:], path, path)
+	}
+	return io.ReadAll(f)
 }
 
 // runUI opens the database, finds its tables and serves the console until

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +175,47 @@ func TestUIServesFoundTables(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("ui ended with %v", err)
 		}
+	}
+}
+
+// TestUIAuthFileReadableByOthersIsRefused: as ssh does with a private key,
+// --auth file:PATH refuses a credentials file that its group or other
+// users can read or write, and says how to fix it.
+func TestUIAuthFileReadableByOthersIsRefused(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("file modes do not describe who can read a file on Windows")
+	}
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte("0123456789abcdef\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []os.FileMode{0o644, 0o640, 0o604, 0o620, 0o602, 0o660} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := readAuth("file:" + path)
+		if !errors.Is(err, dao.ErrInvalidArgument) || !strings.Contains(err.Error(), "chmod 600 "+path) || !strings.Contains(err.Error(), mode.String()[1:]) {
+			t.Errorf("mode %v: err = %v; want ErrInvalidArgument naming the mode and saying chmod 600 %s", mode, err, path)
+		}
+	}
+	for _, mode := range []os.FileMode{0o600, 0o400} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readAuth("file:" + path); err != nil {
+			t.Errorf("mode %v: %v; want the file accepted", mode, err)
+		}
+	}
+	// The command refuses before it opens the database.
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "app.db")
+	_, _, err := execFresh(t, "ui", "--backend", "sqlite", "--dsn", db, "--addr", "0.0.0.0:0", "--auth", "file:"+path)
+	if !errors.Is(err, dao.ErrInvalidArgument) || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("ui with a world-readable --auth file: %v; want the refusal", err)
+	}
+	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused command opened the database: %v", err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,6 +25,7 @@ func init() {
 func newSoakCmd() *cobra.Command {
 	var o soak.Options
 	var quiet bool
+	var subCmd string
 	cmd := &cobra.Command{
 		Use:   "soak",
 		Short: "Run producers, workers and relays as OS processes through seeded faults, then check every event of their histories",
@@ -39,7 +42,12 @@ drawn from --seed kills and freezes them:
   relays     publish the outbox to an R3 stream of a three-node JetStream
              cluster of nats-server processes on 127.0.0.1 ports
              --nats-port to --nats-port+2 (routes +2000, monitoring +4000)
-             (--relays).
+             (--relays);
+  subscribers  (with --subscriber-command) consume the Watermill message each
+             producer writes for every order in the same transaction, as one
+             consumer group of the watermill module's Subscriber
+             (--subscribers); the command is claimstore-soaksub, built from
+             the watermill module (make soak builds bin/claimstore-soaksub).
 
 Every 2 to 8 s one fault: SIGKILL of a process (restarted), SIGSTOP then
 SIGCONT, its database connections terminated (pg_terminate_backend, or KILL
@@ -51,7 +59,8 @@ every job done exactly once, by the owner of its last claim, and handled
 again only after the lease of a holder that was killed or frozen; every
 committed transaction whole; every message in the stream exactly once;
 terms only increasing and no fenced write of an older term landed after a
-newer one; no row left claimed. It prints the faults, the throughput, the
+newer one; every Watermill message fanned out, acked by the consumer group
+and handed to a handler at least once; no row left claimed. It prints the faults, the throughput, the
 longest recovery (from a fault until everything written before it is done
 and published) and the verdict, and exits non-zero on any violation with
 the seed that replays the schedule. The run's tables, database users,
@@ -59,7 +68,8 @@ stream and nats-server processes are removed at the end; its directory of
 histories and logs is kept when the run fails (or with --keep).`,
 		Example: `  claimstore-dev soak --backend postgres
   claimstore-dev soak --backend mariadb --duration 2m
-  claimstore-dev soak --backend postgres --duration 2m --seed 42`,
+  claimstore-dev soak --backend postgres --duration 2m --seed 42
+  claimstore-dev soak --backend postgres --duration 2m --subscriber-command bin/claimstore-soaksub`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var c cli.FlagChecks
@@ -67,6 +77,7 @@ histories and logs is kept when the run fails (or with --keep).`,
 			cli.AtLeast(&c, "producers", o.Producers, 1)
 			cli.AtLeast(&c, "workers", o.Workers, 1)
 			cli.AtLeast(&c, "relays", o.Relays, 1)
+			cli.Between(&c, "subscribers", o.Subscribers, 1, 20)
 			cli.Between(&c, "rate", o.Rate, 1, 10000)
 			cli.Between(&c, "nats-port", o.ClientPort, 1024, 65535-4002)
 			cli.AtLeast(&c, "drain-timeout", o.DrainTimeout, time.Second)
@@ -80,6 +91,16 @@ histories and logs is kept when the run fails (or with --keep).`,
 			o.ClusterPort, o.MonitorPort = o.ClientPort+2000, o.ClientPort+4000
 			o.Backend, o.DSN = cli.GlobalFlags().Backend, cli.GlobalFlags().DSN
 			o.Command, o.Env = []string{exe}, []string{envChildCLI + "=1"}
+			if subCmd != "" {
+				path, err := exec.LookPath(subCmd)
+				if err != nil {
+					return fmt.Errorf("--subscriber-command: %w (build it with make soak, or: cd watermill && go build -o ../bin/claimstore-soaksub ./internal/soaksub)", err)
+				}
+				if path, err = filepath.Abs(path); err != nil {
+					return err
+				}
+				o.SubscriberCommand = []string{path}
+			}
 			o.Progress = cmd.ErrOrStderr()
 			if quiet {
 				o.Progress = io.Discard
@@ -93,6 +114,8 @@ histories and logs is kept when the run fails (or with --keep).`,
 	f.IntVar(&o.Producers, "producers", 2, "producer processes")
 	f.IntVar(&o.Workers, "workers", 3, "worker processes")
 	f.IntVar(&o.Relays, "relays", 2, "relay processes")
+	f.IntVar(&o.Subscribers, "subscribers", 2, "Watermill subscriber processes (with --subscriber-command)")
+	f.StringVar(&subCmd, "subscriber-command", "", "the Watermill subscriber binary (claimstore-soaksub); none: no Watermill load")
 	f.IntVar(&o.Rate, "rate", soak.DefaultRate, "orders per second of each producer, 5 to a transaction")
 	f.StringVar(&o.NATSServer, "nats-server", "/usr/sbin/nats-server", "nats-server binary of the cluster")
 	f.IntVar(&o.ClientPort, "nats-port", soak.DefaultClientPort, "client port of the first NATS node")

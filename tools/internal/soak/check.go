@@ -3,8 +3,10 @@
 package soak
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/claimstore/claimstore/dispatch"
@@ -28,6 +30,22 @@ type MessageState struct {
 	MessageID, Status string
 }
 
+// QueueJobState is a row of the job queue's table (package jobs) as the
+// checker reads it: Order is read from its args.
+type QueueJobState struct {
+	Order   string `gorm:"-"`
+	Args    string `gorm:"column:args"`
+	State   string
+	Attempt int
+	Errors  string
+}
+
+// DeliveryState is a row of the Watermill delivery table as the checker
+// reads it.
+type DeliveryState struct {
+	MessageID, Status string
+}
+
 // State is what the tables and the stream hold after a run.
 type State struct {
 	Orders    []string
@@ -43,6 +61,13 @@ type State struct {
 	// the number without one.
 	Stream     map[string]int
 	StreamNoID int
+	// QJobs is the job queue's table.
+	QJobs []QueueJobState
+	// Watermill is true in a run with subscribers; WMMessages is then
+	// its message table and WMDeliveries its consumer group's deliveries.
+	Watermill    bool
+	WMMessages   []MessageState
+	WMDeliveries []DeliveryState
 }
 
 // Report is the checker's verdict and the figures it counted.
@@ -68,11 +93,28 @@ type Report struct {
 	Published, StreamMessages int
 	// Terms is the number of terms won (Rewon of them won again by
 	// their own holder after a local lapse); FencedLanded and FencedRefused
-	// the fenced writes that changed the row and those the fence refused.
-	Terms, Rewon, FencedLanded, FencedRefused int
+	// the fenced writes that changed the row and those the database's
+	// fence refused; FencedLocal those a leader whose leadership had ended
+	// locally did not send (coord.ErrNotLeader).
+	Terms, Rewon, FencedLanded, FencedRefused, FencedLocal int
 	// Totals sums the totals of the processes that stopped by
 	// themselves (a killed process writes none).
 	Totals map[string]int64
+	// WMMessages is the Watermill messages, WMAcked those whose delivery
+	// to the consumer group is acked, WMHandles the handler runs, and
+	// WMRedelivered the messages handed to a handler more than once, by
+	// what happened to the previous handler's process in between
+	// ("SIGKILL", "SIGSTOP", "connections terminated", "none": at least
+	// once allows it, a mark that did not land brings it back).
+	WMMessages, WMAcked, WMHandles int
+	WMRedelivered                  map[string]int
+	// QJobsCompleted is the queue jobs completed, QRuns their work
+	// runs, QPlanned the jobs retried after their planned first-attempt
+	// failure, and QLost the attempts that ended without an outcome
+	// (recorded by the job as lost), by what happened to the process
+	// that ran them, as WMRedelivered.
+	QJobsCompleted, QRuns, QPlanned int
+	QLost                           map[string]int
 }
 
 // maxViolations is how many violations of one kind a report lists.
@@ -161,11 +203,13 @@ func (c *checker) checkClaims(what, id string, cs []claim) []string {
 // Check verifies a run's histories, events ordered by time, against st,
 // the state of its tables and stream after it.
 func Check(events []Event, st *State) *Report {
-	rep := &Report{Rehandled: map[string]int{}, Refired: map[string]int{}, Totals: map[string]int64{}}
+	rep := &Report{Rehandled: map[string]int{}, Refired: map[string]int{}, Totals: map[string]int64{}, WMRedelivered: map[string]int{}, QLost: map[string]int{}}
 	c := &checker{rep: rep, counts: map[string]int{}, kills: map[string]time.Time{},
 		frozen: map[string][][2]time.Time{}, conns: map[string][]time.Time{}}
 	begun, committed := map[string]bool{}, map[string]bool{}
 	handles := map[string][]claim{}
+	wmHandles := map[string][]Event{}
+	qruns := map[string][]Event{}
 	fires := map[string][]claim{}
 	freezeOf := map[int][2]any{} // fault seq → process, index in frozen
 	elected := map[int64]string{}
@@ -201,6 +245,10 @@ func Check(events []Event, st *State) *Report {
 			}
 		case EvHandle:
 			handles[e.Key] = append(handles[e.Key], claim{e})
+		case EvQJob:
+			qruns[e.Key] = append(qruns[e.Key], e)
+		case EvWMHandle:
+			wmHandles[e.Key] = append(wmHandles[e.Key], e)
 		case EvFire:
 			id := e.Key + "@" + e.Due.UTC().Format(time.RFC3339Nano)
 			fires[id] = append(fires[id], claim{e})
@@ -231,6 +279,8 @@ func Check(events []Event, st *State) *Report {
 			if e.Err == "" && e.N == 0 {
 				rep.FencedRefused++
 			}
+		case EvLocal:
+			rep.FencedLocal++
 		}
 	}
 	rep.Begun, rep.Committed, rep.Orders = len(begun), len(committed), len(st.Orders)
@@ -239,14 +289,177 @@ func Check(events []Event, st *State) *Report {
 	c.checkSchedules(st, fires)
 	c.checkStream(st)
 	c.checkFence(st, won, elected)
+	if st.Watermill {
+		c.checkWatermill(st, wmHandles)
+	}
+	c.checkQueueJobs(st, qruns)
 	return rep
+}
+
+// checkQueueJobs: every queue job completed, once: one job per order,
+// each attempt's work run at most once, the completing attempt run, and
+// every earlier attempt recorded in the job's errors, as the planned
+// failure when it ran as one, or as lost; a job with a planned failure
+// retried.
+func (c *checker) checkQueueJobs(st *State, runs map[string][]Event) {
+	seen := map[string]bool{}
+	for _, j := range st.QJobs {
+		id := j.Order
+		if seen[id] {
+			c.fail("queue job duplicated", "order %s has more than one queue job", id)
+			continue
+		}
+		seen[id] = true
+		rs := runs[id]
+		c.rep.QRuns += len(rs)
+		if j.State != "completed" {
+			c.fail("queue job not completed", "the job of %s is %s after the run (attempt %d, %d runs)", id, j.State, j.Attempt, len(rs))
+			continue
+		}
+		c.rep.QJobsCompleted++
+		byAttempt := map[int64]Event{}
+		for _, r := range rs {
+			if p, ok := byAttempt[r.N]; ok {
+				c.fail("queue job attempt run twice", "attempt %d of the job of %s run by %s and by %s", r.N, id, p.Proc, r.Proc)
+			}
+			byAttempt[r.N] = r
+			if r.N > int64(j.Attempt) {
+				c.fail("queue job run after it completed", "attempt %d of the job of %s run by %s, the job completed in attempt %d", r.N, id, r.Proc, j.Attempt)
+			}
+		}
+		if _, ok := byAttempt[int64(j.Attempt)]; !ok {
+			c.fail("queue job completed unrun", "the job of %s completed in attempt %d, which no worker recorded", id, j.Attempt)
+		}
+		var errs []struct {
+			Attempt int    `json:"attempt"`
+			Error   string `json:"error"`
+		}
+		if j.Errors != "" {
+			if err := json.Unmarshal([]byte(j.Errors), &errs); err != nil {
+				c.fail("queue job errors unreadable", "the job of %s: %v", id, err)
+				continue
+			}
+		}
+		recorded := map[int]string{}
+		for _, e := range errs {
+			recorded[e.Attempt] = e.Error
+		}
+		for a := 1; a < j.Attempt; a++ {
+			msg, ok := recorded[a]
+			run, ran := byAttempt[int64(a)]
+			switch {
+			case !ok:
+				c.fail("queue job retried unrecorded", "attempt %d of the job of %s (completed in attempt %d) has no error recorded", a, id, j.Attempt)
+			case ran && run.Err == errPlanned && strings.Contains(msg, errPlanned):
+			case strings.HasPrefix(msg, "attempt lost"):
+				why := "none"
+				if ran {
+					until := time.Now()
+					if next, ok := byAttempt[int64(a+1)]; ok {
+						until = next.T
+					}
+					why = c.excuse(run.Proc, run.T, until)
+					if why == "" && c.connNote(run.Proc, run.T, until) != "" {
+						why = "connections terminated"
+					}
+					if why == "" {
+						why = "none"
+					}
+				}
+				c.rep.QLost[why]++
+			default:
+				c.fail("queue job retried unrecorded", "attempt %d of the job of %s ended with %q, not the planned failure nor a lost attempt", a, id, msg)
+			}
+		}
+		if _, ok := recorded[j.Attempt]; ok {
+			c.fail("queue job completed with an error", "the completing attempt %d of the job of %s has an error recorded", j.Attempt, id)
+		}
+		if plannedFailure(id) {
+			if j.Attempt < 2 {
+				c.fail("queue job planned failure lost", "the job of %s completed in attempt %d though its first attempt fails", id, j.Attempt)
+			} else {
+				c.rep.QPlanned++
+			}
+		}
+	}
+	for id := range runs {
+		if !seen[id] {
+			c.fail("queue job from nowhere", "%s ran as a queue job but the table has no job for it", id)
+		}
+	}
+}
+
+// checkWatermill: every Watermill message fanned out to the consumer
+// group, its delivery acked and released, and handed to a handler at
+// least once; nothing handled that no producer wrote. Messages handed out
+// again are counted by what happened to the previous handler's process.
+func (c *checker) checkWatermill(st *State, handles map[string][]Event) {
+	msgs := map[string]bool{}
+	for _, m := range st.WMMessages {
+		msgs[m.MessageID] = true
+		c.rep.WMMessages++
+		if m.Status != string(outbox.StatusPublished) {
+			c.fail("watermill message not fanned out", "%s is %s in the message table after the run", m.MessageID, m.Status)
+		}
+	}
+	dlv := map[string]int{}
+	for _, d := range st.WMDeliveries {
+		dlv[d.MessageID]++
+		if !msgs[d.MessageID] {
+			c.fail("watermill delivery from nowhere", "delivery of %s, which is not in the message table", d.MessageID)
+		}
+		if d.Status != string(outbox.StatusPublished) {
+			c.fail("watermill message not handled", "the delivery of %s to the group is %s after the run (%d handler runs)", d.MessageID, d.Status, len(handles[d.MessageID]))
+		} else {
+			c.rep.WMAcked++
+		}
+	}
+	for id := range msgs {
+		if dlv[id] != 1 {
+			c.fail("watermill message lost", "%s has %d deliveries to the group, want 1", id, dlv[id])
+		}
+		if len(handles[id]) == 0 && dlv[id] > 0 {
+			c.fail("watermill message lost", "%s was never handed to a handler", id)
+		}
+	}
+	keys := make([]string, 0, len(handles))
+	for k := range handles {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		hs := handles[k]
+		c.rep.WMHandles += len(hs)
+		if !msgs[k] {
+			c.fail("watermill message from nowhere", "%s handled by %s but not in the message table", k, hs[0].Proc)
+		}
+		for i := 1; i < len(hs); i++ {
+			a, b := hs[i-1], hs[i]
+			why := c.excuse(a.Proc, a.T, b.T)
+			if why == "" && c.connNote(a.Proc, a.T, b.T) != "" {
+				why = "connections terminated"
+			}
+			if why == "" {
+				why = "none"
+			}
+			c.rep.WMRedelivered[why]++
+		}
+	}
 }
 
 // checkTransactions: every committed order has its row, job and message;
 // every row, job and message belongs to an attempted transaction, and
 // none was written without the other two.
 func (c *checker) checkTransactions(st *State, begun, committed map[string]bool) {
-	orders, jobs, msgs := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	orders, jobs, msgs, wms, qjobs := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, j := range st.QJobs {
+		qjobs[j.Order] = true
+	}
+	for _, m := range st.WMMessages {
+		wms[m.MessageID] = true
+	}
+	// wmOK: the order's Watermill message is there, or the run has none.
+	wmOK := func(n string) bool { return !st.Watermill || wms[n] }
 	for _, n := range st.Orders {
 		orders[n] = true
 	}
@@ -257,12 +470,12 @@ func (c *checker) checkTransactions(st *State, begun, committed map[string]bool)
 		msgs[m.MessageID] = true
 	}
 	for n := range committed {
-		if !orders[n] || !jobs[n] || !msgs[n] {
-			c.fail("committed write lost", "order %s committed, but order row %v, job %v, message %v", n, orders[n], jobs[n], msgs[n])
+		if !orders[n] || !jobs[n] || !msgs[n] || !wmOK(n) || !qjobs[n] {
+			c.fail("committed write lost", "order %s committed, but order row %v, job %v, message %v, watermill message %v, queue job %v", n, orders[n], jobs[n], msgs[n], wmOK(n), qjobs[n])
 		}
 	}
 	seen := map[string]bool{}
-	for _, set := range []map[string]bool{orders, jobs, msgs} {
+	for _, set := range []map[string]bool{orders, jobs, msgs, wms, qjobs} {
 		for n := range set {
 			if seen[n] {
 				continue
@@ -271,8 +484,8 @@ func (c *checker) checkTransactions(st *State, begun, committed map[string]bool)
 			if !begun[n] {
 				c.fail("write from nowhere", "%s is in the tables but no producer began it", n)
 			}
-			if !orders[n] || !jobs[n] || !msgs[n] {
-				c.fail("transaction written half", "%s: order row %v, job %v, message %v", n, orders[n], jobs[n], msgs[n])
+			if !orders[n] || !jobs[n] || !msgs[n] || !wmOK(n) || !qjobs[n] {
+				c.fail("transaction written half", "%s: order row %v, job %v, message %v, watermill message %v, queue job %v", n, orders[n], jobs[n], msgs[n], wmOK(n), qjobs[n])
 			}
 		}
 	}

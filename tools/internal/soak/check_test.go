@@ -31,10 +31,12 @@ func cleanRun() *scenario {
 			{T: at(5), Proc: "p1.1", Kind: EvCommit, Orders: []string{"o1"}},
 			{T: at(10), Proc: "w2.1", Kind: EvElected, Term: 1},
 			{T: at(20), Proc: "w1.1", Kind: EvHandle, Key: "o1", Owner: "w1.1#1", ClaimedAt: at(19), LeaseUntil: at(2019)},
+			{T: at(25), Proc: "w3.1", Kind: EvQJob, Key: "o1", N: 1, Owner: "w3.1-q#1"},
 			{T: at(30), Proc: "w1.1", Kind: EvFire, Key: "once-000000", Owner: "w1.1-s#1", Due: at(25), ClaimedAt: at(29), LeaseUntil: at(2029)},
 			{T: at(40), Proc: "w2.1", Kind: EvFenced, Term: 1, N: 1},
 			{T: at(50), Proc: "w2.1", Kind: EvFenced, Term: 1, N: 1},
 			{T: at(60), Proc: "w2.1", Kind: EvFenced, Term: 1}, // refused
+			{T: at(65), Proc: "w2.1", Kind: EvLocal, Term: 1},  // not sent
 			{T: at(70), Proc: "w2.1", Kind: EvStop, Stats: map[string]int64{"jobs_lease_lost": 2}},
 			{T: at(80), Proc: "w1.1", Kind: EvStop, Stats: map[string]int64{"jobs_lease_lost": 1}},
 		},
@@ -46,6 +48,7 @@ func cleanRun() *scenario {
 			FenceLog:  []FenceLog{{ID: 1, Term: 1, Writer: "w2.1"}, {ID: 2, Term: 1, Writer: "w2.1"}},
 			FenceTerm: 1, LeaseTerm: 1,
 			Stream: map[string]int{"o1": 1},
+			QJobs:  []QueueJobState{{Order: "o1", State: "completed", Attempt: 1}},
 		},
 	}
 }
@@ -82,7 +85,7 @@ func TestCheckCleanRun(t *testing.T) {
 		t.Fatalf("violations in a clean run: %q", rep.Violations)
 	}
 	if rep.Committed != 1 || rep.JobsDone != 1 || rep.Handles != 1 || rep.Published != 1 || rep.StreamMessages != 1 ||
-		rep.Fires != 1 || rep.Terms != 1 || rep.FencedLanded != 2 || rep.FencedRefused != 1 || rep.Totals["jobs_lease_lost"] != 3 {
+		rep.Fires != 1 || rep.Terms != 1 || rep.FencedLanded != 2 || rep.FencedRefused != 1 || rep.FencedLocal != 1 || rep.Totals["jobs_lease_lost"] != 3 {
 		t.Fatalf("report %+v", rep)
 	}
 }
@@ -210,6 +213,8 @@ func TestCheckTransactions(t *testing.T) {
 		s.st.Jobs = append(s.st.Jobs, JobState{Key: "o2", Status: JobDone, DoneBy: "w1.1#2"})
 		s.st.Messages = append(s.st.Messages, MessageState{MessageID: "o2", Status: "published"})
 		s.st.Stream["o2"] = 1
+		s.events = append(s.events, Event{T: at(81), Proc: "w2.1", Kind: EvQJob, Key: "o2", N: 1})
+		s.st.QJobs = append(s.st.QJobs, QueueJobState{Order: "o2", State: "completed", Attempt: 1})
 		if rep := s.check(t); len(rep.Violations) != 0 || rep.Committed != 1 || rep.Orders != 2 {
 			t.Fatalf("violations %q, committed %d, orders %d", rep.Violations, rep.Committed, rep.Orders)
 		}
@@ -264,11 +269,11 @@ func TestCheckTerms(t *testing.T) {
 
 func TestPlanFaults(t *testing.T) {
 	d := 2 * time.Minute
-	a, b := PlanFaults(42, d, 2, 3, 2), PlanFaults(42, d, 2, 3, 2)
+	a, b := PlanFaults(42, d, 2, 3, 2, 0), PlanFaults(42, d, 2, 3, 2, 0)
 	if !slices.Equal(a, b) {
 		t.Fatal("the same seed gave two schedules")
 	}
-	if slices.Equal(a, PlanFaults(43, d, 2, 3, 2)) {
+	if slices.Equal(a, PlanFaults(43, d, 2, 3, 2, 0)) {
 		t.Fatal("seeds 42 and 43 gave the same schedule")
 	}
 	if len(a) < int(d/faultMaxGap)-1 || len(a) > int(d/faultMinGap) {
@@ -335,4 +340,156 @@ func TestHistoryRoundTrip(t *testing.T) {
 	if handle == nil || handle.Proc != "w1.1" || handle.Owner != "w1.1#1" || !handle.ClaimedAt.Equal(at(1)) || handle.T.IsZero() {
 		t.Fatalf("handle event %+v", handle)
 	}
+}
+
+// watermillRun is cleanRun with the Watermill message of o1, handled by
+// s1.1 and acked.
+func watermillRun() *scenario {
+	s := cleanRun()
+	s.st.Watermill = true
+	s.st.WMMessages = []MessageState{{MessageID: "o1", Status: "published"}}
+	s.st.WMDeliveries = []DeliveryState{{MessageID: "o1", Status: "published"}}
+	s.events = append(s.events, Event{T: at(40), Proc: "s1.1", Kind: EvWMHandle, Key: "o1", Owner: "s1.1"})
+	return s
+}
+
+func TestCheckWatermill(t *testing.T) {
+	t.Run("clean", func(t *testing.T) {
+		rep := watermillRun().check(t)
+		if len(rep.Violations) != 0 || rep.WMMessages != 1 || rep.WMAcked != 1 || rep.WMHandles != 1 {
+			t.Fatalf("report %+v", rep)
+		}
+	})
+	t.Run("redelivered after a kill", func(t *testing.T) {
+		s := watermillRun()
+		s.fault(500, 1, FaultKill, "s1.1")
+		s.events = append(s.events, Event{T: at(2600), Proc: "s2.1", Kind: EvWMHandle, Key: "o1", Owner: "s2.1"})
+		rep := s.check(t)
+		if len(rep.Violations) != 0 || rep.WMRedelivered["SIGKILL"] != 1 || rep.WMHandles != 2 {
+			t.Fatalf("report %+v", rep)
+		}
+	})
+	t.Run("not acked", func(t *testing.T) {
+		s := watermillRun()
+		s.st.WMDeliveries[0].Status = "processing"
+		wantViolation(t, s.check(t), "watermill message not handled")
+	})
+	t.Run("never handled", func(t *testing.T) {
+		s := watermillRun()
+		s.events = slices.DeleteFunc(s.events, func(e Event) bool { return e.Kind == EvWMHandle })
+		wantViolation(t, s.check(t), "watermill message lost")
+	})
+	t.Run("no delivery", func(t *testing.T) {
+		s := watermillRun()
+		s.st.WMDeliveries = nil
+		wantViolation(t, s.check(t), "watermill message lost")
+	})
+	t.Run("not fanned out", func(t *testing.T) {
+		s := watermillRun()
+		s.st.WMMessages[0].Status = "pending"
+		wantViolation(t, s.check(t), "watermill message not fanned out")
+	})
+	t.Run("committed without its message", func(t *testing.T) {
+		s := watermillRun()
+		s.st.WMMessages, s.st.WMDeliveries = nil, nil
+		rep := s.check(t)
+		if len(rep.Violations) == 0 || !strings.HasPrefix(rep.Violations[0], "committed write lost:") {
+			t.Fatalf("violations %q, want a committed write lost", rep.Violations)
+		}
+	})
+}
+
+func TestPlanFaultsSubscribers(t *testing.T) {
+	d := 10 * time.Minute
+	if !slices.Equal(PlanFaults(42, d, 2, 3, 2, 0), PlanFaults(42, d, 2, 3, 2, 0)) {
+		t.Fatal("the same seed gave two schedules")
+	}
+	hit := false
+	for _, f := range PlanFaults(42, d, 2, 3, 2, 2) {
+		hit = hit || strings.HasPrefix(f.Target, "s")
+	}
+	if !hit {
+		t.Fatal("no fault of a 10-minute schedule hits a subscriber")
+	}
+}
+
+func TestCheckQueueJobs(t *testing.T) {
+	const planned = "p1.1-6" // its first attempt fails on purpose
+	if !plannedFailure(planned) || plannedFailure("o1") {
+		t.Fatal("plannedFailure changed: pick other orders for this test")
+	}
+	// withPlanned adds the committed order planned with its job, message
+	// and a queue job whose first attempt failed and second completed.
+	withPlanned := func(s *scenario) {
+		s.events = append(s.events,
+			Event{T: at(1), Proc: "p1.1", Kind: EvBegin, Orders: []string{planned}},
+			Event{T: at(2), Proc: "p1.1", Kind: EvCommit, Orders: []string{planned}},
+			Event{T: at(21), Proc: "w1.1", Kind: EvHandle, Key: planned, Owner: "w1.1#2", ClaimedAt: at(20), LeaseUntil: at(2020)},
+			Event{T: at(26), Proc: "w3.1", Kind: EvQJob, Key: planned, N: 1, Err: errPlanned},
+			Event{T: at(1100), Proc: "w2.1", Kind: EvQJob, Key: planned, N: 2})
+		s.st.Orders = append(s.st.Orders, planned)
+		s.st.Jobs = append(s.st.Jobs, JobState{Key: planned, Status: JobDone, DoneBy: "w1.1#2"})
+		s.st.Messages = append(s.st.Messages, MessageState{MessageID: planned, Status: "published"})
+		s.st.Stream[planned] = 1
+		s.st.QJobs = append(s.st.QJobs, QueueJobState{Order: planned, State: "completed", Attempt: 2,
+			Errors: `[{"attempt":1,"at":"2026-01-02T03:04:06Z","error":"` + errPlanned + `"}]`})
+	}
+	t.Run("clean", func(t *testing.T) {
+		s := cleanRun()
+		withPlanned(s)
+		rep := s.check(t)
+		if len(rep.Violations) != 0 || rep.QJobsCompleted != 2 || rep.QRuns != 3 || rep.QPlanned != 1 {
+			t.Fatalf("report %+v", rep)
+		}
+	})
+	t.Run("lost attempt after a kill", func(t *testing.T) {
+		s := cleanRun()
+		s.fault(500, 1, FaultKill, "w3.1")
+		s.events = append(s.events, Event{T: at(2600), Proc: "w2.1", Kind: EvQJob, Key: "o1", N: 2})
+		s.st.QJobs[0].Attempt = 2
+		s.st.QJobs[0].Errors = `[{"attempt":1,"at":"2026-01-02T03:04:08Z","error":"attempt lost: its lease ended before an outcome was written (worker stopped or unreachable)"}]`
+		rep := s.check(t)
+		if len(rep.Violations) != 0 || rep.QLost["SIGKILL"] != 1 {
+			t.Fatalf("report %+v", rep)
+		}
+	})
+	t.Run("retry without its error", func(t *testing.T) {
+		s := cleanRun()
+		s.events = append(s.events, Event{T: at(2600), Proc: "w2.1", Kind: EvQJob, Key: "o1", N: 2})
+		s.st.QJobs[0].Attempt = 2
+		wantViolation(t, s.check(t), "queue job retried unrecorded")
+	})
+	t.Run("planned failure not retried", func(t *testing.T) {
+		s := cleanRun()
+		withPlanned(s)
+		s.st.QJobs[1].Attempt, s.st.QJobs[1].Errors = 1, ""
+		s.events = s.events[:len(s.events)-1] // no second attempt
+		rep := s.check(t)
+		if len(rep.Violations) != 1 || !strings.HasPrefix(rep.Violations[0], "queue job planned failure lost:") {
+			t.Fatalf("violations %q", rep.Violations)
+		}
+	})
+	t.Run("attempt run twice", func(t *testing.T) {
+		s := cleanRun()
+		s.events = append(s.events, Event{T: at(2600), Proc: "w2.1", Kind: EvQJob, Key: "o1", N: 1})
+		wantViolation(t, s.check(t), "queue job attempt run twice")
+	})
+	t.Run("not completed", func(t *testing.T) {
+		s := cleanRun()
+		s.st.QJobs[0].State = "available"
+		wantViolation(t, s.check(t), "queue job not completed")
+	})
+	t.Run("completed unrun", func(t *testing.T) {
+		s := cleanRun()
+		s.events = slices.DeleteFunc(s.events, func(e Event) bool { return e.Kind == EvQJob })
+		wantViolation(t, s.check(t), "queue job completed unrun")
+	})
+	t.Run("lost", func(t *testing.T) {
+		s := cleanRun()
+		s.st.QJobs = nil
+		rep := s.check(t)
+		if len(rep.Violations) == 0 || !strings.HasPrefix(rep.Violations[0], "committed write lost:") {
+			t.Fatalf("violations %q", rep.Violations)
+		}
+	})
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
 	"github.com/claimstore/claimstore/internal/outboxenv"
+	"github.com/claimstore/claimstore/jobs"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/outbox/natspub"
 )
@@ -29,6 +30,9 @@ const (
 	RoleProducer = "producer"
 	RoleWorker   = "worker"
 	RoleRelay    = "relay"
+	// RoleSubscriber is a Watermill subscriber process, run by the
+	// subscriber command (Options.SubscriberCommand), not by RunChild.
+	RoleSubscriber = "subscriber"
 )
 
 // ChildConfig is what the orchestrator hands its children, as config.json
@@ -56,7 +60,18 @@ type ChildConfig struct {
 	LeaderTTL time.Duration `json:"leader_ttl"`
 	// Dir holds the histories.
 	Dir string `json:"dir"`
+	// WMTopic is the Watermill topic of the orders' messages, WMGroup the
+	// subscribers' consumer group, WMAdminDSN the orchestrator's data
+	// source name, with which the subscriber command migrates; all empty
+	// in a run without subscribers.
+	WMTopic    string `json:"wm_topic,omitempty"`
+	WMGroup    string `json:"wm_group,omitempty"`
+	WMAdminDSN string `json:"wm_admin_dsn,omitempty"`
 }
+
+// wmTargetBroker is the target broker of the Watermill messages: the
+// watermill module's DefaultTargetBroker, which its subscribers fan out.
+const wmTargetBroker = "watermill"
 
 // relayPolicy is the outbox retry policy of the soak: retries that outlast
 // every fault many times over, so no message is abandoned.
@@ -166,6 +181,27 @@ func (c *child) produce(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// The Watermill message of each order, as watermill.Publisher writes
+	// it (an outbox row for the target broker "watermill"), in the same
+	// transaction.
+	var wm *outbox.Repository
+	if t.WM != "" {
+		wstore, err := sqlstore.New[outbox.Message](c.db, sqlstore.WithTable(t.WM))
+		if err != nil {
+			return 0, err
+		}
+		if wm, err = outbox.New(wstore); err != nil {
+			return 0, err
+		}
+	}
+	qstore, err := sqlstore.New[jobs.Row](c.db, sqlstore.WithTable(t.QJobs))
+	if err != nil {
+		return 0, err
+	}
+	qc, err := jobs.NewClient(jobs.Config{Store: qstore, ID: c.proc, Logger: c.log})
+	if err != nil {
+		return 0, err
+	}
 	every := time.Second * time.Duration(c.cfg.PerTx) / time.Duration(max(1, c.cfg.Rate))
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -184,19 +220,35 @@ func (c *child) produce(ctx context.Context) (int64, error) {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		err := c.db.WithContext(wctx).Transaction(func(tx *gorm.DB) error {
 			orders := make([]Order, len(numbers))
-			jobs := make([]Job, len(numbers))
+			rows := make([]Job, len(numbers))
 			msgs := make([]*outbox.Message, len(numbers))
 			for i, num := range numbers {
 				orders[i] = Order{Number: num, Amount: int64(100 + rand.IntN(900))}
-				jobs[i] = Job{Key: num, Status: JobQueued}
+				rows[i] = Job{Key: num, Status: JobQueued}
 				msgs[i] = &outbox.Message{MessageID: num, Topic: c.cfg.Subject, Type: "order.created",
 					Payload: fmt.Appendf(nil, `{"order":%q,"amount":%d}`, num, orders[i].Amount), CorrelationID: num}
 			}
 			if err := tx.Table(t.Orders).Create(&orders).Error; err != nil {
 				return err
 			}
-			if err := tx.Table(t.Jobs).Create(&jobs).Error; err != nil {
+			if err := tx.Table(t.Jobs).Create(&rows).Error; err != nil {
 				return err
+			}
+			params := make([]jobs.InsertParams, len(numbers))
+			for i, num := range numbers {
+				params[i] = jobs.InsertParams{Args: OrderJob{Order: num}}
+			}
+			if _, err := qc.InsertManyTx(wctx, tx, params); err != nil {
+				return err
+			}
+			if wm != nil {
+				wms := make([]*outbox.Message, len(numbers))
+				for i, num := range numbers {
+					wms[i] = &outbox.Message{MessageID: num, Topic: c.cfg.WMTopic, TargetBroker: wmTargetBroker, Payload: msgs[i].Payload}
+				}
+				if err := wm.Add(wctx, tx, wms...); err != nil {
+					return err
+				}
 			}
 			return repo.Add(wctx, tx, msgs...)
 		})
@@ -215,7 +267,7 @@ func (c *child) produce(ctx context.Context) (int64, error) {
 // It returns the jobs this process handled.
 func (c *child) work(ctx context.Context) (int64, map[string]int64, error) {
 	t := c.cfg.Tables
-	jobs, err := sqlstore.New[Job](c.db, sqlstore.WithTable(t.Jobs))
+	jstore, err := sqlstore.New[Job](c.db, sqlstore.WithTable(t.Jobs))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -247,7 +299,7 @@ func (c *child) work(ctx context.Context) (int64, map[string]int64, error) {
 		return 0, nil, err
 	}
 	jw, err := dispatch.New(dispatch.Config[Job]{
-		Store: jobs, KeyField: "id", Key: func(j *Job) any { return j.ID },
+		Store: jstore, KeyField: "id", Key: func(j *Job) any { return j.ID },
 		Due:      func(time.Time) dao.Criteria { return dao.Eq("status", JobQueued) },
 		OrderBy:  []dao.Order{dao.Asc("id")},
 		Handler:  c.handle,
@@ -265,21 +317,57 @@ func (c *child) work(ctx context.Context) (int64, map[string]int64, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	errs := make(chan error, 3)
+	qstore, err := sqlstore.New[jobs.Row](c.db, sqlstore.WithTable(t.QJobs))
+	if err != nil {
+		return 0, nil, err
+	}
+	ws := jobs.NewWorkers()
+	if err := jobs.AddWorker(ws, jobs.WorkFunc[OrderJob](c.runQueueJob)); err != nil {
+		return 0, nil, err
+	}
+	qc, err := jobs.NewClient(jobs.Config{Store: qstore, Workers: ws, Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 8}},
+		ID: c.proc + "-q", Lease: c.cfg.Lease, Tick: 100 * time.Millisecond, DrainTimeout: 2 * time.Second, Leases: leases, Logger: c.log})
+	if err != nil {
+		return 0, nil, err
+	}
+	errs := make(chan error, 4)
 	go func() { errs <- elector.Run(ctx) }()
 	go func() { errs <- jw.Run(ctx) }()
 	go func() { errs <- sw.Run(ctx) }()
+	go func() { errs <- qc.Run(ctx) }()
 	var first error
-	for range 3 {
+	for range 4 {
 		if err := <-errs; err != nil && first == nil {
 			first = err
 		}
 	}
-	js, ss := jw.Stats(), sw.Stats()
+	js, ss, qs := jw.Stats(), sw.Stats(), qc.Stats()
 	return js.Completed, map[string]int64{
 		"jobs_lease_lost": js.LeaseLost, "jobs_write_errors": js.WriteErrors, "jobs_released": js.Released,
 		"fires_lease_lost": ss.LeaseLost, "fires_write_errors": ss.WriteErrors,
+		"qjobs_completed": qs.Completed, "qjobs_retried": qs.Retried, "qjobs_discarded": qs.Discarded,
 	}, first
+}
+
+// runQueueJob is the work of an order's queue job: it records the attempt
+// in the history, works a few milliseconds and, for one order in 20,
+// fails its first attempt.
+func (c *child) runQueueJob(ctx context.Context, j *jobs.Job[OrderJob]) error {
+	e := Event{Kind: EvQJob, Key: j.Args.Order, N: int64(j.Attempt), Owner: j.LeaseOwner}
+	fail := j.Attempt == 1 && plannedFailure(j.Args.Order)
+	if fail {
+		e.Err = errPlanned
+	}
+	c.h.Add(e)
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-time.After(time.Duration(2+rand.IntN(18)) * time.Millisecond):
+	}
+	if fail {
+		return errors.New(errPlanned)
+	}
+	return nil
 }
 
 // handle runs one job: it records the claim in the history, works a few
@@ -332,14 +420,15 @@ func (c *child) fencedWrites(ctx context.Context, l coord.Leader, fence *dao.Tab
 		e := Event{Kind: EvFenced, Term: l.Term(), N: rows}
 		// A write the database refused (a newer term holds the row) is
 		// coord.ErrFenced and recorded as refused: no error, no row. A
-		// write refused locally (the lease ended) is ErrNotLeader and not
-		// recorded.
-		if err != nil && !(errors.Is(err, coord.ErrFenced) && !errors.Is(err, coord.ErrNotLeader)) {
+		// write refused locally (the leadership ended before it was sent)
+		// is ErrNotLeader and recorded as such.
+		switch {
+		case errors.Is(err, coord.ErrNotLeader):
+			e = Event{Kind: EvLocal, Term: l.Term()}
+		case err != nil && !errors.Is(err, coord.ErrFenced):
 			e.Err, e.N = err.Error(), 0
 		}
-		if err == nil || !errors.Is(err, coord.ErrNotLeader) {
-			c.h.Add(e)
-		}
+		c.h.Add(e)
 		select {
 		case <-ctx.Done():
 			return

@@ -8,12 +8,21 @@
 //
 //   - producers write business rows, each with its outbox message and its
 //     job, in one transaction;
-//   - workers run a dispatch.Worker over the jobs, a dispatch schedule
+//   - producers also insert, in the same transaction, a queue job of
+//     package jobs for every order (one in 20 fails its first attempt on
+//     purpose);
+//   - workers run a dispatch.Worker over the jobs, a jobs.Client over the
+//     queue jobs, a dispatch schedule
 //     worker over once and cron schedules, and a coord.Elector whose leader
 //     runs the maintenance (the schedule rescuer) and writes a row fenced
 //     by its term;
 //   - relays publish the outbox to an R3 stream of a three-node JetStream
-//     cluster of nats-server processes on loopback ports.
+//     cluster of nats-server processes on loopback ports;
+//   - subscribers (with Options.SubscriberCommand) consume, as one
+//     consumer group of the watermill module's Subscriber, the Watermill
+//     message each producer writes for every order in its transaction.
+//     They run claimstore-soaksub (watermill/internal/soaksub), since the
+//     library does not depend on the watermill module.
 //
 // Faults (SIGKILL and restart, SIGSTOP then SIGCONT, the database
 // connections of one process terminated, a NATS node killed and restarted)
@@ -26,8 +35,12 @@
 // frozen; that every committed transaction wrote its order, its message and
 // its job, and nothing else was written half; that the stream holds every
 // message exactly once; that leadership terms only increase and no fenced
-// write of an older term landed after a newer one; and that no row is left
-// claimed.
+// write of an older term landed after a newer one; that every queue job
+// (package jobs) completed once, each earlier attempt recorded in its
+// errors as the planned failure or as lost; that every Watermill message
+// was fanned out to the consumer group, acked and handed to a handler at
+// least once (the messages handed out again are counted by what happened
+// to the previous handler); and that no row is left claimed.
 //
 // The soak runs on Linux only: its children get a parent-death signal
 // (SysProcAttr.Pdeathsig) and its faults freeze processes with SIGSTOP, so

@@ -52,9 +52,10 @@ func (f PlannedFault) String() string {
 // from seed: a fault every 2 to 8 s from the 5th second to 5 s before the
 // end. A process is killed, frozen or disconnected from the database with
 // weight 3 each (a worker three times as often as a producer, a relay
-// twice as often), a NATS node killed with weight 1. The same seed,
-// length and slots give the same schedule.
-func PlanFaults(seed uint64, d time.Duration, producers, workers, relays int) []PlannedFault {
+// and a Watermill subscriber twice as often), a NATS node killed with
+// weight 1. The same seed, length and slots give the same schedule; with
+// no subscribers a seed draws the schedule it drew before they existed.
+func PlanFaults(seed uint64, d time.Duration, producers, workers, relays, subscribers int) []PlannedFault {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	var slots []string
 	add := func(prefix string, n, weight int) {
@@ -67,6 +68,7 @@ func PlanFaults(seed uint64, d time.Duration, producers, workers, relays int) []
 	add("p", producers, 1)
 	add("w", workers, 3)
 	add("r", relays, 2)
+	add("s", subscribers, 2)
 	between := func(lo, hi time.Duration) time.Duration {
 		return lo + time.Duration(rng.Int64N(int64(hi-lo)+1)).Round(10*time.Millisecond)
 	}

@@ -30,11 +30,16 @@ const (
 	EvAbort  = "abort"  // its outcome is an error (maybe committed): Orders, Err
 
 	// workers
-	EvHandle  = "handle"  // a job handler started: Key, Owner, ClaimedAt, LeaseUntil
-	EvFire    = "fire"    // a schedule fired: Key, Due, Owner, ClaimedAt, LeaseUntil, Cron
-	EvElected = "elected" // this process won a term: Term
-	EvDeposed = "deposed" // its term ended: Term
-	EvFenced  = "fenced"  // a write fenced by the term: Term, N (rows), Err (none when the database refused it: N 0)
+	EvHandle  = "handle"          // a job handler started: Key, Owner, ClaimedAt, LeaseUntil
+	EvFire    = "fire"            // a schedule fired: Key, Due, Owner, ClaimedAt, LeaseUntil, Cron
+	EvElected = "elected"         // this process won a term: Term
+	EvDeposed = "deposed"         // its term ended: Term
+	EvQJob    = "qjob"            // a queue job's work started: Key (the order), N (the attempt), Owner, Err (the planned failure)
+	EvFenced  = "fenced"          // a write fenced by the term: Term, N (rows), Err (none when the database refused it: N 0)
+	EvLocal   = "refused-locally" // a fenced write the lapsed leader did not send (coord.ErrNotLeader): Term
+
+	// Watermill subscribers (claimstore-soaksub)
+	EvWMHandle = "wm-handle" // a message was handed to the handler: Key (the order), Owner (the process)
 
 	// every child
 	EvStart = "start" // the process is up: Pid

@@ -2,7 +2,11 @@
 
 package soak
 
-import "time"
+import (
+	"hash/crc32"
+	"strings"
+	"time"
+)
 
 // Order is the business row a producer writes, with its message and its
 // job, in one transaction.
@@ -52,16 +56,51 @@ type FenceLog struct {
 // Tables are the names of a run's tables, all prefixed soak_<tag>_.
 type Tables struct {
 	Orders, Jobs, Outbox, Schedules, Leaders, Fence, FenceLog string
+	// QJobs is the job table of package jobs (its schema-version table
+	// and, on PostgreSQL, its notify function are named after it;
+	// jobs.Drop removes them).
+	QJobs string
+	// WM is the Watermill message table (with its deliveries and groups
+	// tables, named after it by the watermill module); empty in a run
+	// without subscribers.
+	WM string
 }
+
+func (t Tables) prefix() string { return strings.TrimSuffix(t.Orders, "orders") }
+
+// WMDeliveries is the delivery table of the Watermill message table (one
+// row per message and consumer group).
+func (t Tables) WMDeliveries() string { return t.WM + "_deliveries" }
 
 // NewTables returns the table names of the run tagged tag.
 func NewTables(tag string) Tables {
 	p := "soak_" + tag + "_"
 	return Tables{Orders: p + "orders", Jobs: p + "jobs", Outbox: p + "outbox", Schedules: p + "schedules",
-		Leaders: p + "leaders", Fence: p + "fence", FenceLog: p + "fence_log"}
+		Leaders: p + "leaders", Fence: p + "fence", FenceLog: p + "fence_log", QJobs: p + "qjobs"}
 }
+
+// OrderJob is the args of the queue job (package jobs) a producer inserts
+// for every order, in the order's transaction.
+type OrderJob struct {
+	Order string `json:"order"`
+}
+
+// Kind implements jobs.Args.
+func (OrderJob) Kind() string { return "soak.order" }
+
+// plannedFailure reports whether the first attempt of the queue job of
+// order fails on purpose (one order in 20, by a digest of its number), so
+// that the run has retries to check.
+func plannedFailure(order string) bool { return crc32.ChecksumIEEE([]byte(order))%20 == 0 }
+
+// errPlanned is the error of a first attempt that fails on purpose.
+const errPlanned = "planned failure of the first attempt"
 
 // All returns every table name.
 func (t Tables) All() []string {
-	return []string{t.Orders, t.Jobs, t.Outbox, t.Schedules, t.Leaders, t.Fence, t.FenceLog}
+	all := []string{t.Orders, t.Jobs, t.Outbox, t.Schedules, t.Leaders, t.Fence, t.FenceLog}
+	if t.WM != "" {
+		all = append(all, t.WM, t.WMDeliveries(), t.WM+"_groups")
+	}
+	return all
 }

@@ -4,6 +4,7 @@ package soak
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -60,6 +61,25 @@ func (r *run) check(ctx context.Context) (*Report, error) {
 		return nil, fmt.Errorf("soak: read the stream back: %w", err)
 	}
 	st.Stream, st.StreamNoID = audit.IDs, audit.NoID
+	if err := db.Table(t.QJobs).Select("args, state, attempt, errors").Order("id").Scan(&st.QJobs).Error; err != nil {
+		return nil, fmt.Errorf("soak: read the queue jobs: %w", err)
+	}
+	for i := range st.QJobs {
+		var a OrderJob
+		if err := json.Unmarshal([]byte(st.QJobs[i].Args), &a); err != nil {
+			return nil, fmt.Errorf("soak: queue job args %q: %w", st.QJobs[i].Args, err)
+		}
+		st.QJobs[i].Order = a.Order
+	}
+	if t.WM != "" {
+		st.Watermill = true
+		if err := db.Table(t.WM).Select("message_id, status").Order("id").Scan(&st.WMMessages).Error; err != nil {
+			return nil, fmt.Errorf("soak: read the watermill messages: %w", err)
+		}
+		if err := db.Table(t.WMDeliveries()).Select("message_id, status").Order("id").Scan(&st.WMDeliveries).Error; err != nil {
+			return nil, fmt.Errorf("soak: read the watermill deliveries: %w", err)
+		}
+	}
 	rep := Check(events, st)
 	if bad > 0 {
 		rep.Violations = append(rep.Violations, fmt.Sprintf("history: %d lines did not decode", bad))
@@ -126,10 +146,21 @@ func (rep *Report) Print(out io.Writer, r *run) {
 	tot := rep.Totals
 	fmt.Fprintf(out, "outcomes refused by the fence: %d jobs, %d fires, %d relay marks; failed writes: %d outcomes, %d fires, %d relay marks (processes that stopped by themselves)\n",
 		tot["jobs_lease_lost"], tot["fires_lease_lost"], tot["relay_lease_lost"], tot["jobs_write_errors"], tot["fires_write_errors"], tot["relay_mark_errors"])
-	fmt.Fprintf(out, "leadership: %d terms won (%d taken again by their holder after a local lapse), %d fenced writes landed, %d refused by the fence\n",
-		rep.Terms, rep.Rewon, rep.FencedLanded, rep.FencedRefused)
+	fmt.Fprintf(out, "leadership: %d terms won (%d taken again by their holder after a local lapse), %d fenced writes landed, %d refused by the database's fence, %d refused locally (ErrNotLeader: the leadership had lapsed)\n",
+		rep.Terms, rep.Rewon, rep.FencedLanded, rep.FencedRefused, rep.FencedLocal)
+	fmt.Fprintf(out, "job queue (package jobs): %d jobs completed (%d work runs), %d retried after the planned failure of their first attempt; attempts lost and run again: %d after a SIGKILL, %d after a SIGSTOP, %d after terminated connections, %d with no fault\n",
+		rep.QJobsCompleted, rep.QRuns, rep.QPlanned, rep.QLost["SIGKILL"], rep.QLost["SIGSTOP"], rep.QLost["connections terminated"], rep.QLost["none"])
+	if r.tables.WM != "" {
+		fmt.Fprintf(out, "watermill: %d messages, %d acked by the consumer group of %d subscriber processes (%d handler runs; %d counted by the processes that stopped by themselves); handed out again: %d after a SIGKILL, %d after a SIGSTOP, %d after terminated connections, %d with no fault (at least once)\n",
+			rep.WMMessages, rep.WMAcked, r.o.Subscribers, rep.WMHandles, tot["wm_handled"],
+			rep.WMRedelivered["SIGKILL"], rep.WMRedelivered["SIGSTOP"], rep.WMRedelivered["connections terminated"], rep.WMRedelivered["none"])
+	}
 	if len(rep.Violations) == 0 {
-		fmt.Fprintln(out, "verdict: OK: every job done once, every message in the stream once, terms only increased, nothing left claimed")
+		verdict := "verdict: OK: every job done once, every queue job completed once with its retries recorded, every message in the stream once"
+		if r.tables.WM != "" {
+			verdict += ", every Watermill message handled and acked"
+		}
+		fmt.Fprintln(out, verdict+", terms only increased, nothing left claimed")
 		return
 	}
 	fmt.Fprintf(out, "verdict: FAILED: %d violations\n", len(rep.Violations))

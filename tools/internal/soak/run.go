@@ -29,6 +29,7 @@ import (
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
 	"github.com/claimstore/claimstore/internal/outboxenv"
+	"github.com/claimstore/claimstore/jobs"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/tools/internal/bench"
 	"github.com/claimstore/claimstore/tools/internal/hatest"
@@ -59,14 +60,22 @@ type Options struct {
 	// Seed draws the fault schedule; 0 draws a seed (printed, to replay).
 	Seed uint64
 	// Producers, Workers and Relays are the processes of each role;
-	// defaults 2, 3 and 2. Rate is the orders per second of each producer
+	// defaults 2, 3 and 2. Subscribers is the Watermill subscriber
+	// processes, default 2 when SubscriberCommand is given (none
+	// without). Rate is the orders per second of each producer
 	// (default 60), 5 to a transaction.
-	Producers, Workers, Relays, Rate int
+	Producers, Workers, Relays, Subscribers, Rate int
 	// Command is the argument vector that runs the claimstore command; the
 	// run appends "soak child" and its flags. Env is added to the
 	// children's environment.
 	Command []string
 	Env     []string
+	// SubscriberCommand is the argument vector that runs the Watermill
+	// subscriber command (claimstore-soaksub, built from the watermill
+	// module: `make soak` builds bin/claimstore-soaksub); the run appends
+	// "migrate" or "child" and their flags. Empty: the run has no
+	// Watermill message table and no subscribers.
+	SubscriberCommand []string
 	// NATSServer is the nats-server binary (default /usr/sbin/nats-server);
 	// ClientPort, ClusterPort and MonitorPort the first node's ports
 	// (defaults 14322, 16322, 18322; node i listens on port + i).
@@ -93,6 +102,11 @@ func (o *Options) defaults() {
 	}
 	if o.Workers == 0 {
 		o.Workers = 3
+	}
+	if len(o.SubscriberCommand) == 0 {
+		o.Subscribers = 0
+	} else if o.Subscribers == 0 {
+		o.Subscribers = 2
 	}
 	if o.Rate == 0 {
 		o.Rate = DefaultRate
@@ -188,6 +202,9 @@ func Run(ctx context.Context, out io.Writer, o Options) (err error) {
 	}
 	r := &run{o: o, out: out, tag: outboxenv.RandomHex(4), backend: backend, procs: map[string]*proc{}}
 	r.tables = NewTables(r.tag)
+	if o.Subscribers > 0 {
+		r.tables.WM = r.tables.prefix() + "wm"
+	}
 	defer r.cleanup()
 	if r.dir, err = os.MkdirTemp("", "claimstore-soak-"+r.tag+"-"); err != nil {
 		return err
@@ -216,9 +233,12 @@ func Run(ctx context.Context, out io.Writer, o Options) (err error) {
 	if err := r.writeConfig(); err != nil {
 		return err
 	}
-	plan := PlanFaults(o.Seed, o.Duration, o.Producers, o.Workers, o.Relays)
-	fmt.Fprintf(out, "soak: backend %s, seed %d, load %v, %d producers x %d orders/s, %d workers, %d relays; %d faults planned\n",
-		backend, o.Seed, o.Duration, o.Producers, o.Rate, o.Workers, o.Relays, len(plan))
+	if err := r.migrateWatermill(ctx); err != nil {
+		return err
+	}
+	plan := PlanFaults(o.Seed, o.Duration, o.Producers, o.Workers, o.Relays, o.Subscribers)
+	fmt.Fprintf(out, "soak: backend %s, seed %d, load %v, %d producers x %d orders/s, %d workers, %d relays, %d Watermill subscribers; %d faults planned\n",
+		backend, o.Seed, o.Duration, o.Producers, o.Rate, o.Workers, o.Relays, o.Subscribers, len(plan))
 	fmt.Fprintf(out, "      tables soak_%s_*, NATS cluster %s, stream %s, directory %s\n", r.tag, r.cluster.URLs(), r.stream, r.dir)
 	r.onExit(r.stopAll)
 	for _, slot := range slices.Sorted(maps.Keys(r.cfg.Roles)) {
@@ -299,12 +319,27 @@ func (r *run) openDatabase(ctx context.Context) error {
 	if err := leases.Migrate(ctx); err != nil {
 		return err
 	}
+	qstore, err := sqlstore.New[jobs.Row](r.db, sqlstore.WithTable(t.QJobs))
+	if err != nil {
+		return err
+	}
+	r.onExit(func() {
+		if err := jobs.Drop(context.WithoutCancel(ctx), qstore, nil); err != nil {
+			fmt.Fprintf(r.out, "drop the job queue's table: %v\n", err)
+		}
+	})
+	if err := jobs.Migrate(ctx, qstore, nil); err != nil {
+		return err
+	}
 	r.cfg = ChildConfig{Backend: r.backend, DSNs: map[string]string{}, Roles: map[string]string{}, Tables: t,
 		Rate: r.o.Rate, PerTx: 5, Lease: soakLease, LeaderTTL: soakLeaderTTL, Dir: r.dir}
+	if t.WM != "" {
+		r.cfg.WMTopic, r.cfg.WMGroup, r.cfg.WMAdminDSN = "soak."+r.tag+".orders", "soak", dsn
+	}
 	for _, s := range []struct {
 		prefix, role string
 		n            int
-	}{{"p", RoleProducer, r.o.Producers}, {"w", RoleWorker, r.o.Workers}, {"r", RoleRelay, r.o.Relays}} {
+	}{{"p", RoleProducer, r.o.Producers}, {"w", RoleWorker, r.o.Workers}, {"r", RoleRelay, r.o.Relays}, {"s", RoleSubscriber, r.o.Subscribers}} {
 		for i := range s.n {
 			slot := fmt.Sprintf("%s%d", s.prefix, i+1)
 			r.cfg.Roles[slot] = s.role
@@ -480,6 +515,21 @@ func (r *run) writeConfig() error {
 	return os.WriteFile(filepath.Join(r.dir, "config.json"), b, 0o600)
 }
 
+// migrateWatermill runs the subscriber command's migrate, which creates
+// the Watermill tables of the run and registers its consumer group.
+func (r *run) migrateWatermill(ctx context.Context) error {
+	if r.tables.WM == "" {
+		return nil
+	}
+	c := r.o.SubscriberCommand
+	cmd := exec.CommandContext(ctx, c[0], append(slices.Clone(c[1:]), "migrate", "--dir", r.dir)...)
+	cmd.Env = append(os.Environ(), r.o.Env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("soak: %s migrate: %w: %s", c[0], err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
 // spawn starts the next incarnation of slot.
 func (r *run) spawn(ctx context.Context, slot string) error {
 	r.mu.Lock()
@@ -495,7 +545,12 @@ func (r *run) spawn(ctx context.Context, slot string) error {
 		return err
 	}
 	args := append(slices.Clone(r.o.Command[1:]), "soak", "child", "--dir", r.dir, "--slot", slot, "--inc", fmt.Sprint(inc), "--log-level", "warn")
-	cmd := exec.Command(r.o.Command[0], args...)
+	command := r.o.Command[0]
+	if r.cfg.Roles[slot] == RoleSubscriber {
+		command = r.o.SubscriberCommand[0]
+		args = append(slices.Clone(r.o.SubscriberCommand[1:]), "child", "--dir", r.dir, "--slot", slot, "--inc", fmt.Sprint(inc))
+	}
+	cmd := exec.Command(command, args...)
 	cmd.Env = append(os.Environ(), r.o.Env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -649,7 +704,25 @@ func (r *run) backlog(ctx context.Context) (job, msg, once int64, err error) {
 	if err = db.Table(r.tables.Outbox).Select("COALESCE(MIN(id), 0)").Where("published_at IS NULL").Scan(&msg).Error; err != nil {
 		return
 	}
-	err = db.Table(r.tables.Schedules).Where("kind = ? AND status = ?", string(dispatch.KindOnce), string(dispatch.StatusActive)).Count(&once).Error
+	if err = db.Table(r.tables.Schedules).Where("kind = ? AND status = ?", string(dispatch.KindOnce), string(dispatch.StatusActive)).Count(&once).Error; err != nil {
+		return
+	}
+	var q int64
+	if err = db.Table(r.tables.QJobs).Where("finalized_at IS NULL").Count(&q).Error; err != nil {
+		return
+	}
+	once += q
+	if r.tables.WM != "" {
+		// The Watermill messages not fanned out yet and the deliveries
+		// not acked count with the once schedules: what is left to do.
+		var wm int64
+		for _, table := range []string{r.tables.WM, r.tables.WMDeliveries()} {
+			if err = db.Table(table).Where("published_at IS NULL").Count(&wm).Error; err != nil {
+				return
+			}
+			once += wm
+		}
+	}
 	return
 }
 
