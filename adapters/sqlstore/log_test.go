@@ -69,7 +69,7 @@ func TestLogStore(t *testing.T) {
 			if cur.Position != (driver.LogPosition{}) || cur.Term != 1 {
 				t.Fatalf("new cursor = %+v, want the zero position in term 1", cur)
 			}
-			batch, err := l.Next(ctx, driver.LogNext{Reader: "relay", Partition: 1, Term: 1, Limit: 4})
+			batch, err := nextN(t, l, driver.LogNext{Reader: "relay", Partition: 1, Term: 1, Limit: 4}, 4)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -95,16 +95,13 @@ func TestLogStore(t *testing.T) {
 			}
 			// The new term commits the batch with a dead letter and reads on.
 			dead := driver.LogDeadLetter{Record: batch.Records[1], LastError: "refused"}
-			batch, err = l.Next(ctx, driver.LogNext{Reader: "relay", Partition: 1, Term: 2, After: end,
-				Commit: &driver.LogCommit{To: end, Dead: []driver.LogDeadLetter{dead}}, Limit: 4})
+			batch, err = nextN(t, l, driver.LogNext{Reader: "relay", Partition: 1, Term: 2, After: end,
+				Commit: &driver.LogCommit{To: end, Dead: []driver.LogDeadLetter{dead}}, Limit: 4}, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := fmt.Sprint(logIDs(batch.Records)); got != "[b-1]" {
 				t.Fatalf("second batch = %s", got)
-			}
-			if batch.HeldBack != 0 {
-				t.Fatalf("held back = %d with no open transaction", batch.HeldBack)
 			}
 			// A second commit from the same start is refused: no double advance.
 			_, err = l.Next(ctx, driver.LogNext{Reader: "relay", Partition: 1, Term: 2, After: end,
@@ -146,7 +143,7 @@ func TestLogStore(t *testing.T) {
 			if got["/1"] != end || got["late/1"] != end || got["relay/1"] != end {
 				t.Fatalf("cursors = %v, want the mark, late and relay at %v", got, end)
 			}
-			batch, err = l.Next(ctx, driver.LogNext{Reader: "late", Partition: 1, Term: 1, After: end, Limit: 10})
+			batch, err = nextN(t, l, driver.LogNext{Reader: "late", Partition: 1, Term: 1, After: end, Limit: 10}, 1)
 			if err != nil || fmt.Sprint(logIDs(batch.Records)) != "[b-1]" {
 				t.Fatalf("late reader's batch = %v, %v", logIDs(batch.Records), err)
 			}
@@ -167,6 +164,22 @@ func TestLogStore(t *testing.T) {
 				t.Fatalf("append with a bad tx: err = %v", err)
 			}
 		})
+	}
+}
+
+// nextN calls Next until it returns want records: another transaction of
+// the server may hold records back for a moment (PostgreSQL). A commit
+// is sent once.
+func nextN(t *testing.T, l *sqlstore.Log, req driver.LogNext, want int) (driver.LogBatch, error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		batch, err := l.Next(context.Background(), req)
+		if err != nil || len(batch.Records) >= want || time.Now().After(deadline) {
+			return batch, err
+		}
+		req.Commit = nil
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
@@ -204,7 +217,7 @@ func TestLogHeldBack(t *testing.T) {
 	if err := long.Commit().Error; err != nil {
 		t.Fatal(err)
 	}
-	batch, err = l.Next(ctx, driver.LogNext{Reader: "r", Partition: 0, Term: 1, Limit: 10})
+	batch, err = nextN(t, l, driver.LogNext{Reader: "r", Partition: 0, Term: 1, Limit: 10}, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
