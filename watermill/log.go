@@ -227,17 +227,27 @@ func (s *LogSubscriber) deliver(ctx context.Context, recs []outbox.LogRecord, ou
 		}
 		for {
 			wm := toWatermill(&m)
-			wm.SetContext(ctx)
+			// The message's context ends once it is acked or nacked.
+			mctx, mcancel := context.WithCancel(ctx)
+			wm.SetContext(mctx)
 			select {
 			case <-ctx.Done():
+				mcancel()
 				return i
 			case out <- wm:
 			}
+			var nacked bool
 			select {
 			case <-ctx.Done():
-				return i
 			case <-wm.Acked():
 			case <-wm.Nacked():
+				nacked = true
+			}
+			mcancel()
+			if ctx.Err() != nil {
+				return i
+			}
+			if nacked {
 				select {
 				case <-ctx.Done():
 					return i
