@@ -301,3 +301,41 @@ func HoldLock(t testing.TB, db *gorm.DB, table string, id int64) (release func()
 		}
 	}
 }
+
+// Log returns a [sqlstore.Log] over new log tables of db with a fresh
+// base name (claimstore_log_<16 hex digits>), migrated, and drops the
+// three tables when t ends. On a database that does not offer the log
+// (MySQL, MariaDB) it skips t. Other failures fail t.
+func Log(t testing.TB, db *gorm.DB) *sqlstore.Log {
+	t.Helper()
+	base := strings.Replace(tableName(t), "claimstore_conf_", "claimstore_log_", 1)
+	l, err := sqlstore.NewLog(db, base)
+	if err != nil {
+		if !dialects.LogOffered(dialectOf(t, db)) {
+			t.Skipf("sqlstoretest: %v", err)
+		}
+		t.Fatalf("sqlstoretest: %v", err)
+	}
+	t.Cleanup(func() {
+		tb := l.Tables()
+		for _, name := range []string{tb.Log, tb.Cursors, tb.Dead} {
+			if err := db.Session(&gorm.Session{NewDB: true, Context: context.Background()}).Migrator().DropTable(name); err != nil {
+				t.Errorf("sqlstoretest: drop table %s: %v", name, err)
+			}
+		}
+	})
+	if err := l.Migrate(context.Background()); err != nil {
+		t.Fatalf("sqlstoretest: %v", err)
+	}
+	return l
+}
+
+// dialectOf detects db's dialect; a failure fails t.
+func dialectOf(t testing.TB, db *gorm.DB) dialects.Name {
+	t.Helper()
+	n, err := dialects.Detect(context.Background(), db)
+	if err != nil {
+		t.Fatalf("sqlstoretest: detect dialect: %v", err)
+	}
+	return n
+}
