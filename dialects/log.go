@@ -139,14 +139,13 @@ func LogOffered(n Name) bool { return logTable[n] != nil }
 
 // logArgs are the values the holes of a log statement bind.
 type logArgs struct {
-	t                     LogTables
-	reader, topic         string
-	part                  int
-	after, to             driver.LogPosition
-	term, now, limit      int64
-	rec                   *driver.LogRecord
-	lastError             string
-	retention, withTopics bool
+	t                LogTables
+	reader, topic    string
+	part             int
+	after, to        driver.LogPosition
+	term, now, limit int64
+	rec              *driver.LogRecord
+	lastError        string
 }
 
 // renderLog fills the holes of src:
