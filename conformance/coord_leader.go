@@ -404,7 +404,7 @@ func testLeaderFencing(t *testing.T, h Harness) {
 		t.Errorf("FencedUpsert with the deposed leader's token: created %v, %v; want ErrFenced (the database's refusal)", created, err)
 	}
 	// The same write as FencedUpdate sends, sent anyway.
-	n, err := s.Update(ctx, dao.And(dao.Eq("id", id), old.Fence(fence)), dao.Set{"payload": "late", fence: old.Term()})
+	n, err := s.Update(ctx, dao.And(dao.Eq("id", id), old.Token().Criteria(fence)), dao.Set{"payload": "late", fence: old.Term()})
 	if err != nil || n != 0 {
 		t.Errorf("deposed leader's write fenced with term %d = %d rows, %v; want 0 rows", old.Term(), n, err)
 	}

@@ -95,9 +95,7 @@ func testCRUD(t *testing.T, h Harness) {
 
 	t.Run("CreateIfAbsentSkipsExistingKeys", func(t *testing.T) {
 		s := h.NewStore(t)
-		ci, ok := s.(interface {
-			CreateIfAbsent(ctx context.Context, items ...*Job) (int64, error)
-		})
+		ci, ok := s.(dao.IdempotentCreator[Job])
 		if !ok {
 			t.Fatalf("%T has no CreateIfAbsent", s)
 		}

@@ -5,8 +5,8 @@ import (
 	"os"
 	"testing"
 
-	"github.com/claimstore/claimstore/adapters/postgres"
-
+	_ "github.com/claimstore/claimstore/adapters/postgres"
+	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/adapters/sqlstore/sqlstoretest"
 	"github.com/claimstore/claimstore/conformance"
 )
@@ -24,7 +24,7 @@ func testConformance(t *testing.T) {
 	if dsn == "" {
 		t.Skip("set DATABASE_URL to a PostgreSQL database the test may create tables in")
 	}
-	db, err := postgres.Open(context.Background(), dsn)
+	db, err := sqlstore.Open(context.Background(), "postgres", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/claimstore/claimstore/adapters/sqlite"
+	_ "github.com/claimstore/claimstore/adapters/sqlite"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/internal/readme"
@@ -52,7 +52,7 @@ func TestLeaderElectionDocSnippet(t *testing.T) {
 	readme.Holds(t, "../docs/leader-election.md", "docs_snippet_test.go", "func campaign(")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db, err := sqlite.Open(ctx, sqlstore.SQLiteDSN(filepath.Join(t.TempDir(), "leader.db")))
+	db, err := sqlstore.Open(ctx, "sqlite", sqlstore.SQLiteDSN(filepath.Join(t.TempDir(), "leader.db")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/claimstore/claimstore/adapters/sqlite"
+	_ "github.com/claimstore/claimstore/adapters/sqlite"
+	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
 	"gorm.io/gorm"
@@ -25,11 +26,11 @@ func ExampleWithLock() {
 	dir, _ := os.MkdirTemp("", "claimstore-example")
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"))
+	db, err := sqlstore.Open(ctx, "sqlite", filepath.Join(dir, "app.db"))
 	if err != nil {
 		panic(err)
 	}
-	reports, err := sqlite.New[Report](db)
+	reports, err := sqlstore.New[Report](db)
 	if err != nil {
 		panic(err)
 	}

@@ -29,8 +29,7 @@ import (
 var ErrFenced = errors.New("coord: fenced off by a newer term")
 
 // Fence is a fencing token on its own: the name of an election and one of
-// its terms. A leader hands it out with [Leader.Token] (or
-// [Leader.FenceToken]); it can be stored in a job or a message and fence
+// its terms. A leader hands it out with [Leader.Token]; it can be stored in a job or a message and fence
 // a write made later by any process, with [FencedUpdate] or
 // [FencedUpsert]: a write under an older term than the newest that has
 // written a row changes nothing. Unlike a [Leader], a Fence cannot tell
@@ -74,18 +73,18 @@ func (f Fence) Criteria(column string) dao.Criteria {
 	return dao.Or(dao.IsNull(column), dao.Le(column, f.Term))
 }
 
-// FenceToken implements [Fencer]: it returns f, or an error wrapping
+// fenceToken implements [Fencer]: it returns f, or an error wrapping
 // [dao.ErrInvalidArgument] when f is not a valid fence (see [NewFence]).
-func (f Fence) FenceToken() (Fence, error) { return f, f.check() }
+func (f Fence) fenceToken() (Fence, error) { return f, f.check() }
 
 // Fencer is what a fenced write is fenced with: a [Leader], which also
 // refuses at once, with [ErrNotLeader], once its leadership has ended
 // locally; or a [Fence], a name and a term that travelled from the
-// leader that created it.
+// leader that created it. The two are its only implementations.
 type Fencer interface {
-	// FenceToken returns the fence to write under, or the reason not to
+	// fenceToken returns the fence to write under, or the reason not to
 	// write at all.
-	FenceToken() (Fence, error)
+	fenceToken() (Fence, error)
 }
 
 // FencedUpdate runs s.Update with where narrowed by the fence's criteria
@@ -109,7 +108,7 @@ func FencedUpdate[T any](ctx context.Context, s dao.Store[T], f Fencer, column s
 	if err := checkFenced(s, f, column, set); err != nil {
 		return 0, fmt.Errorf("coord: fenced update: %w", err)
 	}
-	tok, err := f.FenceToken()
+	tok, err := f.fenceToken()
 	if err != nil {
 		return 0, fmt.Errorf("coord: fenced update of term %d: %w", tok.Term, err)
 	}
@@ -206,7 +205,7 @@ func FencedUpsert[T any](ctx context.Context, s dao.Store[T], f Fencer, column s
 	}
 	where := dao.Eq(m.PrimaryKey(), id)
 	for attempt := 1; ; attempt++ {
-		tok, err := f.FenceToken()
+		tok, err := f.fenceToken()
 		if err != nil {
 			return false, fmt.Errorf("coord: fenced upsert of term %d: %w", tok.Term, err)
 		}
@@ -218,7 +217,7 @@ func FencedUpsert[T any](ctx context.Context, s dao.Store[T], f Fencer, column s
 			return false, nil
 		}
 		// No row has the key: create it with the term.
-		if tok, err = f.FenceToken(); err != nil {
+		if tok, err = f.fenceToken(); err != nil {
 			return false, fmt.Errorf("coord: fenced upsert of term %d: %w", tok.Term, err)
 		}
 		if err := m.Apply(row, dao.Set{column: tok.Term}); err != nil {

@@ -30,7 +30,6 @@ package coord
 import (
 	"context"
 
-	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dao/driver"
 )
 
@@ -95,28 +94,18 @@ var canceledCtx = func() context.Context {
 	return ctx
 }()
 
-// Fence returns criteria that match a row only when its column (an
-// integer column of the model that records the term of the last fenced
-// write, NULL before the first) holds no newer term than l's:
-// column IS NULL OR column <= term. Combined with writing the term into
-// that column (as [FencedUpdate] does), a deposed leader's late write
-// matches no row that a newer leader has written, and changes nothing.
-// It is l.Token().Criteria(column).
-func (l Leader) Fence(column string) dao.Criteria {
-	return l.Token().Criteria(column)
-}
-
 // Token returns l's election name and term as a [Fence]: a value that can
 // travel (written into a job or a message) and fence a write made later,
-// by any process, with [FencedUpdate] or [FencedUpsert]. Unlike l, the
+// by any process, with [FencedUpdate] or [FencedUpsert]; its
+// [Fence.Criteria] is the fence of a write of your own. Unlike l, the
 // Fence does not know whether the leadership still holds locally.
 func (l Leader) Token() Fence { return Fence{Name: l.name, Term: l.term} }
 
-// FenceToken implements [Fencer]: it returns l.Token(), and
+// fenceToken implements [Fencer]: it returns l.Token(), and
 // [ErrNotLeader] (which matches [ErrFenced]) when the leadership has
 // ended locally, so that a fenced write refuses at once, before anything
 // is sent.
-func (l Leader) FenceToken() (Fence, error) {
+func (l Leader) fenceToken() (Fence, error) {
 	if !l.Active() {
 		return l.Token(), ErrNotLeader
 	}

@@ -21,8 +21,7 @@ import (
 // method; a dao.Store held as the interface is one after the type
 // assertion store.(coord.Locker). A program that holds only a *gorm.DB
 // gets one from sqlstore.NewLocker or from its backend package
-// (postgres.NewLocker, mysql.NewLocker, sqlite.NewLocker,
-// sqlserver.NewLocker); a memory one from memstore.NewLocker.
+// (sqlstore.NewLocker); a memory one from memstore.NewLocker.
 type Locker = dao.Locker
 
 // LockClassID is the first key of every PostgreSQL advisory lock

@@ -8,7 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/claimstore/claimstore/adapters/sqlite"
+	_ "github.com/claimstore/claimstore/adapters/sqlite"
+	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dispatch"
 )
 
@@ -34,14 +35,14 @@ func runExample() error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"))
+	db, err := sqlstore.Open(ctx, "sqlite", filepath.Join(dir, "app.db"))
 	if err != nil {
 		return err
 	}
 	if sqlDB, err := db.DB(); err == nil {
 		defer sqlDB.Close()
 	}
-	store, err := sqlite.New[dispatch.Schedule](db) // claimstore_schedules; sqlstore.WithTable names another
+	store, err := sqlstore.New[dispatch.Schedule](db) // claimstore_schedules; sqlstore.WithTable names another
 	if err != nil {
 		return err
 	}

@@ -196,9 +196,7 @@ func MigrateScheduleStore(ctx context.Context, store dao.Store[Schedule]) error 
 		}
 		return MigrateSchedules(ctx, db, n.TableName())
 	}
-	if m, ok := store.(interface {
-		Migrate(ctx context.Context) error
-	}); ok {
+	if m, ok := store.(dao.Migrator); ok {
 		if err := m.Migrate(ctx); err != nil && !errors.Is(err, errors.ErrUnsupported) {
 			return fmt.Errorf("dispatch: migrate: %w", err)
 		}

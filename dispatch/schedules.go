@@ -81,9 +81,7 @@ func NewSchedules(store dao.Store[Schedule], cfg SchedulesConfig) (*Schedules, e
 // committed row.
 func (s *Schedules) WithTx(tx any) *Schedules {
 	c := *s
-	t, ok := s.store.(interface {
-		WithTx(tx any) *dao.Table[Schedule]
-	})
+	t, ok := s.store.(dao.TxBinder[Schedule])
 	if !ok {
 		c.err = invalid("with tx: the store runs no caller transactions")
 		return &c

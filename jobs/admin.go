@@ -356,9 +356,7 @@ func (c *Client) setPaused(ctx context.Context, op, name string, paused bool) er
 // registerQueues adds rows for names to the queue table unless they
 // exist.
 func (c *Client) registerQueues(ctx context.Context, names ...string) error {
-	qs, ok := c.cfg.QueueStore.(interface {
-		CreateIfAbsent(ctx context.Context, items ...*Queue) (int64, error)
-	})
+	qs, ok := c.cfg.QueueStore.(dao.IdempotentCreator[Queue])
 	if !ok {
 		return fmt.Errorf("queue store %T cannot add rows idempotently: %w", c.cfg.QueueStore, dao.ErrInvalidArgument)
 	}

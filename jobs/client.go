@@ -502,10 +502,7 @@ func (c *Client) readCancels(ctx context.Context) error {
 // subscribes again after a failure, waking every queue then, since
 // notifications sent meanwhile are lost.
 func (c *Client) listenLoop(ctx context.Context) {
-	l, ok := c.store.(interface {
-		CanListen() bool
-		Listen(ctx context.Context, channel string, fn func(payload string)) error
-	})
+	l, ok := c.store.(dao.Listener)
 	if !ok || !l.CanListen() || !notifies(c.store) {
 		return
 	}

@@ -324,9 +324,7 @@ func gormOf(store any) (*gorm.DB, bool) {
 // migrateOther migrates a store that is not on SQL with its own Migrate,
 // when it has one.
 func migrateOther(ctx context.Context, store any) error {
-	m, ok := store.(interface {
-		Migrate(ctx context.Context) error
-	})
+	m, ok := store.(dao.Migrator)
 	if !ok {
 		return nil
 	}

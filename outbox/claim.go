@@ -18,18 +18,18 @@ import (
 // section 11.8).
 func claimable(broker string, now time.Time) dao.Criteria {
 	return dao.And(
-		dao.Eq(colTargetBroker, broker),
-		dao.IsNull(colPublishedAt),
+		dao.Eq(ColTargetBroker, broker),
+		dao.IsNull(ColPublishedAt),
 		dao.Or(
-			dao.Eq(colStatus, string(StatusPending)),
-			dao.And(dao.Eq(colStatus, string(StatusFailed)), dao.Le(colNextRetryAt, now)),
-			dao.And(dao.Eq(colStatus, string(StatusProcessing)), dao.Lt(colLockedUntil, now)),
+			dao.Eq(ColStatus, string(StatusPending)),
+			dao.And(dao.Eq(ColStatus, string(StatusFailed)), dao.Le(ColNextRetryAt, now)),
+			dao.And(dao.Eq(ColStatus, string(StatusProcessing)), dao.Lt(ColLockedUntil, now)),
 		),
 	)
 }
 
 // claimOrder is the order of a claim: higher priority first, then oldest.
-var claimOrder = []dao.Order{dao.Desc(colPriority), dao.Asc(colCreatedAt), dao.Asc(colID)}
+var claimOrder = []dao.Order{dao.Desc(ColPriority), dao.Asc(ColCreatedAt), dao.Asc(ColID)}
 
 // ClaimBatch claims up to limit messages of targetBroker for workerID with
 // the repository's lease; see [Repository.ClaimBatchLease].
@@ -71,10 +71,10 @@ func (r *Repository) ClaimBatchLease(ctx context.Context, workerID string, limit
 	rows, err := r.store.Claim(ctx, dao.ClaimRequest{
 		Where: claimable(targetBroker, now),
 		Set: dao.Set{
-			colStatus:          string(StatusProcessing),
-			colLockedBy:        workerID,
-			colLockedUntil:     now.Add(lease),
-			colLastProcessedAt: now,
+			ColStatus:          string(StatusProcessing),
+			ColLockedBy:        workerID,
+			ColLockedUntil:     now.Add(lease),
+			ColLastProcessedAt: now,
 		},
 		Limit:   limit,
 		OrderBy: claimOrder,

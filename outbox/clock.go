@@ -1,9 +1,6 @@
 package outbox
 
 import (
-	"context"
-	"time"
-
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/dbclock"
 )
@@ -17,9 +14,7 @@ const DatabaseClockResync = dbclock.Resync
 // database's time (a store whose Capabilities().DatabaseClock is true and
 // that has the method Now of dao.Table), or nil.
 func databaseClockOf(store dao.Store[Message]) *dbclock.Clock {
-	c, ok := store.(interface {
-		Now(ctx context.Context) (time.Time, error)
-	})
+	c, ok := store.(dao.Clock)
 	if !ok || !store.Capabilities().DatabaseClock {
 		return nil
 	}

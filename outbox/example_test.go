@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/claimstore/claimstore/adapters/sqlite"
+	_ "github.com/claimstore/claimstore/adapters/sqlite"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,9 +27,9 @@ func Example() {
 	defer stop()
 	dir, _ := os.MkdirTemp("", "outbox-example")
 	defer os.RemoveAll(dir)
-	db, _ := sqlite.Open(ctx, sqlstore.SQLiteDSN(filepath.Join(dir, "app.db")))
+	db, _ := sqlstore.Open(ctx, "sqlite", sqlstore.SQLiteDSN(filepath.Join(dir, "app.db")))
 	_ = outbox.Migrate(ctx, db, outbox.DefaultTable)
-	store, _ := sqlite.New[outbox.Message](db)
+	store, _ := sqlstore.New[outbox.Message](db)
 	repo, _ := outbox.New(store)
 	_ = db.Transaction(func(tx *gorm.DB) error { // the business writes on tx, then:
 		return repo.Add(ctx, tx, &outbox.Message{MessageID: "order-42-created", Topic: "orders.created", Payload: []byte(`{"order":42}`)})

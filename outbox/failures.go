@@ -123,20 +123,20 @@ func (r *Repository) MarkFailed(ctx context.Context, workerID string, failures .
 	for _, g := range order {
 		ids := groups[g]
 		set := dao.Set{
-			colRetryCount:      g.retryCount + 1,
-			colLastError:       g.errText,
-			colLockedUntil:     nil,
-			colLastProcessedAt: now,
+			ColRetryCount:      g.retryCount + 1,
+			ColLastError:       g.errText,
+			ColLockedUntil:     nil,
+			ColLastProcessedAt: now,
 		}
 		want := StatusFailed
 		if g.abandon {
 			want = StatusAbandoned
-			set[colNextRetryAt] = nil
+			set[ColNextRetryAt] = nil
 		} else {
-			set[colNextRetryAt] = now.Add(r.policy.Delay(g.retryCount, r.random()))
+			set[ColNextRetryAt] = now.Add(r.policy.Delay(g.retryCount, r.random()))
 		}
-		set[colStatus] = string(want)
-		guard := dao.And(dao.Eq(colRetryCount, g.retryCount), dao.Eq(colMaxRetries, g.maxRetries))
+		set[ColStatus] = string(want)
+		guard := dao.And(dao.Eq(ColRetryCount, g.retryCount), dao.Eq(ColMaxRetries, g.maxRetries))
 		refused, err := r.fencedUpdate(ctx, workerID, ids, guard, set, func(m *Message) bool {
 			return m.Status == want && m.LockedBy == workerID && m.RetryCount == g.retryCount+1
 		})

@@ -29,11 +29,11 @@ func (r *Repository) Requeue(ctx context.Context, statuses []Status, ids ...int6
 		}
 	}
 	set := dao.Set{
-		colStatus:      string(StatusPending),
-		colRetryCount:  0,
-		colNextRetryAt: nil,
-		colLockedBy:    "",
-		colLockedUntil: nil,
+		ColStatus:      string(StatusPending),
+		ColRetryCount:  0,
+		ColNextRetryAt: nil,
+		ColLockedBy:    "",
+		ColLockedUntil: nil,
 	}
 	if len(ids) == 0 {
 		n, err := r.store.Update(ctx, statusIn(statuses...), set)
@@ -83,9 +83,9 @@ func (r *Repository) Purge(ctx context.Context, req PurgeRequest) (int64, error)
 	var col string
 	switch req.Status {
 	case StatusPublished:
-		col = colPublishedAt
+		col = ColPublishedAt
 	case StatusAbandoned:
-		col = colLastProcessedAt
+		col = ColLastProcessedAt
 	default:
 		return 0, fmt.Errorf("outbox: purge: %w", invalid("only published and abandoned messages can be purged, not %q", req.Status))
 	}
@@ -99,7 +99,7 @@ func (r *Repository) Purge(ctx context.Context, req PurgeRequest) (int64, error)
 	if err != nil {
 		return 0, fmt.Errorf("outbox: purge: %w", err)
 	}
-	where := dao.And(dao.Eq(colStatus, string(req.Status)), dao.Lt(col, now.Add(-req.OlderThan)))
+	where := dao.And(dao.Eq(ColStatus, string(req.Status)), dao.Lt(col, now.Add(-req.OlderThan)))
 	var total int64
 	for batch := 0; req.MaxBatches == 0 || batch < req.MaxBatches; batch++ {
 		n, err := retry.Retryable(ctx, 5, func() (int64, error) { return r.store.Delete(ctx, where, req.BatchSize) })

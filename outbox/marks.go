@@ -18,7 +18,7 @@ func checkWorker(w string) error {
 // owned is the fence of every mark: the row is still processing and locked
 // by worker.
 func owned(worker string) dao.Criteria {
-	return dao.And(dao.Eq(colStatus, string(StatusProcessing)), dao.Eq(colLockedBy, worker))
+	return dao.And(dao.Eq(ColStatus, string(StatusProcessing)), dao.Eq(ColLockedBy, worker))
 }
 
 func idCriteria(ids []int64) dao.Criteria {
@@ -26,7 +26,7 @@ func idCriteria(ids []int64) dao.Criteria {
 	for i, id := range ids {
 		vs[i] = id
 	}
-	return dao.In(colID, vs...)
+	return dao.In(ColID, vs...)
 }
 
 // dedupe returns ids without repeats, in first-seen order.
@@ -99,10 +99,10 @@ func (r *Repository) MarkPublished(ctx context.Context, workerID string, ids ...
 		return nil, fmt.Errorf("outbox: mark published: %w", err)
 	}
 	set := dao.Set{
-		colStatus:          string(StatusPublished),
-		colPublishedAt:     now,
-		colLockedUntil:     nil,
-		colLastProcessedAt: now,
+		ColStatus:          string(StatusPublished),
+		ColPublishedAt:     now,
+		ColLockedUntil:     nil,
+		ColLastProcessedAt: now,
 	}
 	notApplied, err := r.fencedUpdate(ctx, workerID, ids, dao.Criteria{}, set, func(m *Message) bool {
 		return m.Status == StatusPublished && m.LockedBy == workerID
@@ -134,10 +134,10 @@ func (r *Repository) Release(ctx context.Context, workerID string, ids ...int64)
 		return nil, fmt.Errorf("outbox: release: %w", err)
 	}
 	set := dao.Set{
-		colStatus:          string(StatusPending),
-		colLockedBy:        "",
-		colLockedUntil:     nil,
-		colLastProcessedAt: now,
+		ColStatus:          string(StatusPending),
+		ColLockedBy:        "",
+		ColLockedUntil:     nil,
+		ColLastProcessedAt: now,
 	}
 	notApplied, err := r.fencedUpdate(ctx, workerID, ids, dao.Criteria{}, set, func(m *Message) bool {
 		return m.Status == StatusPending && m.LockedBy == ""

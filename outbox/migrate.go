@@ -120,7 +120,7 @@ func Migrate(ctx context.Context, db *gorm.DB, table string) error {
 				return fmt.Errorf("outbox: migrate: set fillfactor of %s: %w", table, err)
 			}
 		}
-		c := cols(colTargetBroker, colPriority, colCreatedAt, colID, colPublishedAt)
+		c := cols(ColTargetBroker, ColPriority, ColCreatedAt, ColID, ColPublishedAt)
 		err := db.Exec("CREATE INDEX IF NOT EXISTS ? ON ? (?, ? DESC, ?, ?) WHERE ? IS NULL",
 			clause.Column{Name: claim}, clause.Table{Name: table}, c[0], c[1], c[2], c[3], c[4]).Error
 		if err != nil && !db.Migrator().HasIndex(table, claim) {
@@ -131,7 +131,7 @@ func Migrate(ctx context.Context, db *gorm.DB, table string) error {
 	if db.Migrator().HasIndex(table, claim) {
 		return nil
 	}
-	c := cols(colStatus, colTargetBroker, colPriority, colCreatedAt)
+	c := cols(ColStatus, ColTargetBroker, ColPriority, ColCreatedAt)
 	err := db.Exec("CREATE INDEX ? ON ? (?, ?, ?, ?)", clause.Column{Name: claim}, clause.Table{Name: table}, c[0], c[1], c[2], c[3]).Error
 	if err != nil && !db.Migrator().HasIndex(table, claim) { // a concurrent migration may have won
 		return fmt.Errorf("outbox: migrate: create index %s: %w", claim, err)

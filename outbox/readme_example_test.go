@@ -11,7 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"gorm.io/gorm"
 
-	"github.com/claimstore/claimstore/adapters/postgres"
+	_ "github.com/claimstore/claimstore/adapters/postgres"
+	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/internal/readme"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/outbox/natspub"
@@ -27,7 +28,7 @@ type Order struct {
 // one transaction, then a relay that publishes the message to JetStream
 // until ctx ends.
 func placeOrder(ctx context.Context, dsn, natsURL string) error {
-	db, err := postgres.Open(ctx, dsn)
+	db, err := sqlstore.Open(ctx, "postgres", dsn)
 	if err != nil {
 		return err
 	}
@@ -37,7 +38,7 @@ func placeOrder(ctx context.Context, dsn, natsURL string) error {
 	if err := outbox.Migrate(ctx, db, outbox.DefaultTable); err != nil {
 		return err
 	}
-	store, err := postgres.New[outbox.Message](db)
+	store, err := sqlstore.New[outbox.Message](db)
 	if err != nil {
 		return err
 	}

@@ -12,23 +12,45 @@ import (
 	"github.com/claimstore/claimstore/internal/dbclock"
 )
 
-// Column names of the message table, as the GORM schema of [Message] names
-// them.
+// Column names of the message table, as the GORM schema of [Message]
+// names them, one per field in the field's order: for criteria, orders
+// and sets written against a repository's store, and for the statements
+// that other packages render over the table (package dialects).
 const (
-	colID              = "id"
-	colStatus          = "status"
-	colTargetBroker    = "target_broker"
-	colPriority        = "priority"
-	colRetryCount      = "retry_count"
-	colMaxRetries      = "max_retries"
-	colNextRetryAt     = "next_retry_at"
-	colLockedBy        = "locked_by"
-	colLockedUntil     = "locked_until"
-	colLastError       = "last_error"
-	colCreatedAt       = "created_at"
-	colPublishedAt     = "published_at"
-	colLastProcessedAt = "last_processed_at"
+	ColID              = "id"
+	ColMessageID       = "message_id"
+	ColTopic           = "topic"
+	ColType            = "type"
+	ColPayload         = "payload"
+	ColHeaders         = "headers"
+	ColTargetBroker    = "target_broker"
+	ColPartitionKey    = "partition_key"
+	ColPriority        = "priority"
+	ColStatus          = "status"
+	ColRetryCount      = "retry_count"
+	ColMaxRetries      = "max_retries"
+	ColNextRetryAt     = "next_retry_at"
+	ColLockedBy        = "locked_by"
+	ColLockedUntil     = "locked_until"
+	ColLastError       = "last_error"
+	ColCreatedAt       = "created_at"
+	ColPublishedAt     = "published_at"
+	ColLastProcessedAt = "last_processed_at"
+	ColCorrelationID   = "correlation_id"
+	ColCausationID     = "causation_id"
 )
+
+// Columns returns the columns of the message table in the order of
+// [Message]'s fields (the Col constants), a new slice each call. A test
+// checks them against the GORM schema of Message.
+func Columns() []string {
+	return []string{
+		ColID, ColMessageID, ColTopic, ColType, ColPayload, ColHeaders, ColTargetBroker,
+		ColPartitionKey, ColPriority, ColStatus, ColRetryCount, ColMaxRetries, ColNextRetryAt,
+		ColLockedBy, ColLockedUntil, ColLastError, ColCreatedAt, ColPublishedAt,
+		ColLastProcessedAt, ColCorrelationID, ColCausationID,
+	}
+}
 
 // Batch limits. Writes that name rows by id send at most markChunk ids per
 // statement (bound parameters stay far below every backend's limit); Add

@@ -106,13 +106,16 @@ func TestScheduleActions(t *testing.T) {
 		for _, bad := range []url.Values{
 			{"op": {"add"}, "key": {"once-bad-zone"}, "kind": {"once"}, "zone": {"Nowhere/Atlantis"}, "at": {"2031-05-06T07:08"}},
 			{"op": {"add"}, "key": {"once-bad-time"}, "kind": {"once"}, "at": {"6 May 2031"}},
+			// A zone the once schedule would ignore, refused as the CLI
+			// refuses --tz without a local --at.
+			{"op": {"add"}, "key": {"once-zone-now"}, "kind": {"once"}, "zone": {"Asia/Tokyo"}},
 			{"op": {"add"}, "key": {"once-tokyo"}, "kind": {"once"}}, // exists
 		} {
 			if code, body := do(bad); code != http.StatusUnprocessableEntity || !strings.Contains(body, `id="add-error"`) {
 				t.Errorf("add %v: %d, inline error shown: %v", bad, code, strings.Contains(body, `id="add-error"`))
 			}
 		}
-		for _, key := range []string{"once-bad-zone", "once-bad-time"} {
+		for _, key := range []string{"once-bad-zone", "once-bad-time", "once-zone-now"} {
 			if _, err := e.sc.Get(ctx, key); !errors.Is(err, dao.ErrNotFound) {
 				t.Errorf("a refused add wrote %s: %v", key, err)
 			}

@@ -13,7 +13,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/claimstore/claimstore/adapters/sqlite"
+	_ "github.com/claimstore/claimstore/adapters/sqlite"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dispatch"
 	"github.com/claimstore/claimstore/internal/readme"
@@ -85,7 +85,7 @@ func Example() {
 		return
 	}
 	defer os.RemoveAll(dir)
-	db, err := sqlite.Open(ctx, sqlstore.SQLiteDSN(filepath.Join(dir, "app.db")))
+	db, err := sqlstore.Open(ctx, "sqlite", sqlstore.SQLiteDSN(filepath.Join(dir, "app.db")))
 	if err != nil {
 		fmt.Println(err)
 		return

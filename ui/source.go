@@ -228,9 +228,7 @@ func (b *backlog[T]) sourceKind() string { return b.kind }
 // clock returns the database's time when the store reads one, else the
 // host's.
 func (b *backlog[T]) clock(ctx context.Context) (time.Time, error) {
-	if c, ok := b.t.Store.(interface {
-		Now(context.Context) (time.Time, error)
-	}); ok && b.t.Store.Capabilities().DatabaseClock {
+	if c, ok := b.t.Store.(dao.Clock); ok && b.t.Store.Capabilities().DatabaseClock {
 		return c.Now(ctx)
 	}
 	return time.Now().UTC(), nil

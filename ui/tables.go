@@ -120,32 +120,6 @@ func (s *scheduleSource) list(ctx context.Context, f scheduleFilter) (scheduleLi
 	}
 }
 
-// fireNow makes the active schedule key due now. Errors: dao.ErrNotFound
-// when no schedule has key; one saying to resume it first when it is
-// paused; dispatch.ErrTerminal-wrapping when it is fired or failed.
-func (s *scheduleSource) fireNow(ctx context.Context, key string) error {
-	now, err := s.clock(ctx)
-	if err != nil {
-		return err
-	}
-	n, err := s.t.Store.Update(ctx, dao.And(dao.Eq(dispatch.ColKey, key), dao.Eq(dispatch.ColStatus, string(dispatch.StatusActive))),
-		dao.Set{dispatch.ColNextFireAt: now})
-	if err != nil || n > 0 {
-		return err
-	}
-	got, err := s.api.Get(ctx, key)
-	if err != nil {
-		return err
-	}
-	switch got.Status {
-	case dispatch.StatusPaused:
-		return fmt.Errorf("schedule %q is paused: resume it first", key)
-	case dispatch.StatusFired:
-		return fmt.Errorf("schedule %q has fired and will not fire again: add it anew: %w", key, dispatch.ErrTerminal)
-	}
-	return fmt.Errorf("schedule %q is %s, not active: resume it first: %w", key, got.Status, dispatch.ErrTerminal)
-}
-
 // outboxSource is an outbox table: the backlog view plus the repository
 // for the actions.
 type outboxSource struct {
@@ -167,56 +141,39 @@ func Outbox(name string, repo *outbox.Repository) (Source, error) {
 	b, err := newBacklog(WorkerTable[outbox.Message]{
 		Name:           name,
 		Store:          repo.Store(),
-		StatusField:    "status",
+		StatusField:    outbox.ColStatus,
 		Statuses:       statuses,
 		FailedStatuses: []string{string(outbox.StatusFailed), string(outbox.StatusAbandoned)},
 		// Due: the messages waiting to be published.
 		Due: func(time.Time) dao.Criteria {
-			return dao.And(dao.In("status", string(outbox.StatusPending), string(outbox.StatusFailed)), dao.IsNull("published_at"))
+			return outbox.StatusCriteria(outbox.StatusPending, outbox.StatusFailed)
 		},
-		DueField:   "created_at",
-		OwnerField: "locked_by",
-		UntilField: "locked_until",
-		ErrorField: "last_error",
+		DueField:   outbox.ColCreatedAt,
+		OwnerField: outbox.ColLockedBy,
+		UntilField: outbox.ColLockedUntil,
+		ErrorField: outbox.ColLastError,
 	}, "outbox", string(outbox.StatusPublished))
 	if err != nil {
 		return nil, err
 	}
-	// Every status but published is counted among the unpublished rows,
-	// which PostgreSQL's partial claim index (published_at IS NULL) holds.
-	b.count = func(s string) dao.Criteria {
-		if s == string(outbox.StatusPublished) {
-			return dao.Eq("status", s)
-		}
-		return dao.And(dao.Eq("status", s), dao.IsNull("published_at"))
-	}
+	// Every status but published is counted through the claim index, as
+	// outbox.Repository.Counts counts it.
+	b.count = func(s string) dao.Criteria { return outbox.StatusCriteria(outbox.Status(s)) }
 	// Due now: pending and failed messages, from their counts.
 	b.dueStatuses = []string{string(outbox.StatusPending), string(outbox.StatusFailed)}
 	b.inFlightStatus = string(outbox.StatusProcessing)
 	b.inFlight = func(now time.Time) dao.Criteria {
-		return dao.And(dao.Eq("status", string(outbox.StatusProcessing)), dao.IsNull("published_at"), dao.Gt("locked_until", now))
+		return dao.And(outbox.StatusCriteria(outbox.StatusProcessing), dao.Gt(outbox.ColLockedUntil, now))
 	}
 	return &outboxSource{backlog: b, repo: repo}, nil
 }
 
 // unpublished returns up to limit unpublished messages in one of
-// statuses, oldest first. It says published_at IS NULL, true of every
-// status but published, so that PostgreSQL reads the partial claim index
-// (the unpublished rows only) instead of the whole table: on 1,000,000
-// rows, 1 % unpublished, a read of the oldest 1000 takes tens of
-// milliseconds instead of hundreds.
+// statuses, oldest first, through the claim index (outbox.StatusCriteria):
+// on 1,000,000 rows, 1 % unpublished, a read of the oldest 1000 takes tens
+// of milliseconds instead of hundreds.
 func (o *outboxSource) unpublished(ctx context.Context, limit int, statuses ...outbox.Status) ([]outbox.Message, error) {
-	vs := make([]any, len(statuses))
-	for i, s := range statuses {
-		vs[i] = string(s)
-	}
-	return o.t.Store.Find(ctx, dao.Query{Where: dao.And(dao.In("status", vs...), dao.IsNull("published_at")),
-		OrderBy: []dao.Order{dao.Asc("created_at")}, Limit: limit})
-}
-
-// abandoned returns up to limit abandoned messages, oldest first.
-func (o *outboxSource) abandoned(ctx context.Context, limit int) ([]outbox.Message, error) {
-	return o.unpublished(ctx, limit, outbox.StatusAbandoned)
+	return o.repo.List(ctx, outbox.Filter{Statuses: statuses, Limit: limit})
 }
 
 // requeue moves abandoned messages back to pending: the one id, or, when
@@ -225,7 +182,7 @@ func (o *outboxSource) requeue(ctx context.Context, id int64, bound int) (int64,
 	if id != 0 {
 		return o.repo.Requeue(ctx, []outbox.Status{outbox.StatusAbandoned}, id)
 	}
-	rows, err := o.abandoned(ctx, bound)
+	rows, err := o.repo.Abandoned(ctx, bound)
 	if err != nil || len(rows) == 0 {
 		return 0, err
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"gorm.io/gorm"
 
-	"github.com/claimstore/claimstore/adapters/sqlite"
+	_ "github.com/claimstore/claimstore/adapters/sqlite"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/outbox"
 	cswm "github.com/claimstore/claimstore/watermill"
@@ -23,9 +23,9 @@ func Example() {
 	defer cancel()
 	dir, _ := os.MkdirTemp("", "watermill-example")
 	defer os.RemoveAll(dir)
-	db, _ := sqlite.Open(ctx, sqlstore.SQLiteDSN(filepath.Join(dir, "app.db")))
+	db, _ := sqlstore.Open(ctx, "sqlite", sqlstore.SQLiteDSN(filepath.Join(dir, "app.db")))
 	_ = cswm.Migrate(ctx, db, outbox.DefaultTable)
-	store, _ := sqlite.New[outbox.Message](db)
+	store, _ := sqlstore.New[outbox.Message](db)
 	repo, _ := outbox.New(store)
 	pub, _ := cswm.NewPublisher(repo, cswm.PublisherConfig{})
 	sub, _ := cswm.NewSubscriber(db, cswm.SubscriberConfig{ConsumerGroup: "billing", PollInterval: 10 * time.Millisecond})

@@ -1,7 +1,6 @@
 package mysql
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -28,25 +27,6 @@ func init() {
 		MatchedRows: matchedRows,
 		Interrupter: interrupter,
 	}, dialects.MySQL, dialects.MariaDB)
-}
-
-// New returns the store of T over db, a MySQL or MariaDB handle opened with
-// gorm.io/driver/mysql (by [Open] or by the caller): see sqlstore.New,
-// which it calls, for what it reads at start, the options and the errors.
-// Claims run the portable default unless sqlstore.WithStrategy opts in the
-// fast path (MySQL 8.0.1+, MariaDB 10.6+: SKIP LOCKED).
-func New[T any](db *gorm.DB, opts ...sqlstore.Option) (*dao.Table[T], error) {
-	return sqlstore.New[T](db, opts...)
-}
-
-// Open opens a GORM handle on dsn, a go-sql-driver/mysql DSN
-// ("root:@tcp(127.0.0.1:3306)/test"), completed by [DSN], with
-// gorm.io/driver/mysql, and pings the server with ctx. Errors: a malformed
-// DSN is [dao.ErrInvalidArgument], an unreachable server
-// [dao.ErrUnavailable]; other failures are mapped like every database
-// error. On error nothing stays open.
-func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
-	return sqlstore.Open(ctx, string(dialects.MySQL), dsn)
 }
 
 // DSN returns dsn (a go-sql-driver/mysql DSN) with three parameters added

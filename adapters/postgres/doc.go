@@ -1,12 +1,19 @@
 // Package postgres is the PostgreSQL backend of claimstore: it links
 // gorm.io/driver/postgres and pgx, and nothing of the other databases.
 //
-// [New] returns the portable store ([dao.Table]) over the shared SQL core
-// of package sqlstore, which documents the claim on PostgreSQL: one
-// UPDATE … FOR UPDATE SKIP LOCKED … RETURNING statement per claim, in
-// autocommit under READ COMMITTED. [Open] opens a handle from a DSN.
-// Importing the package also registers the backend, so sqlstore.New and
-// sqlstore.Open accept a PostgreSQL handle or DSN.
+// The package has no functions to call: importing it, usually as
+//
+//	import _ "github.com/claimstore/claimstore/adapters/postgres"
+//
+// registers the backend, so that sqlstore.Open(ctx, "postgres", dsn) opens
+// a handle on dsn, a pgx connection string or URL
+// ("postgres://user@127.0.0.1:5432/db?sslmode=disable" or "host=… user=…
+// dbname=…"), with gorm.io/driver/postgres over pgx (jackc/pgx/v5 stdlib);
+// sqlstore.New[T](db) returns the store of T over it and
+// sqlstore.NewLocker(db) its try-lock (pg_try_advisory_xact_lock). Package
+// sqlstore documents the claim on PostgreSQL: one UPDATE … FOR UPDATE SKIP
+// LOCKED … RETURNING statement per claim, in autocommit under READ
+// COMMITTED (the fast path, the default here).
 //
 // # CockroachDB and YugabyteDB
 //
@@ -34,7 +41,7 @@
 //     the same serialization errors; SERIALIZABLE does not support SKIP
 //     LOCKED.
 //
-// New checks it (a READ COMMITTED transaction that reads the level it
+// sqlstore.New checks it (a READ COMMITTED transaction that reads the level it
 // really runs at, then rolls back) and refuses a server on which it is off
 // with an error wrapping dao.ErrInvalidArgument that names the setting.
 // Make READ COMMITTED the session default as well (for example ALTER ROLE

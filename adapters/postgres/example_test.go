@@ -6,7 +6,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/claimstore/claimstore/adapters/postgres"
+	_ "github.com/claimstore/claimstore/adapters/postgres"
+	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"gorm.io/gorm"
 )
@@ -25,12 +26,12 @@ type Job struct {
 // SQLite by internal/readme's tests, shows the whole cycle).
 func Example() {
 	ctx := context.Background()
-	db, err := postgres.Open(ctx, "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
+	db, err := sqlstore.Open(ctx, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err) // errors.Is(err, dao.ErrUnavailable) when the server is down
 		return
 	}
-	jobs, err := postgres.New[Job](db)
+	jobs, err := sqlstore.New[Job](db)
 	if err == nil {
 		err = jobs.Migrate(ctx)
 	}

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"context"
 	"errors"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
@@ -20,31 +19,6 @@ func init() {
 		Interrupter: interrupter,
 		Listen:      listen,
 	}, dialects.Postgres, dialects.CockroachDB, dialects.YugabyteDB)
-}
-
-// New returns the store of T over db, a PostgreSQL handle opened with
-// gorm.io/driver/postgres (by [Open] or by the caller): see sqlstore.New,
-// which it calls, for what it reads at start, the options and the errors.
-// Claims run on the fast path by default: one UPDATE … FOR UPDATE SKIP
-// LOCKED … RETURNING in autocommit (see package sqlstore).
-//
-// db may also be a handle on CockroachDB or YugabyteDB, which speak the
-// PostgreSQL protocol: New tells them apart by the server's version string
-// and refuses, with an error wrapping dao.ErrInvalidArgument that names
-// the setting, a server on which READ COMMITTED is not enabled (see the
-// package documentation).
-func New[T any](db *gorm.DB, opts ...sqlstore.Option) (*dao.Table[T], error) {
-	return sqlstore.New[T](db, opts...)
-}
-
-// Open opens a GORM handle on dsn, a pgx connection string or URL
-// ("postgres://user@127.0.0.1:5432/db?sslmode=disable" or "host=… user=…
-// dbname=…"), with gorm.io/driver/postgres over pgx (jackc/pgx/v5 stdlib),
-// and pings the server with ctx. Errors: an unreachable server is
-// [dao.ErrUnavailable]; other failures are mapped like every database
-// error. On error nothing stays open.
-func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
-	return sqlstore.Open(ctx, string(dialects.Postgres), dsn)
 }
 
 // classify maps the errors of pgx to dao sentinels (PostgreSQL manual,

@@ -2,8 +2,28 @@
 // github.com/ncruces/go-sqlite3 and its GORM dialector gormlite (SQLite
 // translated to Go, no cgo), and nothing of the other databases.
 //
-// [New] returns the portable store ([dao.Table]) over the shared SQL core
-// of package sqlstore, which documents the claim on SQLite. [Open] opens a
-// handle from a DSN. Importing the package also registers the backend, so
-// sqlstore.New and sqlstore.Open accept an SQLite handle or DSN.
+// Importing the package, usually as
+//
+//	import _ "github.com/claimstore/claimstore/adapters/sqlite"
+//
+// registers the backend, so that sqlstore.Open(ctx, "sqlite", dsn) opens a
+// handle with gormlite; dsn is a database file's path ("app.db"), a
+// "file:" URI, or a DSN built with sqlstore.SQLiteDSN. All three open the
+// file with the settings the claim and its documented bounds assume
+// (sqlstore.SQLiteDefaults): a 5 s busy timeout set first, WAL,
+// synchronous NORMAL, immediate transactions and times stored as sortable
+// text (sqlstore.SQLiteTimeLayout); a PRAGMA or parameter the URI sets
+// itself wins, e.g. "file:app.db?_pragma=journal_mode(delete)". An
+// in-memory database (":memory:" or mode=memory) gets no WAL and is
+// limited to one open connection, since each connection would see its own
+// database.
+//
+// sqlstore.New[T](db) returns the store of T over the handle: claims run
+// one UPDATE ... RETURNING statement each (the fast path, see
+// dialects.Renderer.Claim), or with
+// sqlstore.WithStrategy(dao.StrategyPortable) one SELECT, then one guarded
+// UPDATE per row; either way writers serialize, so a claimer that cannot
+// get the write lock within the busy timeout gets dao.ErrBusy.
+// sqlstore.NewLocker(db) returns its try-lock (the database write lock of
+// an immediate transaction, tried with a busy timeout of 0).
 package sqlite

@@ -2,9 +2,17 @@
 // gorm.io/driver/sqlserver and microsoft/go-mssqldb, and nothing of the
 // other databases.
 //
-// [New] returns the portable store ([dao.Table]) over the shared SQL core
-// of package sqlstore, which documents the claim on SQL Server. [Open]
-// opens a handle from a DSN.
+// Importing the package, usually as
+//
+//	import _ "github.com/claimstore/claimstore/adapters/sqlserver"
+//
+// registers the backend, so that sqlstore.Open(ctx, "sqlserver", dsn)
+// opens a handle on dsn, a go-mssqldb URL
+// ("sqlserver://sa:pass@127.0.0.1:1433?database=test"), with
+// gorm.io/driver/sqlserver; sqlstore.New[T](db) returns the store of T
+// over it and sqlstore.NewLocker(db) its try-lock (sp_getapplock with
+// @LockOwner = 'Transaction' and @LockTimeout = 0). Package sqlstore
+// documents the claim on SQL Server.
 //
 // Claims run the portable default unless the store is built with
 // sqlstore.WithStrategy(dao.StrategyFastPath): then each claim is one

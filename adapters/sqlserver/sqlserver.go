@@ -1,7 +1,6 @@
 package sqlserver
 
 import (
-	"context"
 	"errors"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
@@ -17,26 +16,6 @@ func init() {
 		Dialector: func(dsn string) (gorm.Dialector, error) { return gormmssql.Open(dsn), nil },
 		Classify:  classify,
 	}, dialects.SQLServer)
-}
-
-// New returns the store of T over db, a SQL Server handle opened with
-// gorm.io/driver/sqlserver (by [Open] or by the caller): see sqlstore.New,
-// which it calls, for what it reads at start, the options and the errors.
-// Claims run the portable default, or with
-// sqlstore.WithStrategy(dao.StrategyFastPath) one UPDATE through a
-// READPAST, UPDLOCK read with OUTPUT INSERTED.* (see the package
-// documentation).
-func New[T any](db *gorm.DB, opts ...sqlstore.Option) (*dao.Table[T], error) {
-	return sqlstore.New[T](db, opts...)
-}
-
-// Open opens a GORM handle on dsn, a go-mssqldb URL
-// ("sqlserver://sa:pass@127.0.0.1:1433?database=test"), with
-// gorm.io/driver/sqlserver, and pings the server with ctx. Errors: an
-// unreachable server is [dao.ErrUnavailable]; other failures are mapped
-// like every database error. On error nothing stays open.
-func Open(ctx context.Context, dsn string) (*gorm.DB, error) {
-	return sqlstore.Open(ctx, string(dialects.SQLServer), dsn)
 }
 
 // classify maps the errors of microsoft/go-mssqldb to dao sentinels (SQL

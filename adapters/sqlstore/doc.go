@@ -199,9 +199,9 @@
 //
 // # Opening databases
 //
-// Each backend package's Open, or [Open] with a backend name, opens the
-// GORM dialector of that backend for a DSN and pings it; [SQLiteDSN] builds a SQLite DSN with WAL, a busy timeout,
-// synchronous=NORMAL and BEGIN IMMEDIATE transactions, the settings
+// [Open] with a backend name opens the GORM dialector of that backend for
+// a DSN and pings it; [SQLiteDSN] builds a SQLite DSN with WAL, a busy
+// timeout, synchronous=NORMAL and BEGIN IMMEDIATE transactions, the settings
 // concurrent claimers need. [New] refuses a handle, opened anywhere, that
 // would break later, with an error wrapping dao.ErrInvalidArgument that
 // names the DSN parameter to add: MySQL or MariaDB without parseTime=true

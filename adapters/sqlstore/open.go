@@ -32,10 +32,12 @@ func Config() *gorm.Config {
 // "mariadb", "sqlite" or "sqlserver"; see dialects.Parse for aliases),
 // with the dialector of the backend's package, which must be linked into
 // the program (see [New]); pings the server with ctx; and returns the
-// handle with [Config]. Each backend package documents its DSN (its Open
-// function calls this one). On SQLite GORM's timestamps are taken in UTC,
-// and an in-memory database (":memory:" or mode=memory) is limited to one
-// open connection, since each connection would see its own database. A
+// handle with [Config]. Each backend package documents its DSN. It is
+// the one way to open a handle by name: the backend packages register
+// their dialectors when imported and have no functions of their own. On
+// SQLite GORM's timestamps are taken in UTC, and an in-memory database
+// (":memory:" or mode=memory) is limited to one open connection, since
+// each connection would see its own database. A
 // SQLite ping refused as busy is tried again for about 5 s, so that
 // several processes may open one new file at the same moment.
 //

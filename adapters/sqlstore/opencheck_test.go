@@ -82,7 +82,7 @@ func TestNewRefusesMySQLWithoutParseTime(t *testing.T) {
 			t.Errorf("overPool=%v: New with parseTime=true: %v", overPool, err)
 		}
 	}
-	// mysql.Open adds parseTime=true to a DSN that lacks it; one that sets
+	// Open adds parseTime=true to a DSN that lacks it; one that sets
 	// parseTime=false keeps it and is refused.
 	ctx := context.Background()
 	bare := testdb.MySQLDSN()
@@ -227,7 +227,7 @@ func TestNewRefusesSQLiteWithoutBusyTimeout(t *testing.T) {
 	}
 }
 
-// sqlite.Open adds a 5 s busy timeout, as the first PRAGMA, to a "file:"
+// Open adds a 5 s busy timeout, as the first PRAGMA, to a "file:"
 // DSN that sets other PRAGMAs and no busy timeout; an explicit
 // busy_timeout is kept (and a zero one refused by New).
 func TestSQLiteOpenAddsBusyTimeout(t *testing.T) {

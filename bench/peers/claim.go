@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/claimstore/claimstore/adapters/postgres"
+	_ "github.com/claimstore/claimstore/adapters/postgres"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 )
@@ -37,7 +37,7 @@ func runClaimstore(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	defer closeDB()
 	name := "peers_claim_" + suffix()
-	store, err := postgres.New[claimJob](db, sqlstore.WithTable(name))
+	store, err := sqlstore.New[claimJob](db, sqlstore.WithTable(name))
 	if err != nil {
 		return res, fmt.Errorf("peers: claimstore: %w", err)
 	}

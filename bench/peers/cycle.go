@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/claimstore/claimstore/adapters/postgres"
+	_ "github.com/claimstore/claimstore/adapters/postgres"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
@@ -40,7 +40,7 @@ func runDispatch(ctx context.Context, cfg Config) (res Result, err error) {
 	}
 	defer closeDB()
 	name := "peers_cycle_" + suffix()
-	store, err := postgres.New[cycleJob](db, sqlstore.WithTable(name))
+	store, err := sqlstore.New[cycleJob](db, sqlstore.WithTable(name))
 	if err != nil {
 		return res, fmt.Errorf("peers: dispatch: %w", err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 
-	"github.com/claimstore/claimstore/adapters/postgres"
+	_ "github.com/claimstore/claimstore/adapters/postgres"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
@@ -35,7 +35,7 @@ func runAddMany(ctx context.Context, cfg Config) (res Result, err error) {
 	if err := dispatch.MigrateSchedules(ctx, db, name); err != nil {
 		return res, fmt.Errorf("peers: addmany: %w", err)
 	}
-	store, err := postgres.New[dispatch.Schedule](db, sqlstore.WithTable(name))
+	store, err := sqlstore.New[dispatch.Schedule](db, sqlstore.WithTable(name))
 	if err != nil {
 		return res, fmt.Errorf("peers: addmany: %w", err)
 	}

@@ -9,7 +9,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
-	"github.com/claimstore/claimstore/adapters/postgres"
+	_ "github.com/claimstore/claimstore/adapters/postgres"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/jobs"
@@ -41,12 +41,12 @@ func jobTables(ctx context.Context, dsn string, conns int, c *counter, what stri
 		return nil, nil, func(*error) {}, func() {}, err
 	}
 	name := "peers_jobs_" + suffix()
-	js, err := postgres.New[jobs.Row](db, sqlstore.WithTable(name))
+	js, err := sqlstore.New[jobs.Row](db, sqlstore.WithTable(name))
 	if err != nil {
 		closeDB()
 		return nil, nil, func(*error) {}, func() {}, fmt.Errorf("peers: %s: %w", what, err)
 	}
-	qs, err := postgres.New[jobs.Queue](db, sqlstore.WithTable(name+"_q"))
+	qs, err := sqlstore.New[jobs.Queue](db, sqlstore.WithTable(name+"_q"))
 	if err != nil {
 		closeDB()
 		return nil, nil, func(*error) {}, func() {}, fmt.Errorf("peers: %s: %w", what, err)

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"gorm.io/gorm"
 
-	"github.com/claimstore/claimstore/adapters/postgres"
+	_ "github.com/claimstore/claimstore/adapters/postgres"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/outbox"
@@ -72,7 +72,7 @@ func runOutboxWrite(ctx context.Context, cfg Config) (res Result, err error) {
 	if err := outbox.Migrate(ctx, db, name); err != nil {
 		return res, fmt.Errorf("peers: outbox-write: %w", err)
 	}
-	store, err := postgres.New[outbox.Message](db, sqlstore.WithTable(name))
+	store, err := sqlstore.New[outbox.Message](db, sqlstore.WithTable(name))
 	if err != nil {
 		return res, fmt.Errorf("peers: outbox-write: %w", err)
 	}

@@ -23,7 +23,7 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/claimstore/claimstore/adapters/postgres"
+	_ "github.com/claimstore/claimstore/adapters/postgres"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -89,7 +89,7 @@ func run(ctx context.Context, dsn, natsURL string, orders int) error {
 		return fmt.Errorf("stream %s: %w", streamName, err)
 	}
 
-	db, err := postgres.Open(ctx, dsn)
+	db, err := sqlstore.Open(ctx, "postgres", dsn)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func run(ctx context.Context, dsn, natsURL string, orders int) error {
 	if err := outbox.Migrate(ctx, db, messageTable); err != nil {
 		return err
 	}
-	store, err := postgres.New[outbox.Message](db, sqlstore.WithTable(messageTable))
+	store, err := sqlstore.New[outbox.Message](db, sqlstore.WithTable(messageTable))
 	if err != nil {
 		return err
 	}

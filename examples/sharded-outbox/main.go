@@ -36,7 +36,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"gorm.io/gorm"
 
-	"github.com/claimstore/claimstore/adapters/postgres"
+	_ "github.com/claimstore/claimstore/adapters/postgres"
+	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/outbox/natsembed"
 	"github.com/claimstore/claimstore/outbox/natspub"
@@ -124,7 +125,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 		if err := outbox.Migrate(ctx, db, ""); err != nil {
 			return err
 		}
-		store, err := postgres.New[outbox.Message](db)
+		store, err := sqlstore.New[outbox.Message](db)
 		if err != nil {
 			return err
 		}
@@ -286,7 +287,7 @@ func createDatabase(ctx context.Context, dsn string) (*gorm.DB, func() error, er
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return nil, nil, fmt.Errorf("the DSN must be a postgres:// URL to name other databases on its server")
 	}
-	admin, err := postgres.Open(ctx, dsn)
+	admin, err := sqlstore.Open(ctx, "postgres", dsn)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -314,7 +315,7 @@ func createDatabase(ctx context.Context, dsn string) (*gorm.DB, func() error, er
 		return nil
 	}
 	u.Path = "/" + name
-	db, err := postgres.Open(ctx, u.String())
+	db, err := sqlstore.Open(ctx, "postgres", u.String())
 	if err != nil {
 		return nil, nil, errors.Join(err, drop())
 	}

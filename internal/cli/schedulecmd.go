@@ -179,9 +179,10 @@ func newScheduleAddCmd(table *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "add KEY",
 		Short: "Add a once or cron schedule (idempotent by key; --upsert replaces its definition)",
-		Long: `add creates the schedule KEY: a once schedule firing at --at (RFC 3339) or
---in from now (default: now), or a cron schedule with --cron (5 fields, 6
-with leading seconds) read in the IANA zone --tz (default UTC). When KEY
+		Long: `add creates the schedule KEY: a once schedule firing at --at (RFC 3339, or
+a local time such as 2030-01-02T03:04 read in the IANA zone --tz, default
+UTC) or --in from now (default: now), or a cron schedule with --cron (5
+fields, 6 with leading seconds) read in the IANA zone --tz (default UTC). When KEY
 exists it is left unchanged and printed, unless --upsert replaces its
 definition and re-arms it.`,
 		Example: `  claimstore schedule add invoice-42-reminder --in 72h --payload 'invoice 42' --backend postgres
@@ -192,10 +193,10 @@ definition and re-arms it.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.at, "at", "", "fire time of a once schedule, RFC 3339 (e.g. 2030-01-02T03:04:05Z)")
+	f.StringVar(&o.at, "at", "", "fire time of a once schedule, RFC 3339 (e.g. 2030-01-02T03:04:05Z) or a local time in --tz (2030-01-02T03:04)")
 	f.DurationVar(&o.in, "in", 0, "fire a once schedule this long from now")
 	f.StringVar(&o.cron, "cron", "", "cron expression: makes a cron schedule")
-	f.StringVar(&o.tz, "tz", "", "IANA time zone of --cron (default UTC)")
+	f.StringVar(&o.tz, "tz", "", "IANA time zone of --cron or of a local --at (default UTC)")
 	f.StringVar(&o.payload, "payload", "", "payload handed to the handler")
 	f.IntVar(&o.maxFailures, "max-failures", dispatch.DefaultMaxFailures, "consecutive failures at which a once schedule fails and a cron schedule skips ahead")
 	f.BoolVar(&o.upsert, "upsert", false, "replace the definition of an existing schedule and re-arm it")
@@ -212,26 +213,10 @@ func runScheduleAdd(cmd *cobra.Command, table, key string, o scheduleAddOptions)
 	if c.err != nil {
 		return c.err
 	}
-	sp := dispatch.Spec{Key: key, Cron: o.cron, TimeZone: o.tz, Payload: []byte(o.payload), MaxFailures: o.maxFailures}
-	switch {
-	case o.cron != "" && (o.at != "" || o.in != 0):
-		return fmt.Errorf("%w: --cron with --at or --in: a schedule is either once or cron", dao.ErrInvalidArgument)
-	case o.at != "" && o.in != 0:
-		return fmt.Errorf("%w: --at with --in: give one fire time", dao.ErrInvalidArgument)
-	case o.tz != "" && o.cron == "":
-		return fmt.Errorf("%w: --tz without --cron", dao.ErrInvalidArgument)
-	case o.cron != "":
-		if err := dispatch.CheckCron(o.cron, o.tz); err != nil {
-			return fmt.Errorf("--cron: %w", err)
-		}
-	case o.at != "":
-		t, err := time.Parse(time.RFC3339Nano, o.at)
-		if err != nil {
-			return fmt.Errorf("%w: --at %q: want RFC 3339, e.g. 2030-01-02T03:04:05Z", dao.ErrInvalidArgument, o.at)
-		}
-		sp.At = t
-	case o.in > 0:
-		sp.At = time.Now().Add(o.in)
+	sp, err := dispatch.ParseSpec(dispatch.SpecText{Key: key, Cron: o.cron, TimeZone: o.tz, At: o.at, In: o.in,
+		Payload: o.payload, MaxFailures: o.maxFailures}, time.Now())
+	if err != nil {
+		return err
 	}
 	if err := checkScheduleTarget(table); err != nil {
 		return err

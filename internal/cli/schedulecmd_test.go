@@ -41,6 +41,11 @@ func TestScheduleCommands(t *testing.T) {
 	if out := run("schedule", "add", "nightly", "--cron", "0 3 * * *", "--tz", "Europe/Berlin", "--max-failures", "3"); !strings.Contains(out, "0 3 * * * (Europe/Berlin)") {
 		t.Fatalf("add cron: %q", out)
 	}
+	// A once schedule at a local time of a zone, as the console's form
+	// takes it (dispatch.ParseSpec reads both).
+	if out := run("schedule", "add", "tokyo", "--at", "2031-05-06T07:08", "--tz", "Asia/Tokyo"); !strings.Contains(out, "2031-05-05T22:08:00Z") {
+		t.Fatalf("add once at a local time: %q", out)
+	}
 	run("schedule", "pause", "nightly")
 	out := run("schedule", "list")
 	for _, re := range []string{`(?m)^KEY\s+KIND`, `(?m)^nightly\s+cron\s+0 3 \* \* \* \(Europe/Berlin\)\s+paused\s+\S+\s+0/3`, `(?m)^reminder\s+once\s+-\s+active\s+2030-01-02T03:04:05Z\s+0/5`} {
@@ -73,6 +78,8 @@ func TestScheduleBadFlags(t *testing.T) {
 		{"schedule", "add", "k", "--cron", "* * * * *", "--at", "2030-01-02T03:04:05Z"},
 		{"schedule", "add", "k", "--at", "tomorrow"},
 		{"schedule", "add", "k", "--tz", "Europe/Berlin"},
+		{"schedule", "add", "k", "--at", "2030-01-02T03:04:05Z", "--tz", "Europe/Berlin"},
+		{"schedule", "add", "k", "--in", "1h", "--tz", "Europe/Berlin"},
 		{"schedule", "add", "k", "--max-failures", "0"},
 		{"schedule", "add", strings.Repeat("k", 192)},
 		{"schedule", "list", "--status", "done"},

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	_ "github.com/claimstore/claimstore/adapters/postgres" // the backend of the PostgreSQL run
-	"github.com/claimstore/claimstore/adapters/sqlite"
+	_ "github.com/claimstore/claimstore/adapters/sqlite"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/readme"
@@ -69,9 +69,10 @@ func claimJobs(ctx context.Context, db *gorm.DB) ([]Job, error) {
 }
 
 // run opens an SQLite file and works through its jobs (on PostgreSQL:
-// postgres.Open(ctx, dsn); MySQL and MariaDB: mysql.Open(ctx, dsn)).
+// sqlstore.Open(ctx, "postgres", dsn); MySQL and MariaDB:
+// sqlstore.Open(ctx, "mysql", dsn)).
 func run(ctx context.Context, path string) error {
-	db, err := sqlite.Open(ctx, path) // WAL, a 5 s busy timeout, BEGIN IMMEDIATE
+	db, err := sqlstore.Open(ctx, "sqlite", path) // WAL, a 5 s busy timeout, BEGIN IMMEDIATE
 	if err != nil {
 		return err // errors.Is(err, dao.ErrUnavailable) when a server is down
 	}

@@ -60,9 +60,7 @@ func RequireInserted[A jobs.Args](ctx context.Context, tb testing.TB, store dao.
 // transaction inserted and has not committed is found.
 func RequireInsertedTx[A jobs.Args](ctx context.Context, tb testing.TB, store dao.Store[jobs.Row], tx any, want A, opts *Opts) *jobs.Job[A] {
 	tb.Helper()
-	t, ok := store.(interface {
-		WithTx(tx any) *dao.Table[jobs.Row]
-	})
+	t, ok := store.(dao.TxBinder[jobs.Row])
 	if !ok {
 		tb.Fatalf("jobstest: store %T runs no caller transactions", store)
 	}

@@ -13,7 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"gorm.io/gorm"
 
-	"github.com/claimstore/claimstore/adapters/postgres"
+	_ "github.com/claimstore/claimstore/adapters/postgres"
+	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/outboxenv"
 	"github.com/claimstore/claimstore/internal/testdb"
@@ -48,7 +49,7 @@ func newShards(t *testing.T, n, conns int) *shard.Router {
 		if err := db.WithContext(ctx).AutoMigrate(&entry{}); err != nil {
 			t.Fatal(err)
 		}
-		store, err := postgres.New[outbox.Message](db)
+		store, err := sqlstore.New[outbox.Message](db)
 		if err != nil {
 			t.Fatal(err)
 		}

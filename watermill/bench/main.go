@@ -41,7 +41,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/gorm"
 
-	"github.com/claimstore/claimstore/adapters/postgres"
+	_ "github.com/claimstore/claimstore/adapters/postgres"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/outbox"
 	cswm "github.com/claimstore/claimstore/watermill"
@@ -285,7 +285,7 @@ func runWatermillSQL(ctx context.Context, cfg Config, subs int) (pubRes, consRes
 func runClaimstore(ctx context.Context, cfg Config, subs int) (pubRes, consRes Result, err error) {
 	pubRes = Result{System: "claimstore", Phase: "publish", Subscribers: 0, Messages: cfg.Rows}
 	consRes = Result{System: "claimstore", Phase: "consume", Subscribers: subs, Messages: cfg.Rows}
-	db, err := postgres.Open(ctx, cfg.DSN)
+	db, err := sqlstore.Open(ctx, "postgres", cfg.DSN)
 	if err != nil {
 		return pubRes, consRes, err
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"gorm.io/gorm"
 
-	"github.com/claimstore/claimstore/adapters/postgres"
+	_ "github.com/claimstore/claimstore/adapters/postgres"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/internal/outboxenv"
 	"github.com/claimstore/claimstore/internal/testdb"
@@ -95,7 +95,7 @@ func TestJetStreamClusterFailover(t *testing.T) {
 	if err := outbox.Migrate(ctx, db, table); err != nil {
 		t.Fatal(err)
 	}
-	store, err := postgres.New[outbox.Message](db, sqlstore.WithTable(table))
+	store, err := sqlstore.New[outbox.Message](db, sqlstore.WithTable(table))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"gorm.io/gorm"
 
-	"github.com/claimstore/claimstore/adapters/postgres"
+	_ "github.com/claimstore/claimstore/adapters/postgres"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/outboxenv"
@@ -72,7 +72,7 @@ func pgFormation(ctx context.Context, t *testing.T) *hatest.PGFormation {
 // most conns connections, closed at cleanup.
 func openFormation(ctx context.Context, t *testing.T, f *hatest.PGFormation, conns int) *gorm.DB {
 	t.Helper()
-	db, err := postgres.Open(ctx, f.DSN(haConnectTimeout))
+	db, err := sqlstore.Open(ctx, "postgres", f.DSN(haConnectTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestPostgresFailoverClaimBurnDown(t *testing.T) {
 	if err := db.Exec(`INSERT INTO `+table+` (id, state) SELECT g, 'ready' FROM generate_series(1, ?) g`, n).Error; err != nil {
 		t.Fatal(err)
 	}
-	store, err := postgres.New[haJob](db, sqlstore.WithTable(table))
+	store, err := sqlstore.New[haJob](db, sqlstore.WithTable(table))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +460,7 @@ func TestPostgresFailoverOutboxRelay(t *testing.T) {
 	if err := outbox.Migrate(ctx, db, table); err != nil {
 		t.Fatal(err)
 	}
-	store, err := postgres.New[outbox.Message](db, sqlstore.WithTable(table))
+	store, err := sqlstore.New[outbox.Message](db, sqlstore.WithTable(table))
 	if err != nil {
 		t.Fatal(err)
 	}
