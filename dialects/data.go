@@ -36,6 +36,9 @@ type dialect struct {
 	// [Renderer.CurrentTime]).
 	now   map[driver.TimeForm]string
 	stmts statements
+	// fanOut holds the fragments of [Renderer.FanOut]; nil where the
+	// dialect has no fan-out statement.
+	fanOut *fanOutSQL
 }
 
 // statements holds a dialect's statement skeletons (see skeleton for the
@@ -159,7 +162,7 @@ var (
 var dialectTable = []*dialect{
 	{
 		name: Postgres, quoteOpen: `"`, quoteClose: `"`, param: "$", numbered: true, maxParams: 65535,
-		nullsAsc: pgNullsAsc, nullsDesc: pgNullsDesc, now: pgNowForms, stmts: pgStatements,
+		nullsAsc: pgNullsAsc, nullsDesc: pgNullsDesc, now: pgNowForms, stmts: pgStatements, fanOut: pgFanOut,
 	},
 	{
 		// CockroachDB: the PostgreSQL statements. FOR UPDATE SKIP LOCKED
@@ -184,7 +187,7 @@ var dialectTable = []*dialect{
 		// SKIP LOCKED needs READ COMMITTED or REPEATABLE READ, not
 		// SERIALIZABLE: see isolationTable.
 		name: YugabyteDB, quoteOpen: `"`, quoteClose: `"`, param: "$", numbered: true, maxParams: 65535,
-		nullsAsc: pgNullsAsc, nullsDesc: pgNullsDesc, now: pgNowForms, stmts: ybStatements,
+		nullsAsc: pgNullsAsc, nullsDesc: pgNullsDesc, now: pgNowForms, stmts: ybStatements, fanOut: pgFanOut,
 	},
 	{
 		name: MySQL, quoteOpen: "`", quoteClose: "`", param: "?", maxParams: 65535,

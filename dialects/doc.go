@@ -64,4 +64,16 @@
 //   - SQL Server: one UPDATE through a common table expression that reads
 //     SELECT TOP (n) ... WITH (ROWLOCK, READPAST, UPDLOCK), with OUTPUT
 //     INSERTED.* ([Renderer.Claim]; "Table Hints (Transact-SQL)").
+//
+// # Fan-out
+//
+// [Renderer.FanOut] renders, on PostgreSQL and YugabyteDB, the statement
+// with which the Watermill subscriber claims a batch of outbox messages,
+// copies each into a delivery table once per consumer group of its topic
+// (some copies already claimed by the caller) and writes the caller's
+// acks, all in one round trip. The claim criteria, order and marks are
+// the outbox's own (dao values the outbox package exports), and the
+// source of every delivery column is given by the caller, so the
+// statement follows the outbox's columns; its golden file is
+// testdata/<dialect>/fan-out.golden.
 package dialects

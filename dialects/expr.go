@@ -123,7 +123,20 @@ func (b *builder) junction(op dao.Op, kids []dao.Criteria) error {
 	return nil
 }
 
-// compare writes a comparison with a bound value or with another column.
+// now writes the dialect's expression of the database's current time in
+// form now.Form, for column col, or returns an error wrapping
+// dao.ErrInvalidArgument on a dialect without one.
+func (b *builder) now(now driver.CurrentTime, col string) error {
+	expr, ok := b.d.now[now.Form]
+	if !ok {
+		return fmt.Errorf("dialects: %w: %s writes no database time (%v) for %q", dao.ErrInvalidArgument, b.d.name, now.Form, col)
+	}
+	b.w(expr)
+	return nil
+}
+
+// compare writes a comparison with a bound value, with the database's
+// clock (a driver.CurrentTime value) or with another column.
 func (b *builder) compare(c dao.Criteria) error {
 	sym, ok := cmpOps[c.Op()]
 	if !ok {
@@ -137,6 +150,9 @@ func (b *builder) compare(c dao.Criteria) error {
 	}
 	if c.Value() == nil {
 		return fmt.Errorf("dialects: %w: %s %v %v with a nil value", dao.ErrInvalidArgument, c.Field(), c.Op(), c.Value())
+	}
+	if now, ok := c.Value().(driver.CurrentTime); ok {
+		return b.now(now, c.Field())
 	}
 	b.param(c.Value())
 	return nil
@@ -210,11 +226,9 @@ func (b *builder) set(set dao.Set, qual string) error {
 			continue
 		}
 		if now, ok := set[name].(driver.CurrentTime); ok {
-			expr, ok := b.d.now[now.Form]
-			if !ok {
-				return fmt.Errorf("dialects: %w: %s writes no database time (%v) for %q", dao.ErrInvalidArgument, b.d.name, now.Form, name)
+			if err := b.now(now, name); err != nil {
+				return err
 			}
-			b.w(expr)
 			continue
 		}
 		b.param(set[name])

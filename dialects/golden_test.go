@@ -156,6 +156,14 @@ func formatArgs(args []any) string {
 			parts[i] = fmt.Sprintf("%q", v)
 		case time.Time:
 			parts[i] = "time(" + v.Format(time.RFC3339Nano) + " " + v.Location().String() + ")"
+		case []*string:
+			elems := make([]any, len(v))
+			for j, p := range v {
+				if p != nil {
+					elems[j] = *p
+				}
+			}
+			parts[i] = "[]*string" + formatArgs(elems)
 		default:
 			parts[i] = fmt.Sprintf("%T(%v)", v, v)
 		}

@@ -2,7 +2,6 @@ package dialects
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
@@ -167,27 +166,10 @@ func (r Renderer) renderLease(src string, a leaseArgs) (Statement, error) {
 	if a.table == "" {
 		return Statement{}, fmt.Errorf("dialects: %w: empty lease table name", dao.ErrInvalidArgument)
 	}
-	var sb strings.Builder
-	var args []any
-	bind := func(v any) {
-		args = append(args, v)
-		sb.WriteString(r.Placeholder(len(args)))
-	}
-	rest := src
-	for {
-		open := strings.IndexByte(rest, '{')
-		if open < 0 {
-			sb.WriteString(rest)
-			break
-		}
-		sb.WriteString(rest[:open])
-		end := strings.IndexByte(rest[open:], '}')
-		if end < 0 {
-			return Statement{}, fmt.Errorf("dialects: unclosed hole in lease statement %q", src)
-		}
-		switch hole := rest[open+1 : open+end]; hole {
+	return r.fillHoles(src, "lease", func(hole string, w func(string), bind func(any)) bool {
+		switch hole {
 		case "table":
-			sb.WriteString(r.d.quoteTable(a.table))
+			w(r.d.quoteTable(a.table))
 		case "tableText":
 			bind(r.d.quoteTable(a.table))
 		case "name":
@@ -199,11 +181,10 @@ func (r Renderer) renderLease(src string, a leaseArgs) (Statement, error) {
 		case "term":
 			bind(a.term)
 		default:
-			return Statement{}, fmt.Errorf("dialects: unknown hole %q in lease statement %q", hole, src)
+			return false
 		}
-		rest = rest[open+end+1:]
-	}
-	return Statement{SQL: sb.String(), Args: args}, nil
+		return true
+	})
 }
 
 // leases returns the lease statements of r's dialect.

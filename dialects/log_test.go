@@ -46,6 +46,15 @@ var logGoldenCases = func() []struct {
 			rec2.MessageID, rec2.Headers, rec2.Payload = "m-2", nil, nil
 			return r.LogAppend(t, []driver.LogRecord{rec, rec2})
 		})},
+		{"append-arrays", one(func(r Renderer) (Statement, error) {
+			rec2 := rec
+			rec2.MessageID, rec2.Headers, rec2.Payload = "m-2", nil, nil
+			st, ok, err := r.LogAppendArrays(t, []driver.LogRecord{rec, rec2})
+			if err == nil && !ok {
+				return Statement{SQL: "(no array append)"}, nil
+			}
+			return st, err
+		})},
 		{"read", one(func(r Renderer) (Statement, error) { return r.LogRead(t, 3, at, "", 500) })},
 		{"read/topic", one(func(r Renderer) (Statement, error) { return r.LogRead(t, 3, at, "orders", 500) })},
 		{"held-back", one(func(r Renderer) (Statement, error) {
@@ -55,6 +64,8 @@ var logGoldenCases = func() []struct {
 			}
 			return st, err
 		})},
+		{"lag", one(func(r Renderer) (Statement, error) { return r.LogLag(t, 3, at, 10000) })},
+		{"refused/lag-zero-limit", one(func(r Renderer) (Statement, error) { return r.LogLag(t, 3, at, 0) })},
 		{"open-cursor", one(func(r Renderer) (Statement, error) { return r.LogOpenCursor(t, "relay", 3, at, 1700000000000000) })},
 		{"fence", one(func(r Renderer) (Statement, error) { return r.LogFence(t, "relay", 3, 9) })},
 		{"get-cursors", one(func(r Renderer) (Statement, error) { return r.LogGetCursors(t, "relay", 3) })},
@@ -66,6 +77,15 @@ var logGoldenCases = func() []struct {
 		{"mark", one(func(r Renderer) (Statement, error) { return r.LogMark(t, 3, to, 1700000000000000) })},
 		{"refused/empty-table", func(r Renderer) ([]Statement, error) { return r.LogCreate(LogTables{Log: "x"}) }},
 		{"refused/no-records", one(func(r Renderer) (Statement, error) { return r.LogAppend(t, nil) })},
+		{"refused/array-append-partition-out-of-range", one(func(r Renderer) (Statement, error) {
+			big := rec
+			big.Partition = 1 << 31
+			st, ok, err := r.LogAppendArrays(t, []driver.LogRecord{big})
+			if err == nil && !ok {
+				return Statement{SQL: "(no array append)"}, nil
+			}
+			return st, err
+		})},
 		{"refused/zero-limit", one(func(r Renderer) (Statement, error) { return r.LogRead(t, 3, at, "", 0) })},
 		{"refused/negative-partition", one(func(r Renderer) (Statement, error) { return r.LogTrim(t, -1, to, 10) })},
 		{"refused/empty-reader", one(func(r Renderer) (Statement, error) { return r.LogFence(t, "", 3, 1) })},

@@ -52,7 +52,7 @@ const (
 // expression instead of the table.
 func ReservedTableName(name string) bool {
 	switch strings.ToLower(name) {
-	case cteClaimIDs, cteClaimed, cteDelete, eachRows:
+	case cteClaimIDs, cteClaimed, cteDelete, eachRows, cteFanAcked, cteFanMessages, cteFanCopies, cteFanInserted:
 		return true
 	}
 	return false

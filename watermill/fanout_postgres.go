@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -12,40 +11,40 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dao/driver"
+	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/outbox"
 )
 
 // pgFanOut is the fan-out of a subscriber on PostgreSQL 11 or later: one
-// statement claims a batch of messages from the message table and marks
-// them published, reads the consumer groups of their topics, writes the
-// deliveries that do not exist yet, and inserts those of the subscription's
-// own group and topic already claimed by it, with its lease, returning
-// them. Against the portable fan-out (claim, read groups, insert, mark,
-// then claim the deliveries) it saves a row write per message in each
-// table, and the deliveries and the mark commit together.
+// statement, rendered by [dialects.Renderer.FanOut] from the outbox's
+// columns, claim criteria and order, claims a batch of messages from the
+// message table and marks them published, reads the consumer groups of
+// their topics, writes the deliveries that do not exist yet, and inserts
+// those of the subscription's own group and topic already claimed by it,
+// with its lease, returning them. Against the portable fan-out (claim,
+// read groups, insert, mark, then claim the deliveries) it saves a row
+// write per message in each table, and the deliveries and the mark commit
+// together.
 //
 // Groups are read in the statement's snapshot, the one its claim sees, so
 // the rule of [Subscriber.register] holds: a group committed before the
 // statement gets its deliveries here, a group committed after it copies
 // the messages itself (they were committed before the statement began).
-//
-// Sources: PostgreSQL manual, "WITH Queries (Common Table Expressions)",
-// section 7.8.4 (data-modifying statements in WITH run exactly once and
-// see one snapshot), "SELECT", The Locking Clause (SKIP LOCKED), and
-// "INSERT", ON CONFLICT Clause; sha256() from "Binary String Functions
-// and Operators" (PostgreSQL 11 and later).
 type pgFanOut struct {
-	db   *sql.DB
-	stmt string
+	db     *sql.DB
+	r      dialects.Renderer
+	tables Tables
 
 	mu    sync.Mutex
 	known bool // ok is the server's answer
 	ok    bool // the server runs the statement
 }
 
-// newPGFanOut returns the fan-out statement of t for db, or nil when db
-// is not PostgreSQL or has no database/sql pool of its own (a
-// transaction); such a subscriber fans out portably.
+// newPGFanOut returns the fan-out of t for db, or nil when db is not
+// PostgreSQL or has no database/sql pool of its own (a transaction); such
+// a subscriber fans out portably.
 func newPGFanOut(db *gorm.DB, t Tables) *pgFanOut {
 	if db.Dialector.Name() != "postgres" {
 		return nil
@@ -54,80 +53,105 @@ func newPGFanOut(db *gorm.DB, t Tables) *pgFanOut {
 	if err != nil {
 		return nil
 	}
-	q := func(name string) string {
-		var b strings.Builder
-		db.Dialector.QuoteTo(&b, name)
-		return b.String()
+	r, err := dialects.NewRenderer(dialects.Postgres)
+	if err != nil {
+		return nil
 	}
-	return &pgFanOut{db: sqlDB, stmt: fmt.Sprintf(pgFanOutSQL, q(t.Messages), q(t.Groups), q(t.Deliveries))}
+	return &pgFanOut{db: sqlDB, r: r, tables: t}
 }
 
-// pgFanOutSQL is the fan-out statement; %[1]s is the message table, %[2]s
-// the groups table, %[3]s the delivery table. Parameters: $1 target
-// broker, $2 the most messages to claim, $3 worker, $4 own consumer group,
-// $5 own topic, $6 the most deliveries to insert claimed, $7 lease in
-// microseconds, $8 max retries of a delivery, $9 the deliveries the
-// worker's handler acked, as the text of a bigint array ('{}' for none).
-//
-// The acked deliveries are marked published as [outbox.Repository.MarkPublished]
-// marks them, fenced the same way (still processing and locked by $3), so
-// a batch's acks commit with the next fan-out instead of in a commit of
-// their own.
-//
-// The claim's WHERE and ORDER BY are the outbox claim's (pending, failed
-// and due, or processing with an ended lease; priority, then oldest), on
-// the message table's claim index. The delivery key is [DeliveryKey]
-// computed by the server. Deliveries are inserted in claim order, and the
-// first $6 of the own group and topic are inserted processing, locked by
-// $3 until now + $7; the rest pending, as [outbox.Repository.Add] writes
-// them. ON CONFLICT skips a delivery a group's backfill wrote first.
-//
-// The one result row per own delivery carries the counts of messages
-// claimed and of deliveries acked; when there is no own delivery, one row
-// carries them with NULLs.
-const pgFanOutSQL = `WITH a AS (
-	UPDATE %[3]s
-	SET status = 'published', published_at = now(), locked_until = NULL, last_processed_at = now()
-	WHERE id = ANY($9::bigint[]) AND status = 'processing' AND locked_by = $3
-	RETURNING id
-), m AS (
-	UPDATE %[1]s AS t
-	SET status = 'published', published_at = now(), locked_until = NULL, locked_by = $3, last_processed_at = now()
-	WHERE t.id IN (
-		SELECT id FROM %[1]s
-		WHERE target_broker = $1 AND published_at IS NULL
-			AND (status = 'pending' OR (status = 'failed' AND next_retry_at <= now()) OR (status = 'processing' AND locked_until < now()))
-		ORDER BY priority DESC, created_at, id
-		LIMIT $2
-		FOR UPDATE SKIP LOCKED)
-	RETURNING t.id, t.message_id, t.topic, t.type, t.payload, t.headers, t.priority, t.created_at, t.correlation_id, t.causation_id
-), c AS (
-	SELECT m.*, g.consumer_group,
-		'd:' || left(encode(sha256(convert_to(g.consumer_group, 'UTF8') || decode('00', 'hex') || convert_to(m.topic, 'UTF8')), 'hex'), 40) AS delivery_key,
-		CASE WHEN g.consumer_group = $4 AND m.topic = $5
-			THEN row_number() OVER (PARTITION BY g.consumer_group = $4 AND m.topic = $5 ORDER BY m.priority DESC, m.created_at, m.id) <= $6
-			ELSE false END AS own
-	FROM m JOIN %[2]s AS g ON g.topic = m.topic
-), ins AS (
-	INSERT INTO %[3]s (message_id, topic, type, payload, headers, target_broker, partition_key, priority, status,
-		retry_count, max_retries, next_retry_at, locked_by, locked_until, last_error, created_at, published_at,
-		last_processed_at, correlation_id, causation_id)
-	SELECT message_id, topic, type, payload, headers, delivery_key, consumer_group, priority,
-		CASE WHEN own THEN 'processing' ELSE 'pending' END,
-		0, $8, NULL, CASE WHEN own THEN $3 ELSE '' END,
-		CASE WHEN own THEN now() + $7 * interval '1 microsecond' END, '', created_at, NULL,
-		CASE WHEN own THEN now() END, correlation_id, causation_id
-	FROM c
-	ORDER BY priority DESC, created_at, id
-	ON CONFLICT (message_id, target_broker) DO NOTHING
-	RETURNING id, message_id, topic, type, payload, headers, target_broker, partition_key, priority, max_retries,
-		locked_until, created_at, last_processed_at, correlation_id, causation_id, status
-)
-SELECT n.claimed, n.acked, i.id, i.message_id, i.topic, i.type, i.payload, i.headers, i.target_broker, i.partition_key,
-	i.priority, i.max_retries, i.locked_until, i.created_at, i.last_processed_at, i.correlation_id, i.causation_id
-FROM (SELECT (SELECT count(*) FROM m) AS claimed, (SELECT count(*) FROM a) AS acked) AS n
-LEFT JOIN ins AS i ON i.status = 'processing'
-ORDER BY i.priority DESC, i.created_at, i.id`
+// fanOutReturned are the delivery columns the fan-out returns for the
+// subscription's own deliveries, in the order run scans them.
+var fanOutReturned = []string{
+	outbox.ColID, outbox.ColMessageID, outbox.ColTopic, outbox.ColType, outbox.ColPayload, outbox.ColHeaders,
+	outbox.ColTargetBroker, outbox.ColPartitionKey, outbox.ColPriority, outbox.ColMaxRetries, outbox.ColLockedUntil,
+	outbox.ColCreatedAt, outbox.ColLastProcessedAt, outbox.ColCorrelationID, outbox.ColCausationID,
+}
+
+// deliveryColumns returns the source of every column of a delivery (all of
+// [outbox.Columns] but the key): a copy of the message's own columns; the
+// delivery key ([DeliveryKey]) as target broker and the group as
+// partition key; pending, unlocked and with maxRetries, as
+// [outbox.Repository.Add] writes a delivery, or, for the worker's own
+// deliveries, processing, locked by worker until lease from the database's
+// clock. A column it does not know is an error: a new outbox column needs
+// its source here.
+func deliveryColumns(worker string, lease time.Duration, maxRetries int) ([]dialects.FanOutColumn, error) {
+	now := driver.CurrentTime{Form: driver.TimeValue}
+	var cols []dialects.FanOutColumn
+	for _, name := range outbox.Columns() {
+		c := dialects.FanOutColumn{Name: name, From: dialects.FromValue}
+		switch name {
+		case outbox.ColID:
+			continue
+		case outbox.ColMessageID, outbox.ColTopic, outbox.ColType, outbox.ColPayload, outbox.ColHeaders,
+			outbox.ColPriority, outbox.ColCreatedAt, outbox.ColCorrelationID, outbox.ColCausationID:
+			c.From = dialects.FromMessage
+		case outbox.ColTargetBroker:
+			c.From = dialects.FromDeliveryKey
+		case outbox.ColPartitionKey:
+			c.From = dialects.FromGroup
+		case outbox.ColStatus:
+			c.Value, c.Own = string(outbox.StatusPending), string(outbox.StatusProcessing)
+		case outbox.ColRetryCount:
+			c.Value = int64(0)
+		case outbox.ColMaxRetries:
+			c.Value = int64(maxRetries)
+		case outbox.ColNextRetryAt, outbox.ColPublishedAt:
+		case outbox.ColLockedBy:
+			c.Value, c.Own = "", worker
+		case outbox.ColLockedUntil:
+			c.Own = dialects.Later{After: lease}
+		case outbox.ColLastError:
+			c.Value = ""
+		case outbox.ColLastProcessedAt:
+			c.Own = now
+		default:
+			return nil, fmt.Errorf("watermill: fan-out: no source for the outbox column %q", name)
+		}
+		cols = append(cols, c)
+	}
+	return cols, nil
+}
+
+// statement renders the fan-out: the deliveries acked by worker are
+// marked published as [outbox.Repository.MarkPublished] marks them,
+// fenced the same way (still processing and locked by worker), so a
+// batch's acks commit with the next fan-out instead of in a commit of
+// their own; up to limit messages of broker that [outbox.ClaimCriteria]
+// allows at the database's clock are claimed in [outbox.ClaimOrder],
+// marked published by worker, and copied to every group of their topic;
+// the first own copies of group on topic are inserted claimed by worker
+// for lease.
+func (f *pgFanOut) statement(broker string, limit int, worker, group, topic string, own int, lease time.Duration, maxRetries int, acked []int64) (dialects.Statement, error) {
+	cols, err := deliveryColumns(worker, lease, maxRetries)
+	if err != nil {
+		return dialects.Statement{}, err
+	}
+	now := driver.CurrentTime{Form: driver.TimeValue}
+	mark := outbox.PublishedSet(now)
+	mark[outbox.ColLockedBy] = worker
+	return f.r.FanOut(dialects.FanOut{
+		Messages:    dialects.Table{Name: f.tables.Messages, PrimaryKey: outbox.ColID},
+		Deliveries:  dialects.Table{Name: f.tables.Deliveries, PrimaryKey: outbox.ColID},
+		Groups:      f.tables.Groups,
+		GroupColumn: colConsumerGroup,
+		TopicColumn: colTopic,
+		Claim:       dao.Query{Where: outbox.ClaimCriteria(broker, now), OrderBy: outbox.ClaimOrder(), Limit: limit},
+		Mark:        mark,
+		Acked:       acked,
+		AckWhere:    outbox.HeldBy(worker),
+		AckSet:      outbox.PublishedSet(now),
+		OwnGroup:    group,
+		OwnTopic:    topic,
+		OwnLimit:    own,
+		OwnMarker:   outbox.ColStatus,
+		Columns:     cols,
+		DeliveryKey: dialects.DeliveryKey{Prefix: deliveryKeyPrefix, Digits: deliveryKeyDigits},
+		Conflict:    []string{outbox.ColMessageID, outbox.ColTargetBroker},
+		Returning:   fanOutReturned,
+	})
+}
 
 // usable reports whether the server runs the statement: PostgreSQL 11 or
 // later (sha256), and not CockroachDB, which speaks the protocol with
@@ -161,17 +185,12 @@ type fanOutRun struct {
 // deliveries of group on topic it inserted claimed by worker (at most own,
 // each with the lease).
 func (f *pgFanOut) run(ctx context.Context, broker string, limit int, worker, group, topic string, own int, lease time.Duration, maxRetries int, acked []int64) (fanOutRun, error) {
-	var ids strings.Builder
-	ids.WriteByte('{')
-	for i, id := range acked {
-		if i > 0 {
-			ids.WriteByte(',')
-		}
-		ids.WriteString(strconv.FormatInt(id, 10))
-	}
-	ids.WriteByte('}')
 	var r fanOutRun
-	rows, err := f.db.QueryContext(ctx, f.stmt, broker, limit, worker, group, topic, own, lease.Microseconds(), maxRetries, ids.String())
+	st, err := f.statement(broker, limit, worker, group, topic, own, lease, maxRetries, acked)
+	if err != nil {
+		return r, err
+	}
+	rows, err := f.db.QueryContext(ctx, st.SQL, st.Args...)
 	if err != nil {
 		return r, sqlstore.MapError(err)
 	}

@@ -100,5 +100,12 @@ func DeliveryKey(consumerGroup, topic string) string {
 	h.Write([]byte(consumerGroup))
 	h.Write([]byte{0})
 	h.Write([]byte(topic))
-	return "d:" + hex.EncodeToString(h.Sum(nil))[:40]
+	return deliveryKeyPrefix + hex.EncodeToString(h.Sum(nil))[:deliveryKeyDigits]
 }
+
+// The delivery key is deliveryKeyPrefix and the first deliveryKeyDigits
+// hex digits of the hash (see [DeliveryKey]).
+const (
+	deliveryKeyPrefix = "d:"
+	deliveryKeyDigits = 40
+)
