@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	gomysql "github.com/go-sql-driver/mysql"
@@ -59,12 +60,16 @@ func threadID(ctx context.Context, conn *sql.Conn) (uint64, error) {
 // KILL), sent from another connection. The statement then running on conn
 // fails with error 1317 ER_QUERY_INTERRUPTED and is rolled back (conn
 // stays open), or completes if the request came too late. The thread id
-// is read once per connection (threadID), on conn with ctx. The KILL runs
-// on a connection opened for it with db's DSN (a new session, so a pool
-// whose every connection waits behind locks does not delay it), or, when
-// db's dialector has no DSN (a handle over an existing pool), on a
-// connection of db's pool. The user needs the right to kill its own
-// threads, which every user has.
+// is read once per connection (threadID), on conn with ctx.
+//
+// The KILL runs on a connection kept for it, outside db's pool, per DSN
+// (see killerFor): opened here, at a claim, so that it exists when a
+// later claim waits behind a lock while the account or the server has no
+// connection left to give (1226 ER_USER_LIMIT_REACHED, 1040 "Too many
+// connections") and a pool whose every connection waits behind locks
+// does not delay it. When db's dialector has no DSN (a handle over an
+// existing pool) the KILL runs on a connection of db's pool. The user
+// needs the right to kill its own threads, which every user has.
 func interrupter(ctx context.Context, db *gorm.DB, conn *sql.Conn) (sqlstore.Interrupt, error) {
 	id, err := threadID(ctx, conn)
 	if err != nil {
@@ -72,11 +77,12 @@ func interrupter(ctx context.Context, db *gorm.DB, conn *sql.Conn) (sqlstore.Int
 	}
 	// id is the server's own integer; KILL takes no placeholder.
 	kill := "KILL QUERY " + strconv.FormatUint(id, 10)
-	cfg := dsnConfig(db)
+	if cfg := dsnConfig(db); cfg != nil {
+		k := killerFor(cfg)
+		k.reserve(ctx)
+		return func(ctx context.Context) error { return k.exec(ctx, kill) }, nil
+	}
 	return func(ctx context.Context) error {
-		if cfg != nil {
-			return killOn(ctx, cfg, kill)
-		}
 		sqlDB, err := db.DB()
 		if err != nil {
 			return err
@@ -97,22 +103,129 @@ func dsnConfig(db *gorm.DB) *gomysql.Config {
 	return nil
 }
 
-// killOn runs the statement kill on a new connection with cfg and closes
-// it.
-func killOn(ctx context.Context, cfg *gomysql.Config, kill string) error {
+// killerIdle is how long a killer keeps its connection after the last
+// claim that readied it: a process that stops claiming (or a handle that
+// was closed) does not hold a connection of its account for good.
+const killerIdle = time.Minute
+
+// killers holds one killer per DSN (gomysql.Config.FormatDSN), shared by
+// every handle opened with it.
+var killers sync.Map
+
+// killer keeps one connection, outside any pool, that runs KILL QUERY for
+// the claims of the handles of one DSN. Its connection is opened by
+// reserve and closed after killerIdle without a reserve; one statement
+// runs on it at a time (sem).
+type killer struct {
+	cfg  *gomysql.Config
+	sem  chan struct{} // held while conn is used or replaced
+	conn driver.Conn   // nil until opened, and after a failure or idleness
+	used time.Time     // the last reserve, under sem
+	idle *time.Timer   // closes conn killerIdle after the last reserve
+}
+
+// killerFor returns the killer of cfg's DSN, made on first use.
+func killerFor(cfg *gomysql.Config) *killer {
+	key := cfg.FormatDSN()
+	if k, ok := killers.Load(key); ok {
+		return k.(*killer)
+	}
+	k, _ := killers.LoadOrStore(key, &killer{cfg: cfg.Clone(), sem: make(chan struct{}, 1)})
+	return k.(*killer)
+}
+
+// reserve opens the killer's connection if it has none, within ctx, and
+// marks it used now. It never waits for a KILL under way (another claim's
+// reserve or kill then stands for this one); a connection it cannot open
+// is opened by the KILL that needs it.
+func (k *killer) reserve(ctx context.Context) {
+	select {
+	case k.sem <- struct{}{}:
+	default:
+		return
+	}
+	defer func() { <-k.sem }()
+	k.used = time.Now()
+	if k.conn == nil {
+		if c, err := connect(ctx, k.cfg); err == nil {
+			k.conn = c
+		}
+	}
+	if k.conn != nil && k.idle == nil {
+		k.idle = time.AfterFunc(killerIdle, k.closeIdle)
+	}
+}
+
+// closeIdle closes the connection unless a reserve came within
+// killerIdle, and then checks again at the end of that reserve's
+// killerIdle.
+func (k *killer) closeIdle() {
+	k.sem <- struct{}{}
+	defer func() { <-k.sem }()
+	if left := killerIdle - time.Since(k.used); left > 0 && k.conn != nil {
+		k.idle.Reset(left)
+		return
+	}
+	if k.conn != nil {
+		k.conn.Close()
+		k.conn = nil
+	}
+	k.idle = nil
+}
+
+// exec runs stmt on the killer's connection within ctx; when there is
+// none, or it has failed (closed by the server's wait_timeout, a network
+// error), on a new one, which is then kept.
+func (k *killer) exec(ctx context.Context, stmt string) error {
+	select {
+	case k.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-k.sem }()
+	if k.conn != nil {
+		err := run(ctx, k.conn, stmt)
+		if err == nil {
+			return nil
+		}
+		var myErr *gomysql.MySQLError
+		if errors.As(err, &myErr) {
+			return err // the server answered: the connection works
+		}
+		k.conn.Close()
+		k.conn = nil
+	}
+	c, err := connect(ctx, k.cfg)
+	if err != nil {
+		return err
+	}
+	if err := run(ctx, c, stmt); err != nil {
+		c.Close()
+		return err
+	}
+	k.conn = c
+	if k.idle == nil {
+		k.used = time.Now()
+		k.idle = time.AfterFunc(killerIdle, k.closeIdle)
+	}
+	return nil
+}
+
+// connect opens a driver connection with cfg.
+func connect(ctx context.Context, cfg *gomysql.Config) (driver.Conn, error) {
 	c, err := gomysql.NewConnector(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	dc, err := c.Connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer dc.Close()
+	return c.Connect(ctx)
+}
+
+// run runs stmt on dc.
+func run(ctx context.Context, dc driver.Conn, stmt string) error {
 	ex, ok := dc.(driver.ExecerContext)
 	if !ok {
 		return errors.New("mysql: the driver connection runs no statement")
 	}
-	_, err = ex.ExecContext(ctx, kill, nil)
+	_, err := ex.ExecContext(ctx, stmt, nil)
 	return err
 }

@@ -545,17 +545,35 @@ func (s *sqlDriver[T]) claimLockedRetrying(ctx, run context.Context, conn *sql.C
 // locked records, but the UPDATE's new index entries wait for the gap
 // locks. On MySQL the statements run under the session's
 // innodb_lock_wait_timeout (default 50 s): set it below the claim timeout
-// (the go-sql-driver DSN takes innodb_lock_wait_timeout=5).
+// (the go-sql-driver DSN takes innodb_lock_wait_timeout=5). When ctx can
+// end, its end also interrupts the statement then running (KILL QUERY
+// from the store's kept connection, see [Backend].Interrupter): the claim
+// returns shortly after ctx ends, rolled back, without waiting for the
+// lock-wait limit.
 func (s *sqlDriver[T]) claimLocked(ctx, run context.Context, conn *sql.Conn, req dao.ClaimRequest) ([]T, error) {
 	lock, err := s.r.LockCandidates(s.table, dao.Query{Where: req.Where, OrderBy: req.OrderBy, Limit: req.Limit})
 	if err != nil {
 		return nil, err
 	}
+	// While the locking read and the UPDATE run, ctx's end interrupts the
+	// statement then waiting (KILL QUERY): the UPDATE can wait for a
+	// REPEATABLE READ transaction's gap locks, which SKIP LOCKED does not
+	// pass over. The interrupt stops before COMMIT, which is never
+	// interrupted; lockAndUpdate checks ctx once more before it.
+	stop := func() {}
+	if s.interrupter != nil && ctx.Done() != nil {
+		run, stop, _ = s.interruptible(ctx, run, conn)
+	}
 	tx, err := conn.BeginTx(run, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
+		stop()
 		return nil, mapCtxError(run, err)
 	}
 	rows, err := s.lockAndUpdate(ctx, run, tx, lock, req.Set)
+	stop()
+	if err == nil {
+		err = ctx.Err() // ended while the interrupt stopped: roll back
+	}
 	if err != nil {
 		// A failed ROLLBACK means a lost connection: the server rolls the
 		// transaction back when it sees the connection closed.

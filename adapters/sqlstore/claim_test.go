@@ -249,9 +249,15 @@ func TestFastPathSkipsLockedRowsAndCountsRoundTrips(t *testing.T) {
 				Where("id = ?", items[2].ID).Pluck("id", &locked).Error; err != nil || len(locked) != 1 {
 				t.Fatalf("lock row: %v %v", locked, err)
 			}
-			c.Reset()
 			lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
+			// A claim that finds nothing readies the connection: on MySQL
+			// and MariaDB the first claim with a deadline on a connection
+			// reads its thread id for KILL QUERY (one round trip, once).
+			if none, err := s.Claim(lctx, dao.ClaimRequest{Where: dao.Eq("id", -1), Set: dao.Set{"status": "processing"}, Limit: 1}); err != nil || len(none) != 0 {
+				t.Fatalf("warm-up claim: %v, %v", none, err)
+			}
+			c.Reset()
 			got, err := s.Claim(lctx, claimReq("w", 3))
 			if err != nil {
 				t.Fatal(err)

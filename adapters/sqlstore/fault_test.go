@@ -596,6 +596,36 @@ func TestMariaDBFastPathBoundedBehindRepeatableRead(t *testing.T) {
 	t.Logf("claim behind the holder: %v", err)
 }
 
+// A MariaDB fast-path claim behind a REPEATABLE READ holder's next-key
+// locks returns at its caller's deadline, not at the store's lock-wait
+// limit: the UPDATE waiting for the gap locks is ended by KILL QUERY, its
+// transaction rolled back, and nothing is claimed. Before, the fast path
+// ran without the interrupt and the claim waited out the limit (10 s).
+func TestMariaDBFastPathInterruptedAtDeadline(t *testing.T) {
+	db := testdb.MySQL(t)
+	s := newStore(t, db, sqlstore.WithStrategy(dao.StrategyFastPath), sqlstore.WithLockWaitLimit(10*time.Second))
+	seedJobs(t, s, 50)
+	_, release := holdCandidates(t, testdb.MySQL(t), s.TableName(), "REPEATABLE READ", 5)
+	watchdog := time.AfterFunc(20*time.Second, release)
+	defer watchdog.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	rows, err := s.Claim(ctx, faultReq(1, 10))
+	took := time.Since(began)
+	release()
+	t.Logf("claim behind the holder returned after %v: %v", took.Round(time.Millisecond), err)
+	if !errors.Is(err, context.DeadlineExceeded) || len(rows) != 0 {
+		t.Fatalf("claim behind a REPEATABLE READ holder: %d rows, %v; want none and context.DeadlineExceeded", len(rows), err)
+	}
+	if took > 2*time.Second {
+		t.Fatalf("claim returned %v after it began; want about its 300 ms deadline", took)
+	}
+	if n, err := s.Count(context.Background(), dao.Eq("status", "pending")); err != nil || n != 50 {
+		t.Fatalf("%d rows pending, %v; want all 50", n, err)
+	}
+}
+
 // A PostgreSQL claim behind a table lock (another session's LOCK TABLE,
 // as DDL takes): in the READ COMMITTED transaction variant the store's
 // lock-wait limit (lock_timeout) ends the wait with ErrBusy and nothing

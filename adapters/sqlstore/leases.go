@@ -43,17 +43,9 @@ func NewLeases(db *gorm.DB, table string) (*Leases, error) {
 	if len(table) > 128 {
 		return nil, fmt.Errorf("claimstore: leases: %w: table name of %d bytes", dao.ErrInvalidArgument, len(table))
 	}
-	if inTransaction(connPool(db)) {
-		return nil, fmt.Errorf("claimstore: leases: %w: db is bound to a transaction; leases commit on their own", dao.ErrInvalidArgument)
-	}
-	sqlDB, err := db.DB()
+	sqlDB, name, err := ownPool(db, "leases", "leases commit on their own")
 	if err != nil {
-		return nil, fmt.Errorf("claimstore: leases: %w: %w", dao.ErrInvalidArgument, err)
-	}
-	ctx := cmp.Or(db.Statement.Context, context.Background())
-	name, err := dialects.Detect(ctx, db)
-	if err != nil {
-		return nil, fmt.Errorf("claimstore: leases: %w", mapError(err))
+		return nil, err
 	}
 	r, err := dialects.NewRenderer(name)
 	if err != nil {
@@ -193,27 +185,12 @@ func (l *Leases) ListLeases(ctx context.Context) ([]driver.Lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claimstore: list leases: %w", err)
 	}
-	rows, err := l.db.QueryContext(ctx, st.SQL, st.Args...)
-	if err != nil {
-		return nil, fmt.Errorf("claimstore: list leases: %w", mapCtxError(ctx, err))
-	}
-	defer rows.Close()
-	var out []driver.Lease
-	for rows.Next() {
-		var (
-			lease                 driver.Lease
-			elected, expires, now int64
-		)
-		if err := rows.Scan(&lease.Name, &lease.Holder, &lease.Term, &elected, &expires, &now); err != nil {
-			return nil, fmt.Errorf("claimstore: list leases: %w", mapError(err))
-		}
+	return listRows(ctx, l.db, st, "list leases", func(rows *sql.Rows) (lease driver.Lease, err error) {
+		var elected, expires, now int64
+		err = rows.Scan(&lease.Name, &lease.Holder, &lease.Term, &elected, &expires, &now)
 		lease.ElectedAt, lease.ExpiresAt, lease.Now = time.UnixMicro(elected).UTC(), time.UnixMicro(expires).UTC(), time.UnixMicro(now).UTC()
-		out = append(out, lease)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claimstore: list leases: %w", mapCtxError(ctx, err))
-	}
-	return out, nil
+		return lease, err
+	})
 }
 
 // scan reads the five lease columns: leader_id, term and three times in
@@ -231,3 +208,24 @@ func (l *Leases) scan(row *sql.Row, name string) (driver.Lease, error) {
 }
 
 var _ driver.LeaseStore = (*Leases)(nil)
+
+// ownPool returns db's connection pool and its dialect, for a store that
+// runs its own statements and commits them itself (what names it in
+// errors). Errors wrap [dao.ErrInvalidArgument] for a db bound to a
+// transaction (inTx says what to do instead) or without a pool of its
+// own; a failed detection query is mapped like every database error.
+func ownPool(db *gorm.DB, what, inTx string) (*sql.DB, dialects.Name, error) {
+	if inTransaction(connPool(db)) {
+		return nil, "", fmt.Errorf("claimstore: %s: %w: db is bound to a transaction; %s", what, dao.ErrInvalidArgument, inTx)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, "", fmt.Errorf("claimstore: %s: %w: %w", what, dao.ErrInvalidArgument, err)
+	}
+	ctx := cmp.Or(db.Statement.Context, context.Background())
+	name, err := dialects.Detect(ctx, db)
+	if err != nil {
+		return nil, "", fmt.Errorf("claimstore: %s: %w", what, mapError(err))
+	}
+	return sqlDB, name, nil
+}

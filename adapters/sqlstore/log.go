@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
@@ -33,11 +34,19 @@ type Log struct {
 	r       dialects.Renderer
 	dialect dialects.Name
 	t       dialects.LogTables
+	// noArrays is set when the driver refused an array as a bound value
+	// (database/sql's "converting argument": a driver other than pgx's):
+	// every later append binds one value per row and column.
+	noArrays atomic.Bool
 }
 
 // appendChunk bounds the rows of one INSERT: 7 values each stay under
-// every driver's limit of bound values.
-const appendChunk = 1000
+// every driver's limit of bound values. arrayAppendChunk bounds the rows
+// of one array append (seven bound arrays, whatever the rows).
+const (
+	appendChunk      = 1000
+	arrayAppendChunk = 10000
+)
 
 // NewLog returns the log store over the tables of base (see
 // dialects.LogTablesOf; a dotted name is schema-qualified) on db's
@@ -52,17 +61,9 @@ func NewLog(db *gorm.DB, base string) (*Log, error) {
 	if base == "" || len(base) > 100 {
 		return nil, fmt.Errorf("claimstore: log: %w: table name of %d bytes (1 to 100)", dao.ErrInvalidArgument, len(base))
 	}
-	if inTransaction(connPool(db)) {
-		return nil, fmt.Errorf("claimstore: log: %w: db is bound to a transaction; pass the transaction to Append", dao.ErrInvalidArgument)
-	}
-	sqlDB, err := db.DB()
+	sqlDB, name, err := ownPool(db, "log", "pass the transaction to Append")
 	if err != nil {
-		return nil, fmt.Errorf("claimstore: log: %w: %w", dao.ErrInvalidArgument, err)
-	}
-	ctx := cmp.Or(db.Statement.Context, context.Background())
-	name, err := dialects.Detect(ctx, db)
-	if err != nil {
-		return nil, fmt.Errorf("claimstore: log: %w", mapError(err))
+		return nil, err
 	}
 	if !dialects.LogOffered(name) {
 		return nil, fmt.Errorf("claimstore: log: %w: the ordered log is not offered on %s (no position that follows commit order)", dao.ErrInvalidArgument, name)
@@ -72,6 +73,17 @@ func NewLog(db *gorm.DB, base string) (*Log, error) {
 		return nil, fmt.Errorf("claimstore: log: %w", err)
 	}
 	return &Log{db: sqlDB, r: r, dialect: name, t: dialects.LogTablesOf(base)}, nil
+}
+
+// As sets target, a **sql.DB, to the log's connection pool and reports
+// true; it reports false, and leaves target alone, for any other target.
+// The outbox's log readers use it to watch the pool's idle connections.
+func (l *Log) As(target any) bool {
+	if p, ok := target.(**sql.DB); ok && p != nil {
+		*p = l.db
+		return true
+	}
+	return false
 }
 
 // Tables returns the names of the log's three tables.
@@ -106,11 +118,13 @@ type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// Append implements [driver.LogStore.Append]: one multi-row INSERT per
-// 1,000 records, inside tx (a *gorm.DB in an open transaction) when it is
-// not nil. Errors wrap [dao.ErrInvalidArgument] for a tx that is not a
-// *gorm.DB or a record out of range (see [CheckLogRecord]); nothing is
-// sent then.
+// Append implements [driver.LogStore.Append], inside tx (a *gorm.DB in
+// an open transaction) when it is not nil. On PostgreSQL through pgx it
+// sends one INSERT per 10,000 records that binds one array per column
+// (dialects.Renderer.LogAppendArrays); elsewhere, or when the driver
+// refuses arrays (then for good), one multi-row INSERT per 1,000 records.
+// Errors wrap [dao.ErrInvalidArgument] for a tx that is not a *gorm.DB or
+// a record out of range (see [CheckLogRecord]); nothing is sent then.
 func (l *Log) Append(ctx context.Context, tx any, recs []driver.LogRecord) error {
 	if len(recs) == 0 {
 		return nil
@@ -133,17 +147,47 @@ func (l *Log) Append(ctx context.Context, tx any, recs []driver.LogRecord) error
 		}
 		ex = e
 	}
-	for start := 0; start < len(recs); start += appendChunk {
-		chunk := recs[start:min(start+appendChunk, len(recs))]
-		st, err := l.r.LogAppend(l.t, chunk)
+	for start := 0; start < len(recs); {
+		n, err := l.appendFirst(ctx, ex, recs[start:])
 		if err != nil {
 			return fmt.Errorf("claimstore: log append: %w", err)
 		}
-		if _, err := ex.ExecContext(ctx, st.SQL, st.Args...); err != nil {
-			return fmt.Errorf("claimstore: log append: %w", mapCtxError(ctx, err))
-		}
+		start += n
 	}
 	return nil
+}
+
+// appendFirst writes the first records of recs in one INSERT, by arrays
+// when the dialect and the driver allow, and returns how many it wrote.
+// A refused array is caught by database/sql before anything is sent, so
+// the transaction, if any, is untouched and the rows go by VALUES.
+func (l *Log) appendFirst(ctx context.Context, ex execer, recs []driver.LogRecord) (int, error) {
+	if !l.noArrays.Load() {
+		chunk := recs[:min(arrayAppendChunk, len(recs))]
+		st, ok, err := l.r.LogAppendArrays(l.t, chunk)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			_, err := ex.ExecContext(ctx, st.SQL, st.Args...)
+			if err == nil {
+				return len(chunk), nil
+			}
+			if !isArgConversion(err) {
+				return 0, mapCtxError(ctx, err)
+			}
+			l.noArrays.Store(true)
+		}
+	}
+	chunk := recs[:min(appendChunk, len(recs))]
+	st, err := l.r.LogAppend(l.t, chunk)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := ex.ExecContext(ctx, st.SQL, st.Args...); err != nil {
+		return 0, mapCtxError(ctx, err)
+	}
+	return len(chunk), nil
 }
 
 // CheckLogRecord returns an error wrapping [dao.ErrInvalidArgument] when
@@ -392,28 +436,30 @@ func (l *Log) Cursors(ctx context.Context) ([]driver.LogCursor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claimstore: log cursors: %w", err)
 	}
-	rows, err := l.db.QueryContext(ctx, st.SQL, st.Args...)
-	if err != nil {
-		return nil, fmt.Errorf("claimstore: log cursors: %w", mapCtxError(ctx, err))
-	}
-	defer rows.Close()
-	var out []driver.LogCursor
-	for rows.Next() {
-		var (
-			c       driver.LogCursor
-			part    int64
-			updated int64
-		)
-		if err := rows.Scan(&c.Reader, &part, &c.Position.Tx, &c.Position.Seq, &c.Term, &updated); err != nil {
-			return nil, fmt.Errorf("claimstore: log cursors: %w", mapError(err))
-		}
+	return listRows(ctx, l.db, st, "log cursors", func(rows *sql.Rows) (c driver.LogCursor, err error) {
+		var part, updated int64
+		err = rows.Scan(&c.Reader, &part, &c.Position.Tx, &c.Position.Seq, &c.Term, &updated)
 		c.Partition, c.UpdatedAt = int(part), time.UnixMicro(updated).UTC()
-		out = append(out, c)
+		return c, err
+	})
+}
+
+// Lag implements [driver.LogStore.Lag] with one SELECT, which reads at
+// most limit entries of the log's key.
+func (l *Log) Lag(ctx context.Context, part int, after driver.LogPosition, limit int) (driver.LogLag, error) {
+	var lag driver.LogLag
+	st, err := l.r.LogLag(l.t, part, after, limit)
+	if err != nil {
+		return lag, fmt.Errorf("claimstore: log lag: %w", err)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claimstore: log cursors: %w", mapCtxError(ctx, err))
+	var oldest int64
+	if err := l.db.QueryRowContext(ctx, st.SQL, st.Args...).Scan(&lag.Behind, &oldest); err != nil {
+		return lag, fmt.Errorf("claimstore: log lag: %w", mapCtxError(ctx, err))
 	}
-	return out, nil
+	if lag.Behind > 0 {
+		lag.Oldest = time.UnixMicro(oldest).UTC()
+	}
+	return lag, nil
 }
 
 // DeadLetters implements [driver.LogStore.DeadLetters] with one SELECT.
@@ -422,33 +468,44 @@ func (l *Log) DeadLetters(ctx context.Context, afterID int64, limit int) ([]driv
 	if err != nil {
 		return nil, fmt.Errorf("claimstore: log dead letters: %w", err)
 	}
-	rows, err := l.db.QueryContext(ctx, st.SQL, st.Args...)
-	if err != nil {
-		return nil, fmt.Errorf("claimstore: log dead letters: %w", mapCtxError(ctx, err))
-	}
-	defer rows.Close()
-	var out []driver.LogDeadLetter
-	for rows.Next() {
+	return listRows(ctx, l.db, st, "log dead letters", func(rows *sql.Rows) (d driver.LogDeadLetter, err error) {
 		var (
-			d             driver.LogDeadLetter
 			part          int64
 			headers       sql.NullString
 			created, dead int64
 		)
 		rec := &d.Record
-		if err := rows.Scan(&d.ID, &d.Reader, &part, &rec.Position.Tx, &rec.Position.Seq, &rec.MessageID, &rec.Topic, &rec.Key,
-			&rec.Payload, &headers, &created, &d.LastError, &dead); err != nil {
-			return nil, fmt.Errorf("claimstore: log dead letters: %w", mapError(err))
-		}
+		err = rows.Scan(&d.ID, &d.Reader, &part, &rec.Position.Tx, &rec.Position.Seq, &rec.MessageID, &rec.Topic, &rec.Key,
+			&rec.Payload, &headers, &created, &d.LastError, &dead)
 		rec.Partition = int(part)
 		if headers.Valid {
 			rec.Headers = []byte(headers.String)
 		}
 		rec.CreatedAt, d.DeadAt = time.UnixMicro(created).UTC(), time.UnixMicro(dead).UTC()
-		out = append(out, d)
+		return d, err
+	})
+}
+
+// listRows runs the SELECT st on db and returns one value per row, made by
+// scan. Errors are wrapped with what: the query's and the rows' errors
+// mapped with mapCtxError (a context's end says so), a scan's with
+// mapError.
+func listRows[T any](ctx context.Context, db *sql.DB, st dialects.Statement, what string, scan func(*sql.Rows) (T, error)) ([]T, error) {
+	rows, err := db.QueryContext(ctx, st.SQL, st.Args...)
+	if err != nil {
+		return nil, fmt.Errorf("claimstore: %s: %w", what, mapCtxError(ctx, err))
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("claimstore: %s: %w", what, mapError(err))
+		}
+		out = append(out, v)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("claimstore: log dead letters: %w", mapCtxError(ctx, err))
+		return nil, fmt.Errorf("claimstore: %s: %w", what, mapCtxError(ctx, err))
 	}
 	return out, nil
 }

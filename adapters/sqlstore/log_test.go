@@ -170,6 +170,65 @@ func TestLogStore(t *testing.T) {
 // nextN calls Next until it returns want records: another transaction of
 // the server may hold records back for a moment (PostgreSQL). A commit
 // is sent once.
+// TestLogLag counts the records behind a position, up to a limit, with
+// the oldest one's time, per partition; on PostgreSQL the committed
+// records held back behind an open transaction count, its own do not.
+func TestLogLag(t *testing.T) {
+	for _, b := range []testdb.Backend{{Name: "sqlite", Open: testdb.SQLite}, {Name: "postgres", Open: testdb.Postgres}} {
+		t.Run(b.Name, func(t *testing.T) {
+			db := b.Open(t)
+			l := sqlstoretest.Log(t, db)
+			ctx := context.Background()
+			recs := logRecs(0, "a", 5)
+			t0 := time.Date(2026, 3, 4, 5, 6, 7, 8000, time.UTC)
+			for i := range recs {
+				recs[i].CreatedAt = t0.Add(time.Duration(i) * time.Second)
+			}
+			if err := l.Append(ctx, nil, recs); err != nil {
+				t.Fatal(err)
+			}
+			lag, err := l.Lag(ctx, 0, driver.LogPosition{}, 100)
+			if err != nil || lag.Behind != 5 || !lag.Oldest.Equal(t0) {
+				t.Fatalf("from the start: %+v, %v; want 5 behind, oldest %v", lag, err, t0)
+			}
+			if lag, err = l.Lag(ctx, 0, driver.LogPosition{}, 3); err != nil || lag.Behind != 3 {
+				t.Fatalf("limit 3: %+v, %v; want 3 behind", lag, err)
+			}
+			if _, err := l.OpenCursor(ctx, "r", 0, 1); err != nil {
+				t.Fatal(err)
+			}
+			batch, err := nextN(t, l, driver.LogNext{Reader: "r", Partition: 0, Term: 1, Limit: 2}, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := batch.Records[1].Position
+			if lag, err = l.Lag(ctx, 0, at, 100); err != nil || lag.Behind != 3 || !lag.Oldest.Equal(t0.Add(2*time.Second)) {
+				t.Fatalf("after two: %+v, %v; want 3 behind, oldest %v", lag, err, t0.Add(2*time.Second))
+			}
+			if lag, err = l.Lag(ctx, 1, driver.LogPosition{}, 100); err != nil || lag.Behind != 0 || !lag.Oldest.IsZero() {
+				t.Fatalf("an empty partition: %+v, %v; want nothing behind", lag, err)
+			}
+			if _, err := l.Lag(ctx, 0, at, 0); !errors.Is(err, dao.ErrInvalidArgument) {
+				t.Fatalf("limit 0: err = %v, want ErrInvalidArgument", err)
+			}
+			if b.Name != "postgres" {
+				return
+			}
+			long := db.Begin()
+			defer long.Rollback()
+			if err := l.Append(ctx, long, logRecs(0, "open", 1)); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Append(ctx, nil, logRecs(0, "held", 2)); err != nil {
+				t.Fatal(err)
+			}
+			if lag, err = l.Lag(ctx, 0, at, 100); err != nil || lag.Behind != 5 {
+				t.Fatalf("with two records held back: %+v, %v; want 5 behind", lag, err)
+			}
+		})
+	}
+}
+
 func nextN(t *testing.T, l *sqlstore.Log, req driver.LogNext, want int) (driver.LogBatch, error) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)

@@ -82,7 +82,7 @@ func TestMariaDBGuardedUpdateWaitingHoldsUpNoOutcome(t *testing.T) {
 		claimed <- result{got, err}
 	}()
 	// Let the claim's guarded update reach the held row and wait.
-	waitForLockWait(t, db, 2*time.Second)
+	waitForLockWait(t, db, table, 5*time.Second)
 	t.Logf("claim waits")
 
 	began := time.Now()
@@ -115,15 +115,19 @@ func TestMariaDBGuardedUpdateWaitingHoldsUpNoOutcome(t *testing.T) {
 	}
 }
 
-// waitForLockWait waits until a transaction of db's server waits for a
-// row lock (information_schema.INNODB_TRX, trx_state LOCK WAIT), or limit
-// passes (logged: the claim may not have reached the held row yet).
-func waitForLockWait(t *testing.T, db *gorm.DB, limit time.Duration) {
+// waitForLockWait waits until db's server runs an UPDATE of table (its
+// PROCESSLIST shows it, MariaDB manual "Information Schema PROCESSLIST
+// Table"; the caller holds the row it is for, so it waits for that lock),
+// and fails t when none runs within limit: the test would not exercise
+// the wait it is about.
+func waitForLockWait(t *testing.T, db *gorm.DB, table string, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		var n int64
-		if err := db.Raw("SELECT COUNT(*) FROM information_schema.INNODB_TRX WHERE trx_state = 'LOCK WAIT'").Scan(&n).Error; err != nil {
+		err := db.Raw("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE command = 'Query' AND info LIKE ?",
+			"%UPDATE `"+table+"`%").Scan(&n).Error
+		if err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {
@@ -131,5 +135,5 @@ func waitForLockWait(t *testing.T, db *gorm.DB, limit time.Duration) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Logf("no transaction seen waiting for a row lock within %v", limit)
+	t.Fatalf("no UPDATE of %s seen waiting within %v", table, limit)
 }

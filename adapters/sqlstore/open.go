@@ -37,7 +37,13 @@ func Config() *gorm.Config {
 // their dialectors when imported and have no functions of their own. On
 // SQLite GORM's timestamps are taken in UTC, and an in-memory database
 // (":memory:" or mode=memory) is limited to one open connection, since
-// each connection would see its own database. A
+// each connection would see its own database. The pool keeps up to
+// [OpenIdleConns] idle connections (database/sql keeps 2), each closed
+// after [OpenConnMaxIdleTime] unused: workers, relays and log readers use
+// several connections at once, and with 2 idle slots every burst closes
+// connections and opens new ones, a server process each on PostgreSQL.
+// A later sql.DB.SetMaxOpenConns below it lowers the idle limit to match;
+// set your own with SetMaxIdleConns and SetConnMaxIdleTime. A
 // SQLite ping refused as busy is tried again for about 5 s, so that
 // several processes may open one new file at the same moment.
 //
@@ -71,6 +77,8 @@ func Open(ctx context.Context, backend string, dsn string) (*gorm.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claimstore: open %s: %w", name, mapError(err))
 	}
+	sqlDB.SetMaxIdleConns(OpenIdleConns)
+	sqlDB.SetConnMaxIdleTime(OpenConnMaxIdleTime)
 	if name == dialects.SQLite && (strings.Contains(dsn, ":memory:") || strings.Contains(dsn, "mode=memory")) {
 		sqlDB.SetMaxOpenConns(1)
 	}
@@ -91,6 +99,13 @@ func Open(ctx context.Context, backend string, dsn string) (*gorm.DB, error) {
 	}
 	return db, nil
 }
+
+// The idle connections of a pool opened by [Open]: at most OpenIdleConns
+// are kept, each closed after OpenConnMaxIdleTime (5 minutes) unused.
+const (
+	OpenIdleConns       = 16
+	OpenConnMaxIdleTime = 5 * time.Minute
+)
 
 // sqliteOpenTries bounds the pings [Open] makes while a SQLite database
 // is busy: with waits of 20 ms doubling to 500 ms, about 5 s in all.

@@ -310,3 +310,47 @@ func TestRepeatedWallClock(t *testing.T) {
 		t.Errorf("a fixed zone reported as setting its clocks back")
 	}
 }
+
+// TestOpenKeepsIdleConnections: a pool opened by Open keeps the
+// connections a burst used (up to OpenIdleConns) instead of closing all
+// but database/sql's 2, and a lower SetMaxOpenConns lowers the idle limit
+// with it.
+func TestOpenKeepsIdleConnections(t *testing.T) {
+	testdb.Postgres(t) // skips, or fails when required, if the server is down
+	ctx := context.Background()
+	burst := func(sqlDB *sql.DB, n int) {
+		t.Helper()
+		conns := make([]*sql.Conn, n)
+		for i := range conns {
+			c, err := sqlDB.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns[i] = c
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	for _, c := range []struct {
+		maxOpen, burst, wantIdle int
+	}{{0, 10, 10}, {0, sqlstore.OpenIdleConns + 4, sqlstore.OpenIdleConns}, {6, 6, 6}} {
+		db, err := sqlstore.Open(ctx, "postgres", testdb.PostgresDSN())
+		if err != nil {
+			t.Fatal(err)
+		}
+		sqlDB, err := testdb.CloseAtCleanup(t, db).DB()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.maxOpen > 0 {
+			sqlDB.SetMaxOpenConns(c.maxOpen)
+		}
+		burst(sqlDB, c.burst)
+		st := sqlDB.Stats()
+		if st.Idle != c.wantIdle || int(st.MaxIdleClosed) != c.burst-c.wantIdle {
+			t.Errorf("max open %d, burst of %d: %d idle, %d closed for want of idle slots; want %d idle",
+				c.maxOpen, c.burst, st.Idle, st.MaxIdleClosed, c.wantIdle)
+		}
+	}
+}

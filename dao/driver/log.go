@@ -45,6 +45,17 @@ type LogRecord struct {
 	CreatedAt time.Time
 }
 
+// LogLag is how far a reader is behind in one partition.
+type LogLag struct {
+	// Behind is the number of records after the reader's position,
+	// counted up to the limit asked for: Behind equal to the limit
+	// means at least that many.
+	Behind int64
+	// Oldest is the creation time of the oldest of them; zero when
+	// Behind is 0.
+	Oldest time.Time
+}
+
 // LogCursor is where one reader is in one partition.
 type LogCursor struct {
 	// Reader names the reader (a relay, a consumer group).
@@ -172,6 +183,11 @@ type LogStore interface {
 	// DeadLetters lists up to limit dead letters with an ID above
 	// afterID, in ID order.
 	DeadLetters(ctx context.Context, afterID int64, limit int) ([]LogDeadLetter, error)
+
+	// Lag returns how far a reader at position after is behind in
+	// partition part: the records after it, counted up to limit (>= 1),
+	// held-back ones included, and the creation time of the oldest.
+	Lag(ctx context.Context, part int, after LogPosition, limit int) (LogLag, error)
 
 	// Trim deletes up to limit records of partition part at or before
 	// upTo, oldest first, and moves the partition's retention mark to the

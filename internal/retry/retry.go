@@ -62,3 +62,9 @@ func While[T any](ctx context.Context, tries uint, longest time.Duration, retrya
 	}
 	return v, err
 }
+
+// Do is [RetryableUpTo] for an op that returns only an error.
+func Do(ctx context.Context, tries uint, longest time.Duration, op func() error) error {
+	_, err := RetryableUpTo(ctx, tries, longest, func() (struct{}, error) { return struct{}{}, op() })
+	return err
+}

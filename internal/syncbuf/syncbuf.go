@@ -5,6 +5,9 @@ package syncbuf
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -27,4 +30,22 @@ func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Records decodes what has been written so far as JSON lines (the output
+// of a slog.JSONHandler), one map per line, skipping empty lines. The
+// error names the first line that is not a JSON object.
+func (s *Buffer) Records() ([]map[string]any, error) {
+	var out []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(s.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			return out, fmt.Errorf("syncbuf: log line %q: %w", line, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
 }
