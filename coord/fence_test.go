@@ -274,7 +274,10 @@ func TestFencedUpsertRaceInTransaction(t *testing.T) {
 			// Wait until my insert waits for the other transaction's row.
 			waitQuery := "SELECT count(*) FROM pg_locks WHERE pid = ? AND NOT granted"
 			if b.Name != "postgres" {
-				waitQuery = "SELECT count(*) FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'"
+				// The upsert's statement is under way on its connection
+				// (PROCESSLIST; INNODB_TRX's LOCK WAIT was seen to lag
+				// under load) while the other transaction holds the row.
+				waitQuery = "SELECT count(*) FROM information_schema.PROCESSLIST WHERE id = ? AND command = 'Query' AND info IS NOT NULL"
 			}
 			deadline := time.Now().Add(10 * time.Second)
 			for {

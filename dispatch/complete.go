@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/retry"
+	"github.com/claimstore/claimstore/internal/batchloop"
 )
 
 // MaxOutcomeBatch is the most rows one outcome write names: a larger group
@@ -334,14 +334,13 @@ func (w *Worker[T]) writeEach(ctx context.Context, o outcome[T]) {
 	w.counted(ctx, o, n > 0)
 }
 
-// timedWrite runs write with the worker's current time, detached from
-// ctx's cancellation (a drain still writes) and bounded by WriteTimeout,
-// retrying an error a retry can cure (a busy database, a lost connection):
-// left unwritten, a row would run again after its lease.
+// timedWrite runs write with the worker's current time as a
+// batchloop.Write: detached from ctx's cancellation (a drain still
+// writes), bounded by WriteTimeout, retrying an error a retry can cure (a
+// busy database, a lost connection): left unwritten, a row would run
+// again after its lease.
 func timedWrite[T, V any](ctx context.Context, w *Worker[T], write func(wctx context.Context, now time.Time) (V, error)) (V, error) {
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.WriteTimeout)
-	defer cancel()
-	return retry.Retryable(wctx, 0, func() (V, error) {
+	return batchloop.Write(ctx, w.cfg.WriteTimeout, func(wctx context.Context) (V, error) {
 		now, err := w.clock.Now(wctx)
 		if err != nil {
 			var zero V

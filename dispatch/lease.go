@@ -8,9 +8,9 @@ import (
 )
 
 // heartbeat renews leases once per tick until ctx ends.
-// It also checks the store's pool (see poolWatch).
+// It also checks the store's pool (see newPoolWatch).
 func (w *Worker[T]) heartbeat(ctx context.Context) {
-	pool := newPoolWatch(poolOf(w.cfg.Store), w.log, w.cfg.Concurrency)
+	pool := newPoolWatch(w.cfg.Store, w.log, w.cfg.Concurrency)
 	t := time.NewTicker(w.cfg.Tick)
 	defer t.Stop()
 	for {
@@ -19,7 +19,7 @@ func (w *Worker[T]) heartbeat(ctx context.Context) {
 			return
 		case <-t.C:
 			w.renew(ctx)
-			pool.check()
+			pool.Check()
 		}
 	}
 }

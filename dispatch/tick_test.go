@@ -13,7 +13,7 @@ import (
 
 // TestTickDerivedFromLease: a Config without Tick takes its tick from the
 // lease (1 s, or a quarter of a shorter lease) instead of refusing a short
-// lease; an explicit Tick that breaks the two-ticks rule is refused.
+// lease; an explicit Tick above 3/8 of the lease is refused.
 func TestTickDerivedFromLease(t *testing.T) {
 	store, _ := memBackend().open(t)
 	fn := func(context.Context, dispatch.Fire) error { return nil }
@@ -25,7 +25,7 @@ func TestTickDerivedFromLease(t *testing.T) {
 		{lease: 4 * time.Second, want: time.Second},                                                  // a quarter is the default tick
 		{lease: 10 * time.Second, want: dispatch.DefaultTick},                                        // a quarter is longer: 1 s
 		{lease: 2 * time.Millisecond, want: time.Millisecond},                                        // never below 1 ms
-		{lease: 1500 * time.Millisecond, tick: 750 * time.Millisecond, want: 750 * time.Millisecond}, // explicit, two ticks fit
+		{lease: 1600 * time.Millisecond, tick: 600 * time.Millisecond, want: 600 * time.Millisecond}, // explicit, 3/8 of the lease
 	} {
 		w, err := dispatch.NewScheduleWorker(store, fn, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Lease: c.lease, Tick: c.tick})
 		if err != nil {
@@ -39,9 +39,15 @@ func TestTickDerivedFromLease(t *testing.T) {
 			t.Errorf("TickFor(%v) = %v, want %v", c.lease, got, c.want)
 		}
 	}
-	_, err := dispatch.NewScheduleWorker(store, fn, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Lease: 1500 * time.Millisecond, Tick: time.Second})
-	if !errors.Is(err, dao.ErrInvalidArgument) {
-		t.Errorf("explicit tick 1s with lease 1.5s: err %v, want ErrInvalidArgument", err)
+	for _, c := range []struct{ lease, tick time.Duration }{
+		{1500 * time.Millisecond, time.Second},
+		{1500 * time.Millisecond, 750 * time.Millisecond}, // two ticks fit, but leave no time to start a claim's rows
+		{1600 * time.Millisecond, 601 * time.Millisecond}, // the lease less two ticks is shorter than the claim's deadline
+	} {
+		_, err := dispatch.NewScheduleWorker(store, fn, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Lease: c.lease, Tick: c.tick})
+		if !errors.Is(err, dao.ErrInvalidArgument) {
+			t.Errorf("explicit tick %v with lease %v: err %v, want ErrInvalidArgument", c.tick, c.lease, err)
+		}
 	}
 }
 

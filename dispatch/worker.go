@@ -2,12 +2,10 @@ package dispatch
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/batchloop"
+	"github.com/claimstore/claimstore/outbox"
 )
 
 // Worker defaults.
@@ -37,7 +37,7 @@ const (
 // of at most a quarter of the lease renews a running handler's lease (due
 // at half the lease) by three quarters of it, which leaves a quarter of
 // the lease for the renewal's write; the rule an explicit Tick must meet,
-// a lease of at least two ticks, holds with room to spare. lease is the
+// at most 3/8 of the lease, holds (for a lease of 3 ms or more). lease is the
 // lease length, [DefaultLease] when zero or negative.
 func TickFor(lease time.Duration) time.Duration {
 	if lease <= 0 {
@@ -149,10 +149,13 @@ type Config[T any] struct {
 	// Tick is the heartbeat: the wait between claims when the last claim
 	// was not full, and the period of lease renewal. Zero derives it from
 	// the lease with [TickFor]: 1 s, or a quarter of a lease shorter than
-	// 4 s. An explicit Tick must be at most half the lease
-	// ([dao.ErrInvalidArgument] otherwise). While rows are due, a claim
-	// that returns a full batch is followed by the next one as soon as
-	// BatchSize slots are free.
+	// 4 s. An explicit Tick must be at most 3/8 of the lease
+	// ([dao.ErrInvalidArgument] otherwise): the rows of a claim are
+	// started only when it answered within the lease less two ticks (a
+	// later claim hands out nothing and releases its rows), and that must
+	// leave a claim its deadline, a quarter of the lease. While rows are
+	// due, a claim that returns a full batch is followed by the next one
+	// as soon as BatchSize slots are free.
 	Tick time.Duration
 	// Lease is how long a claim holds a row; default 30 s. A handler
 	// running past half its lease has the lease extended by Lease from
@@ -275,7 +278,7 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 		cfg.UntilField = "lease_until"
 	}
 	if cfg.WorkerID == "" {
-		cfg.WorkerID = DefaultWorkerID()
+		cfg.WorkerID = outbox.DefaultWorkerID()
 	}
 	if len(cfg.WorkerID) > MaxWorkerIDLen {
 		return nil, fmt.Errorf("dispatch: new worker: %w: worker id longer than %d bytes", dao.ErrInvalidArgument, MaxWorkerIDLen)
@@ -290,7 +293,8 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
 	}
-	if cfg.Tick == 0 {
+	explicitTick := cfg.Tick != 0
+	if !explicitTick {
 		cfg.Tick = TickFor(cfg.Lease)
 	}
 	if cfg.OutcomeDelay == 0 {
@@ -301,8 +305,8 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 	if cfg.OutcomeDelay > cfg.Lease/4 {
 		return nil, fmt.Errorf("dispatch: new worker: %w: outcome delay %v longer than a quarter of the lease (%v)", dao.ErrInvalidArgument, cfg.OutcomeDelay, cfg.Lease)
 	}
-	if cfg.Lease < 2*cfg.Tick {
-		return nil, fmt.Errorf("dispatch: new worker: %w: lease %v shorter than two ticks (%v)", dao.ErrInvalidArgument, cfg.Lease, cfg.Tick)
+	if explicitTick && batchloop.StartWindow(cfg.Lease, cfg.Tick) < cfg.Lease/claimWait {
+		return nil, fmt.Errorf("dispatch: new worker: %w: tick %v above 3/8 of the lease %v: the lease less two ticks leaves a claim less than its deadline, a quarter of the lease", dao.ErrInvalidArgument, cfg.Tick, cfg.Lease)
 	}
 	if cfg.DrainTimeout == 0 {
 		cfg.DrainTimeout = DefaultDrainTimeout
@@ -332,20 +336,6 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 		wake:  make(chan struct{}, 1),
 		tasks: make(chan func()),
 	}, nil
-}
-
-// DefaultWorkerID returns "<hostname>-<pid>-<6 random hex digits>".
-func DefaultWorkerID() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "worker"
-	}
-	if len(host) > 100 {
-		host = host[:100]
-	}
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
 // Config returns the worker's configuration with defaults filled in.
@@ -433,30 +423,15 @@ func (w *Worker[T]) Wake() {
 // claimLoop claims and starts handlers until ctx ends: at once when it
 // starts, then whenever BatchSize slots are free while rows are due (the
 // last claim was full), and at every tick (or Wake) with the slots free
-// then; never while Config.Paused says so.
+// then; never while Config.Paused says so. It is a batchloop.Loop paced
+// by the tick, the wakes and the freed slots.
 func (w *Worker[T]) claimLoop(ctx context.Context) error {
 	tick := time.NewTicker(w.cfg.Tick)
 	defer tick.Stop()
 	// backlog: the last claim filled its batch, so more may be due; the
 	// next claim then waits for slots, not for the tick.
 	backlog, ticked := true, true
-	for ctx.Err() == nil {
-		if w.cfg.Paused != nil && w.cfg.Paused() {
-			backlog, ticked = false, false
-		} else if free := w.free(); free > 0 && (free >= w.cfg.BatchSize || ticked) {
-			n := min(free, w.cfg.BatchSize)
-			got, err := w.claim(ctx, n)
-			if err != nil {
-				if errors.Is(err, dao.ErrInvalidArgument) {
-					return err
-				}
-				w.log.Warn("claim failed", "err", err, "retryable", dao.IsRetryable(err))
-			}
-			backlog, ticked = err == nil && got == n, false
-			if backlog && w.free() >= w.cfg.BatchSize {
-				continue // more may be due: claim again at once
-			}
-		}
+	wait := func() {
 		var freed <-chan struct{}
 		if backlog {
 			freed = w.freed // claim again when slots free
@@ -470,15 +445,44 @@ func (w *Worker[T]) claimLoop(ctx context.Context) error {
 		case <-freed:
 		}
 	}
-	return nil
+	var n int
+	loop := batchloop.Loop{
+		Log: w.log,
+		Ready: func(ctx context.Context) bool {
+			for ctx.Err() == nil {
+				if w.cfg.Paused != nil && w.cfg.Paused() {
+					backlog, ticked = false, false
+				} else if free := w.free(); free > 0 && (free >= w.cfg.BatchSize || ticked) {
+					n = min(free, w.cfg.BatchSize)
+					return true
+				}
+				wait()
+			}
+			return false
+		},
+		Claim: func(ctx context.Context) (batchloop.Next, error) {
+			got, err := w.claim(ctx, n)
+			backlog, ticked = err == nil && got == n, false
+			if backlog {
+				return batchloop.Again, err
+			}
+			return batchloop.Idle, err
+		},
+		Wait: func(ctx context.Context, next batchloop.Next) bool {
+			if next == batchloop.Again && w.free() >= w.cfg.BatchSize {
+				return ctx.Err() == nil // more may be due: claim again at once
+			}
+			wait()
+			return ctx.Err() == nil
+		},
+	}
+	return loop.Run(ctx)
 }
 
 // The claim's deadline is Lease/claimWait; its rows are handled only when
-// it answered within Lease/startBy (see claim).
-const (
-	claimWait = 4
-	startBy   = 2
-)
+// it answered within batchloop.StartWindow, the lease less two ticks (see
+// claim).
+const claimWait = 4
 
 // claim claims up to n due rows and starts their handlers; it returns how
 // many it claimed. The claim runs to completion even when ctx ends, so
@@ -489,18 +493,20 @@ const (
 // returns then with the rows it committed and an error wrapping
 // context.DeadlineExceeded, so that a claim stuck behind a frozen
 // process's lock does not hold rows past their lease. Rows whose claim
-// answered only after half the lease (startBy, by the host's monotonic
-// clock from before the worker's clock was read) are released unstarted:
-// their lease may have ended meanwhile and another worker may hold them,
-// and a handler started so late would reach its first renewal after its
-// lease.
+// answered only after the lease less two ticks (batchloop.StartWindow, by
+// the host's monotonic clock from before the worker's clock was read) are
+// released unstarted: a handler started so late could not have its first
+// renewal, at the next tick, written within another tick before its
+// lease ends, and the lease may have ended meanwhile with another worker
+// holding the rows. Should the release fail, the rows are claimable again
+// when their lease ends.
 func (w *Worker[T]) claim(ctx context.Context, n int) (int, error) {
 	began := time.Now()
 	now, err := w.clock.Now(ctx)
 	if err != nil {
 		return 0, err
 	}
-	owner := fmt.Sprintf("%s#%d", w.cfg.WorkerID, w.seq.Add(1))
+	owner := w.cfg.WorkerID + "#" + strconv.FormatInt(w.seq.Add(1), 10)
 	set := dao.Set{}
 	if w.cfg.ClaimSet != nil {
 		for k, v := range w.cfg.ClaimSet(now) {
@@ -510,7 +516,7 @@ func (w *Worker[T]) claim(ctx context.Context, n int) (int, error) {
 	set[w.cfg.OwnerField] = owner
 	set[w.cfg.UntilField] = now.Add(w.cfg.Lease)
 	sent := time.Now()
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Lease/claimWait)
+	cctx, cancel := batchloop.ClaimContext(ctx, w.cfg.Lease/claimWait)
 	rows, err := w.cfg.Store.Claim(cctx, dao.ClaimRequest{
 		Where:   dao.And(w.cfg.Due(now), dao.Or(dao.IsNull(w.cfg.UntilField), dao.Le(w.cfg.UntilField, now))),
 		Set:     set,
@@ -519,11 +525,12 @@ func (w *Worker[T]) claim(ctx context.Context, n int) (int, error) {
 	})
 	cancel()
 	w.claimed.Add(int64(len(rows)))
-	late := time.Since(began) > w.cfg.Lease/startBy
+	took := time.Since(began)
+	late := took > batchloop.StartWindow(w.cfg.Lease, w.cfg.Tick)
 	if len(rows) > 0 && (ctx.Err() != nil || late) {
 		if late {
-			w.log.Warn("claim answered after half the lease; its rows are released, not handled",
-				"rows", len(rows), "owner", owner, "took", time.Since(began).Round(time.Millisecond), "lease", w.cfg.Lease)
+			w.log.Warn("claim answered after the lease less two ticks; its rows are released, not handled",
+				"rows", len(rows), "owner", owner, "took", took.Round(time.Millisecond), "lease", w.cfg.Lease, "tick", w.cfg.Tick)
 		}
 		keys := make([]any, len(rows))
 		for i := range rows {

@@ -25,7 +25,8 @@ type benchArgs struct {
 func (benchArgs) Kind() string { return "bench" }
 
 // benchStores opens migrated job and queue tables of db, removed when b
-// ends.
+// ends; an iteration that made its own removes them with dropStores as it
+// ends, so that an interrupted run leaves at most one iteration's tables.
 func benchStores(b *testing.B, db *gorm.DB) (*dao.Table[jobs.Row], *dao.Table[jobs.Queue]) {
 	b.Helper()
 	base := testdb.Table(b, db, "bench_jobs")
@@ -42,6 +43,14 @@ func benchStores(b *testing.B, db *gorm.DB) (*dao.Table[jobs.Row], *dao.Table[jo
 		b.Fatal(err)
 	}
 	return js, qs
+}
+
+// dropStores removes the tables of benchStores at once.
+func dropStores(b *testing.B, js *dao.Table[jobs.Row], qs *dao.Table[jobs.Queue]) {
+	b.Helper()
+	if err := jobs.Drop(context.Background(), js, qs); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // insertJobs inserts n jobs numbered from first.
@@ -97,6 +106,7 @@ func burnDown(b *testing.B, db *gorm.DB) float64 {
 	b.Helper()
 	b.StopTimer()
 	js, qs := benchStores(b, db)
+	defer dropStores(b, js, qs)
 	c, err := jobs.NewClient(jobs.Config{Store: js, QueueStore: qs})
 	if err != nil {
 		b.Fatal(err)
@@ -136,6 +146,7 @@ func jobCycle(b *testing.B, db *gorm.DB) float64 {
 	b.Helper()
 	b.StopTimer()
 	js, qs := benchStores(b, db)
+	defer dropStores(b, js, qs)
 	var done atomic.Int64
 	all := make(chan struct{})
 	ws := jobs.NewWorkers()

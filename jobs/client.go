@@ -16,6 +16,7 @@ import (
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
 	"github.com/claimstore/claimstore/internal/dbclock"
+	"github.com/claimstore/claimstore/outbox"
 )
 
 // Defaults of a [Client].
@@ -187,7 +188,7 @@ func NewClient(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("jobs: new client: %w", invalid("negative setting"))
 	}
 	if cfg.ID == "" {
-		cfg.ID = dispatch.DefaultWorkerID()
+		cfg.ID = outbox.DefaultWorkerID()
 	}
 	if len(cfg.ID) > 120 {
 		return nil, fmt.Errorf("jobs: new client: %w", invalid("id longer than 120 bytes"))

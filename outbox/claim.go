@@ -8,15 +8,19 @@ import (
 	"github.com/claimstore/claimstore/dao"
 )
 
-// claimable returns the eligibility of a claim at now for broker: pending
-// rows, failed rows whose retry time has come, and processing rows whose
-// lease has expired. None of them has a PublishedAt ([Repository.Add]
+// ClaimCriteria returns which messages of broker a claim at now may take:
+// pending rows, failed rows whose retry time has come, and processing rows
+// whose lease has expired. None of them has a PublishedAt ([Repository.Add]
 // refuses one, and only the mark published sets it); the criteria say so,
 // so that PostgreSQL may use the claim index [Migrate] creates, whose
 // predicate is published_at IS NULL (a partial index serves a query only
 // when the query's WHERE implies its predicate: PostgreSQL manual,
 // section 11.8).
-func claimable(broker string, now time.Time) dao.Criteria {
+//
+// now is a time.Time, or a driver.CurrentTime for a statement rendered by
+// package dialects that reads the database's clock itself (the
+// Watermill subscriber's fan-out); a [dao.Store] is given a time.Time.
+func ClaimCriteria(broker string, now any) dao.Criteria {
 	return dao.And(
 		dao.Eq(ColTargetBroker, broker),
 		dao.IsNull(ColPublishedAt),
@@ -28,8 +32,11 @@ func claimable(broker string, now time.Time) dao.Criteria {
 	)
 }
 
-// claimOrder is the order of a claim: higher priority first, then oldest.
-var claimOrder = []dao.Order{dao.Desc(ColPriority), dao.Asc(ColCreatedAt), dao.Asc(ColID)}
+// ClaimOrder returns the order of a claim: higher priority first, then
+// oldest (the primary key breaks ties).
+func ClaimOrder() []dao.Order {
+	return []dao.Order{dao.Desc(ColPriority), dao.Asc(ColCreatedAt), dao.Asc(ColID)}
+}
 
 // ClaimBatch claims up to limit messages of targetBroker for workerID with
 // the repository's lease; see [Repository.ClaimBatchLease].
@@ -69,7 +76,7 @@ func (r *Repository) ClaimBatchLease(ctx context.Context, workerID string, limit
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
 	rows, err := r.store.Claim(ctx, dao.ClaimRequest{
-		Where: claimable(targetBroker, now),
+		Where: ClaimCriteria(targetBroker, now),
 		Set: dao.Set{
 			ColStatus:          string(StatusProcessing),
 			ColLockedBy:        workerID,
@@ -77,7 +84,7 @@ func (r *Repository) ClaimBatchLease(ctx context.Context, workerID string, limit
 			ColLastProcessedAt: now,
 		},
 		Limit:   limit,
-		OrderBy: claimOrder,
+		OrderBy: ClaimOrder(),
 	})
 	if err != nil {
 		return rows, fmt.Errorf("outbox: claim: %w", err)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dao/driver"
+	"github.com/claimstore/claimstore/internal/poolwatch"
 )
 
 // Errors of the log mode, the driver's sentinels under this package's
@@ -47,6 +48,28 @@ type LogCursor = driver.LogCursor
 
 // LogDeadLetter is a record a reader gave up on.
 type LogDeadLetter = driver.LogDeadLetter
+
+// CursorLag is one reader's cursor on one partition and how far it is
+// behind (see [Log.Lags]).
+type CursorLag struct {
+	LogCursor
+	// Behind is the number of records after the cursor, counted up to
+	// the limit given to [Log.Lags]; AtLeast says the count stopped
+	// there (there may be more).
+	Behind  int64
+	AtLeast bool
+	// Oldest is when the oldest of them was written; zero when none.
+	Oldest time.Time
+}
+
+// Age returns how long the oldest record behind the cursor has waited at
+// now: 0 when the reader is caught up.
+func (c CursorLag) Age(now time.Time) time.Duration {
+	if c.Behind == 0 {
+		return 0
+	}
+	return max(now.Sub(c.Oldest), 0)
+}
 
 // MaxLogPartitions is the most partitions a [Log] may have.
 const MaxLogPartitions = 4096
@@ -239,6 +262,70 @@ func (l *Log) Trim(ctx context.Context, batch int) (int64, error) {
 	return total, nil
 }
 
+// Lags returns every reader's cursor on every partition, ordered by
+// reader and partition, with how far it is behind: the records after it,
+// counted up to limit (>= 1) per cursor so that a reader far behind costs
+// a bounded read, and the oldest one's time. Retention marks are not
+// listed. Errors wrap [dao.ErrInvalidArgument] for a limit below 1, or
+// the store's failure.
+func (l *Log) Lags(ctx context.Context, limit int) ([]CursorLag, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("outbox: log lags: %w: limit %d", dao.ErrInvalidArgument, limit)
+	}
+	cs, err := l.store.Cursors(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: log lags: %w", err)
+	}
+	var out []CursorLag
+	for _, c := range cs {
+		if c.Reader == driver.LogRetentionReader {
+			continue
+		}
+		lag, err := l.store.Lag(ctx, c.Partition, c.Position, limit)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: log lags: %w", err)
+		}
+		out = append(out, CursorLag{LogCursor: c, Behind: lag.Behind, AtLeast: lag.Behind >= int64(limit), Oldest: lag.Oldest})
+	}
+	return out, nil
+}
+
+// LogStatus is what an operator reads of a log: every reader's cursor
+// with its lag, and the first dead letters (see [Log.Status]).
+type LogStatus struct {
+	Cursors     []CursorLag
+	DeadLetters []LogDeadLetter
+	// MoreDead says that more dead letters follow those listed.
+	MoreDead bool
+}
+
+// Status returns the log's cursors with their lags, each counted up to
+// lagLimit (>= 1) records, and its first deadLimit (>= 0) dead letters
+// in id order. Errors wrap [dao.ErrInvalidArgument] for a limit out of
+// range, or the store's failure.
+func (l *Log) Status(ctx context.Context, lagLimit, deadLimit int) (LogStatus, error) {
+	var st LogStatus
+	if deadLimit < 0 {
+		return st, fmt.Errorf("outbox: log status: %w: dead-letter limit %d", dao.ErrInvalidArgument, deadLimit)
+	}
+	var err error
+	if st.Cursors, err = l.Lags(ctx, lagLimit); err != nil {
+		return st, err
+	}
+	if deadLimit == 0 {
+		return st, nil
+	}
+	dead, err := l.store.DeadLetters(ctx, 0, deadLimit+1)
+	if err != nil {
+		return st, fmt.Errorf("outbox: log status: %w", err)
+	}
+	if len(dead) > deadLimit {
+		st.MoreDead, dead = true, dead[:deadLimit]
+	}
+	st.DeadLetters = dead
+	return st, nil
+}
+
 // LogHandler handles one batch of one partition, in log order. It
 // returns how many records from the start of recs it is done with (the
 // cursor moves past them), the dead letters among those, and an error
@@ -322,6 +409,15 @@ func (c *LogReaderConfig) defaults() error {
 // when a reader dies are handled again by the next one, in the same
 // order.
 //
+// Each partition held reads on a connection of its own, so a reader may
+// use as many connections at once as the log has partitions, plus one
+// for its leases: keep as many idle in the store's pool (sqlstore.Open
+// keeps 16; database/sql 2), or connections are closed and opened again
+// on every batch. When the store runs on a database/sql pool (it answers
+// As(**sql.DB) or As(**gorm.DB)) the reader logs a WARN, once per run,
+// after the pool has closed more than 100 connections for want of idle
+// slots.
+//
 // Consume returns nil when ctx ends, or an error wrapping
 // [dao.ErrInvalidArgument] for a bad configuration. Errors of a
 // partition ([ErrCursorBehind], [ErrLogRewound], a handler's error) stop
@@ -399,6 +495,9 @@ func (c *LogConsumer) Run(ctx context.Context) error {
 			}
 		}
 	}()
+	// Each partition held reads on a connection of its own, and the
+	// leases take one more.
+	pool := poolwatch.New(poolwatch.Of(c.l.store), c.cfg.Logger, c.l.parts+1)
 	tick := time.NewTicker(c.cfg.LeaseTTL / 3)
 	defer tick.Stop()
 	// Start at a random partition so that readers starting together
@@ -469,6 +568,7 @@ func (c *LogConsumer) Run(ctx context.Context) error {
 			return nil
 		case <-tick.C:
 		}
+		pool.Check()
 	}
 }
 

@@ -163,6 +163,26 @@ func TestLogRelayOrder(t *testing.T) {
 				}
 				return len(seen) == keys*per
 			})
+			// The last batch's cursor moves with the next read: every
+			// cursor catches up, and Lags says so.
+			var lags []outbox.CursorLag
+			waitFor(t, 30*time.Second, "the cursors caught up", func() bool {
+				lags, err = lg.Lags(context.Background(), 1000)
+				if err != nil || len(lags) != 4 {
+					return false
+				}
+				for _, l := range lags {
+					if l.Behind != 0 || l.Age(time.Now()) != 0 {
+						return false
+					}
+				}
+				return true
+			})
+			for i, l := range lags {
+				if l.Reader != "relay" || l.Partition != i {
+					t.Errorf("lag %d is of %s/%d, want relay/%d", i, l.Reader, l.Partition, i)
+				}
+			}
 			cancel()
 			wg.Wait()
 			dups := checkOrder(t, rec.messages(), keys, per)
@@ -208,6 +228,17 @@ func TestLogRelayDeadLetter(t *testing.T) {
 			dl, err := store.DeadLetters(context.Background(), 0, 10)
 			if err != nil || len(dl) != 1 || dl[0].Record.MessageID != "k0-2" || dl[0].LastError != "refused" {
 				t.Fatalf("dead letters = %+v, %v", dl, err)
+			}
+			// Status: the relay's cursor and the dead letter, limits obeyed.
+			st, err := lg.Status(context.Background(), 1, 0)
+			if err != nil || len(st.Cursors) != 1 || st.Cursors[0].Reader != "relay" || len(st.DeadLetters) != 0 || st.MoreDead {
+				t.Fatalf("status with no dead letters asked: %+v, %v", st, err)
+			}
+			if st, err = lg.Status(context.Background(), 10, 1); err != nil || len(st.DeadLetters) != 1 || st.MoreDead {
+				t.Fatalf("status with one dead letter asked: %+v, %v", st, err)
+			}
+			if _, err := lg.Status(context.Background(), 10, -1); !errors.Is(err, dao.ErrInvalidArgument) {
+				t.Fatalf("negative dead-letter limit: err = %v", err)
 			}
 
 			// StopOnRefusal: a second reader stops at the refused message.

@@ -15,9 +15,9 @@ func checkWorker(w string) error {
 	return checkLen("worker id", w, MaxNameLen)
 }
 
-// owned is the fence of every mark: the row is still processing and locked
-// by worker.
-func owned(worker string) dao.Criteria {
+// HeldBy returns the fence of every mark: the row is still processing and
+// locked by worker.
+func HeldBy(worker string) dao.Criteria {
 	return dao.And(dao.Eq(ColStatus, string(StatusProcessing)), dao.Eq(ColLockedBy, worker))
 }
 
@@ -48,7 +48,7 @@ func dedupe(ids []int64) []int64 {
 // that are not in the state applied(row) describes.
 func (r *Repository) fencedUpdate(ctx context.Context, worker string, ids []int64, extra dao.Criteria, set dao.Set, applied func(*Message) bool) (notApplied []int64, err error) {
 	for chunk := range slices.Chunk(ids, markChunk) {
-		n, err := r.store.Update(ctx, dao.And(idCriteria(chunk), owned(worker), extra), set)
+		n, err := r.store.Update(ctx, dao.And(idCriteria(chunk), HeldBy(worker), extra), set)
 		if err != nil {
 			return notApplied, err
 		}
@@ -72,6 +72,19 @@ func (r *Repository) fencedUpdate(ctx context.Context, worker string, ids []int6
 		}
 	}
 	return notApplied, nil
+}
+
+// PublishedSet returns what [Repository.MarkPublished] writes at now (a
+// time.Time, or a driver.CurrentTime in a statement rendered by package
+// dialects): status published, PublishedAt and LastProcessedAt now, lease
+// cleared.
+func PublishedSet(now any) dao.Set {
+	return dao.Set{
+		ColStatus:          string(StatusPublished),
+		ColPublishedAt:     now,
+		ColLockedUntil:     nil,
+		ColLastProcessedAt: now,
+	}
 }
 
 // MarkPublished records that the broker acknowledged the messages ids,
@@ -98,13 +111,7 @@ func (r *Repository) MarkPublished(ctx context.Context, workerID string, ids ...
 	if err != nil {
 		return nil, fmt.Errorf("outbox: mark published: %w", err)
 	}
-	set := dao.Set{
-		ColStatus:          string(StatusPublished),
-		ColPublishedAt:     now,
-		ColLockedUntil:     nil,
-		ColLastProcessedAt: now,
-	}
-	notApplied, err := r.fencedUpdate(ctx, workerID, ids, dao.Criteria{}, set, func(m *Message) bool {
+	notApplied, err := r.fencedUpdate(ctx, workerID, ids, dao.Criteria{}, PublishedSet(now), func(m *Message) bool {
 		return m.Status == StatusPublished && m.LockedBy == workerID
 	})
 	if err != nil {

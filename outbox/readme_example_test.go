@@ -70,18 +70,23 @@ func placeOrder(ctx context.Context, dsn, natsURL string) error {
 		return err
 	}
 	defer nc.Close()
-	pub, err := natspub.New(nc, natspub.Config{})
+	// The relay may publish a message again for up to its retry horizon
+	// (21 min 46 s with the defaults): the stream must remember message
+	// ids that long to store a repeat only once.
+	cfg := outbox.RelayConfig{}
+	horizon := outbox.RetryHorizon(outbox.DefaultRetryPolicy(), cfg)
+	pub, err := natspub.New(nc, natspub.Config{MinDuplicateWindow: horizon})
 	if err != nil {
 		return err
 	}
 	// Every subject the relay publishes must belong to a stream.
 	_, err = pub.JetStream().CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: "ORDERS", Subjects: []string{"orders.>"},
+		Name: "ORDERS", Subjects: []string{"orders.>"}, Duplicates: horizon,
 	})
 	if err != nil {
 		return err
 	}
-	relay, err := outbox.NewRelay(repo, pub, outbox.RelayConfig{})
+	relay, err := outbox.NewRelay(repo, pub, cfg)
 	if err != nil {
 		return err
 	}

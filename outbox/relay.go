@@ -2,13 +2,9 @@ package outbox
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	mrand "math/rand/v2"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/retry"
+	"github.com/claimstore/claimstore/internal/batchloop"
 )
 
 // Relay defaults.
@@ -31,9 +27,6 @@ const (
 	DefaultWindow = 1
 	// MaxWindow is the largest [RelayConfig.Window] a relay accepts.
 	MaxWindow = 64
-	// claimTimeout bounds one claim, which runs to completion even when
-	// the relay is asked to stop, so that what it claimed can be released.
-	claimTimeout = 30 * time.Second
 )
 
 // RelayConfig configures a [Relay]. Zero fields take their defaults;
@@ -211,22 +204,12 @@ func NewRelay(repo *Repository, pub Publisher, cfg RelayConfig) (*Relay, error) 
 	}, nil
 }
 
-// DefaultWorkerID returns the worker id a [Relay] takes when its config
-// gives none: "<hostname>-<pid>-<6 random hex digits>", the host name cut
-// to 100 bytes ("relay" when the host has no name), at most 115 bytes, so
-// that a suffix such as "/<n>" keeps it within [MaxNameLen].
-func DefaultWorkerID() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "relay"
-	}
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	if len(host) > 100 {
-		host = host[:100]
-	}
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
-}
+// DefaultWorkerID returns the worker id a [Relay], a dispatch worker, a
+// jobs client or a Watermill subscriber takes when its config gives none:
+// "<hostname>-<pid>-<6 random hex digits>", the host name cut to 100
+// bytes ("worker" when the host has no name), at most 115 bytes, so that
+// a suffix such as "/<n>" keeps it within [MaxNameLen].
+func DefaultWorkerID() string { return batchloop.WorkerID() }
 
 // Config returns the relay's configuration with defaults filled in.
 func (r *Relay) Config() RelayConfig { return r.cfg }
@@ -281,20 +264,6 @@ func (r *Relay) Run(ctx context.Context) error {
 	return nil
 }
 
-// sleep waits d (less up to 20 % at random, so that relays do not poll in
-// step) or until ctx ends, and reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	d -= time.Duration(mrand.Float64() * 0.2 * float64(d))
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // loop is one batch loop: claim, publish, mark, until ctx ends, with up to
 // Window batches claimed and not yet marked. When it returns, the batches
 // still in its window have finished publishing and are marked or released.
@@ -302,77 +271,52 @@ func (r *Relay) loop(ctx context.Context, worker string) error {
 	log := r.log.With("loop", worker)
 	w := r.newWindow(ctx, log, worker)
 	defer w.drain()
-	var idle time.Duration
-	backoff := func() bool {
-		if idle == 0 {
-			idle = r.cfg.PollInterval
-		} else {
-			idle = min(2*idle, r.cfg.MaxPollInterval)
-		}
-		return sleep(ctx, idle)
-	}
-	for ctx.Err() == nil {
-		if !w.acquire(ctx) {
-			return nil
-		}
-		start := time.Now()
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
-		batch, err := r.repo.ClaimBatchLease(cctx, worker, r.cfg.BatchSize, r.cfg.TargetBroker, r.cfg.Lease)
-		cancel()
-		r.metrics.claimDur.Record(context.Background(), time.Since(start).Seconds(), r.metrics.attrs)
-		if len(batch) == 0 {
-			w.free(1)
-		} else {
-			r.claimed.Add(int64(len(batch)))
-			r.metrics.batchSize.Record(context.Background(), int64(len(batch)), r.metrics.attrs)
-			if ctx.Err() != nil {
-				if !r.hardStop {
-					r.release(ctx, log, worker, batch)
-				}
+	b := batchloop.Backoff{Poll: r.cfg.PollInterval, Max: r.cfg.MaxPollInterval, Jitter: 0.2}
+	loop := batchloop.Loop{
+		Log:   log,
+		Ready: w.acquire,
+		Claim: func(ctx context.Context) (batchloop.Next, error) {
+			start := time.Now()
+			cctx, cancel := batchloop.ClaimContext(ctx, batchloop.ClaimTimeout)
+			batch, err := r.repo.ClaimBatchLease(cctx, worker, r.cfg.BatchSize, r.cfg.TargetBroker, r.cfg.Lease)
+			cancel()
+			r.metrics.claimDur.Record(context.Background(), time.Since(start).Seconds(), r.metrics.attrs)
+			if len(batch) == 0 {
 				w.free(1)
-				return nil
+			} else {
+				r.claimed.Add(int64(len(batch)))
+				r.metrics.batchSize.Record(context.Background(), int64(len(batch)), r.metrics.attrs)
+				if ctx.Err() != nil {
+					if !r.hardStop {
+						r.release(ctx, log, worker, batch)
+					}
+					w.free(1)
+					return batchloop.Idle, nil
+				}
+				// The lease began no earlier than the claim was sent:
+				// start + Lease on the local monotonic clock is a lower
+				// bound of its end, whatever the clock that wrote
+				// LockedUntil says.
+				w.publish(batch, start.Add(r.cfg.Lease))
 			}
-			// The lease began no earlier than the claim was sent: start +
-			// Lease on the local monotonic clock is a lower bound of its
-			// end, whatever the clock that wrote LockedUntil says.
-			w.publish(batch, start.Add(r.cfg.Lease))
-		}
-		if err != nil {
-			if errors.Is(err, dao.ErrInvalidArgument) {
-				return err
+			switch {
+			case err != nil || len(batch) == 0:
+				return batchloop.Idle, err
+			case len(batch) < r.cfg.BatchSize:
+				return batchloop.Short, nil
+			default:
+				return batchloop.Again, nil
 			}
-			log.Warn("claim failed", "err", err, "retryable", dao.IsRetryable(err))
-			if !backoff() {
-				return nil
-			}
-			continue
-		}
-		switch {
-		case len(batch) == 0:
-			if !backoff() {
-				return nil
-			}
-		case len(batch) < r.cfg.BatchSize:
-			idle = 0
-			if !sleep(ctx, r.cfg.PollInterval) {
-				return nil
-			}
-		default:
-			idle = 0
-		}
+		},
+		Wait: b.Wait,
 	}
-	return nil
+	return loop.Run(ctx)
 }
 
 // outcome is what the publish of one batch came to: the ids the broker
-// acknowledged, the failures to record and the messages left unfinished
-// by a shutdown.
-type outcome struct {
-	size       int
-	ok         []int64
-	failures   []Failure
-	unfinished []Message
-}
+// acknowledged (Done), the failures to record and the ids of the messages
+// left unfinished by a shutdown (Released).
+type outcome = batchloop.Outcome[Failure]
 
 // publish publishes one claimed batch and sorts the results into an
 // outcome; crashed is true when the relay stopped hard meanwhile (no mark,
@@ -412,15 +356,15 @@ func (r *Relay) publish(ctx context.Context, log *slog.Logger, batch []Message, 
 		}
 	}
 	stopping := ctx.Err() != nil
-	o.size = len(batch)
+	o.Size = len(batch)
 	for i, err := range results {
 		switch {
 		case err == nil:
-			o.ok = append(o.ok, batch[i].ID)
+			o.Done = append(o.Done, batch[i].ID)
 		case stopping && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
-			o.unfinished = append(o.unfinished, batch[i])
+			o.Released = append(o.Released, batch[i].ID)
 		default:
-			o.failures = append(o.failures, Failed(&batch[i], err))
+			o.Failed = append(o.Failed, Failed(&batch[i], err))
 			if errors.Is(err, ErrNoStream) {
 				r.reportNoStream(log, batch[i].Topic, err)
 			}
@@ -431,41 +375,41 @@ func (r *Relay) publish(ctx context.Context, log *slog.Logger, batch []Message, 
 
 // mark writes the outcomes of one or more batches: the acknowledged ids of
 // all of them in one MarkPublished (one UPDATE per 1000 ids), then each
-// batch's failures and unfinished messages.
+// batch's failures, then the unfinished messages of all of them in one
+// Release. Each mark is fenced, retried while a retry can cure its error
+// and bounded by MarkTimeout (batchloop.Write): left undone, the batch
+// would be published again after its lease.
 func (r *Relay) mark(ctx context.Context, log *slog.Logger, worker string, outs []outcome) {
-	// Marks that fail for a reason a retry can cure (a busy database, a
-	// lost connection) are tried again until MarkTimeout: left undone,
-	// the batch would be published again after its lease.
-	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.MarkTimeout)
-	defer mcancel()
+	// The marks of one call share one MarkTimeout.
+	deadline := time.Now().Add(r.cfg.MarkTimeout)
 	var ok []int64
 	size := 0
 	for i := range outs {
-		ok = append(ok, outs[i].ok...)
-		size += outs[i].size
+		ok = append(ok, outs[i].Done...)
+		size += outs[i].Size
 	}
 	if len(ok) > 0 {
-		refused, err := retry.Retryable(mctx, 0, func() ([]int64, error) { return r.repo.MarkPublished(mctx, worker, ok...) })
+		refused, err := batchloop.Write(ctx, time.Until(deadline), func(ctx context.Context) ([]int64, error) { return r.repo.MarkPublished(ctx, worker, ok...) })
 		n := int64(len(ok) - len(refused))
 		if err != nil && !errors.Is(err, ErrLeaseLost) {
 			n = 0 // unknown: the rows are claimed and marked again after their lease
 		}
 		r.published.Add(n)
-		r.metrics.published.Add(mctx, n, r.metrics.attrs)
+		r.metrics.published.Add(context.WithoutCancel(ctx), n, r.metrics.attrs)
 		r.markError(log, "mark published", len(ok), refused, err)
 	}
 	var failed int
-	var unfinished []Message
+	var unfinished []int64
 	for _, o := range outs {
 		// One MarkFailed per batch: each batch draws its own retry
 		// jitter, as the loops of separate batches always did.
-		if failures := o.failures; len(failures) > 0 {
+		if failures := o.Failed; len(failures) > 0 {
 			failed += len(failures)
-			res, err := retry.Retryable(mctx, 0, func() (FailResult, error) { return r.repo.MarkFailed(mctx, worker, failures...) })
+			res, err := batchloop.Write(ctx, time.Until(deadline), func(ctx context.Context) (FailResult, error) { return r.repo.MarkFailed(ctx, worker, failures...) })
 			r.failed.Add(int64(len(res.Retrying)))
 			r.abandoned.Add(int64(len(res.Abandoned)))
-			r.metrics.failed.Add(mctx, int64(len(res.Retrying)), r.metrics.attrs)
-			r.metrics.abandoned.Add(mctx, int64(len(res.Abandoned)), r.metrics.attrs)
+			r.metrics.failed.Add(context.WithoutCancel(ctx), int64(len(res.Retrying)), r.metrics.attrs)
+			r.metrics.abandoned.Add(context.WithoutCancel(ctx), int64(len(res.Abandoned)), r.metrics.attrs)
 			r.markError(log, "mark failed", len(failures), res.NotApplied, err)
 			if len(res.Abandoned) > 0 {
 				log.Warn("messages abandoned", "count", len(res.Abandoned), "ids", res.Abandoned, "err", failures[0].Err)
@@ -473,40 +417,40 @@ func (r *Relay) mark(ctx context.Context, log *slog.Logger, worker string, outs 
 				log.Debug("publish failed", "count", len(res.Retrying), "err", failures[0].Err)
 			}
 		}
-		unfinished = append(unfinished, o.unfinished...)
+		unfinished = append(unfinished, o.Released...)
 	}
 	// The unfinished messages of every batch go back in one Release.
 	if len(unfinished) > 0 {
-		r.release(mctx, log, worker, unfinished)
+		r.releaseIDs(ctx, log, worker, unfinished, time.Until(deadline))
 	}
 	log.Debug("batches done", "batches", len(outs), "size", size, "published", len(ok), "failed", failed, "released", len(unfinished))
 }
 
-// markError logs and counts the outcome of a mark of n rows.
+// markError counts the rows of a mark of n rows the fence refused and
+// logs the mark's error (batchloop.LogMark): a lost lease at WARN, any
+// other at ERROR, counted as a mark error.
 func (r *Relay) markError(log *slog.Logger, op string, n int, refused []int64, err error) {
 	if len(refused) > 0 {
 		r.leaseLost.Add(int64(len(refused)))
 	}
-	switch {
-	case err == nil:
-	case errors.Is(err, ErrLeaseLost):
-		log.Warn(op+": lease lost; another worker owns the rows", "rows", n, "refused", len(refused))
-	default:
+	if batchloop.LogMark(log, slog.LevelWarn, slog.LevelError, ErrLeaseLost, op, n, len(refused), err) {
 		r.markErrors.Add(1)
-		log.Error(op+" failed; the rows will be claimed again after their lease", "rows", n, "err", err)
 	}
 }
 
-// release gives batch back to pending, with its own timeout even when ctx
-// has ended.
+// release gives batch back to pending (see releaseIDs).
 func (r *Relay) release(ctx context.Context, log *slog.Logger, worker string, batch []Message) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.MarkTimeout)
-	defer cancel()
 	ids := make([]int64, len(batch))
 	for i := range batch {
 		ids[i] = batch[i].ID
 	}
-	refused, err := retry.Retryable(ctx, 0, func() ([]int64, error) { return r.repo.Release(ctx, worker, ids...) })
+	r.releaseIDs(ctx, log, worker, ids, r.cfg.MarkTimeout)
+}
+
+// releaseIDs gives the messages ids back to pending, within timeout even
+// when ctx has ended.
+func (r *Relay) releaseIDs(ctx context.Context, log *slog.Logger, worker string, ids []int64, timeout time.Duration) {
+	refused, err := batchloop.Write(ctx, timeout, func(ctx context.Context) ([]int64, error) { return r.repo.Release(ctx, worker, ids...) })
 	if err == nil || errors.Is(err, ErrLeaseLost) {
 		r.released.Add(int64(len(ids) - len(refused)))
 	}

@@ -13,7 +13,8 @@
 // prefix). The command `claimstore ui` serves it for the tables it finds
 // in a database.
 //
-// Pages: the overview (and its JSON, api/overview), schedules, outbox,
+// Pages: the overview (and its JSON, api/overview), schedules, outbox
+// (with the cursors, lags and dead letters of each outbox log; api/logs),
 // jobs (by state, queue and kind, a page at a time; api/jobs), one job
 // (its args, metadata, tags and every failed attempt's error and trace;
 // api/job), queues (api/queues), leaders, and a row's detail.

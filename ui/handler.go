@@ -57,6 +57,7 @@ type Handler struct {
 	tables  []tableSource
 	byName  map[string]Source
 	leases  []*leaseSource
+	logs    []*logSource
 	pages   map[string]*template.Template
 	static  http.Handler
 	key     []byte // signs CSRF tokens
@@ -97,6 +98,8 @@ func New(cfg Config) (*Handler, error) {
 			h.tables = append(h.tables, s)
 		case *leaseSource:
 			h.leases = append(h.leases, s)
+		case *logSource:
+			h.logs = append(h.logs, s)
 		default:
 			return nil, fmt.Errorf("ui: %w: unknown source %T", dao.ErrInvalidArgument, s)
 		}
@@ -115,10 +118,11 @@ func New(cfg Config) (*Handler, error) {
 
 func (h *Handler) parse() error {
 	funcs := template.FuncMap{
-		"utc":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
-		"local": localTime,
-		"age":   age,
-		"until": func(t, now time.Time) string { return age(t.Sub(now).Seconds()) },
+		"utc":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+		"local":   localTime,
+		"age":     age,
+		"until":   func(t, now time.Time) string { return age(t.Sub(now).Seconds()) },
+		"seconds": func(s float64) string { return age(s) },
 		"timep": func(t *time.Time) string {
 			if t == nil {
 				return ""
@@ -163,6 +167,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /row", h.rowPage)
 	m.HandleFunc("GET /confirm", h.confirmPage)
 	m.HandleFunc("GET /api/overview", h.overviewAPI)
+	m.HandleFunc("GET /api/logs", h.logsAPI)
 	h.jobRoutes(m)
 	m.Handle("GET /static/", h.static)
 	if !h.cfg.ReadOnly {

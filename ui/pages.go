@@ -3,7 +3,6 @@ package ui
 import (
 	"context"
 	"crypto/hmac"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -94,8 +93,7 @@ func (h *Handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) overviewAPI(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(struct {
+	writeJSON(w, http.StatusOK, struct {
 		At     time.Time       `json:"at"`
 		Tables []TableOverview `json:"tables"`
 	}{time.Now().UTC(), h.overviews(ctx)})
@@ -156,6 +154,7 @@ func (h *Handler) schedules(w http.ResponseWriter, r *http.Request, status int, 
 
 type outboxData struct {
 	Tables []outboxTableData
+	Logs   []LogView
 }
 
 type outboxTableData struct {
@@ -196,6 +195,7 @@ func (h *Handler) outboxPage(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Tables = append(d.Tables, td)
 	}
+	d.Logs = h.logViews(ctx)
 	h.render(w, r, http.StatusOK, "outbox", page{Title: "Outbox", Nav: "outbox", Data: d})
 }
 

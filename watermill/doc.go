@@ -39,9 +39,11 @@
 // broker from T (the ordinary outbox claim: FOR UPDATE SKIP LOCKED on
 // PostgreSQL, the portable claim elsewhere), reads the groups of their
 // topics, writes one delivery per group, and marks the messages
-// published. On PostgreSQL 11 or later those steps are one statement, which
-// also inserts the subscription's own deliveries already claimed by it and
-// hands them out at once (docs/watermill.md). A group registered later (the first Subscribe or
+// published. On PostgreSQL 11 or later those steps are one statement
+// (rendered by dialects.Renderer.FanOut from the outbox's columns and
+// claim criteria), which also inserts the subscription's own deliveries
+// already claimed by it and hands them out at once (docs/watermill.md);
+// each subscription picks its fan-out once, when it starts. A group registered later (the first Subscribe or
 // SubscribeInitialize of a group on a topic) copies the messages of the
 // topic already in T, so a new group starts from the oldest message the
 // table keeps. Then each subscriber claims batches of its group's

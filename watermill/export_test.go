@@ -11,17 +11,18 @@ import (
 // acked to mark (PostgreSQL); it returns the messages claimed, the
 // deliveries claimed for worker and the count of acks marked.
 func FanOut(ctx context.Context, s *Subscriber, worker, topic string, own int, acked []int64) (int, []outbox.Message, int, error) {
-	r, err := s.fanOut(ctx, worker, topic, own, acked)
+	fast, err := s.oneStatement(ctx)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	r, err := s.fanOut(ctx, fast, worker, topic, own, acked)
 	return r.claimed, r.mine, r.acked, err
 }
 
 // FansOutInOneStatement reports whether s fans out with the PostgreSQL
 // statement.
 func FansOutInOneStatement(ctx context.Context, s *Subscriber) bool {
-	if s.fast == nil {
-		return false
-	}
-	ok, err := s.fast.usable(ctx)
+	ok, err := s.oneStatement(ctx)
 	return ok && err == nil
 }
 

@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/cenkalti/backoff/v5"
 	"gorm.io/gorm"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/batchloop"
+	"github.com/claimstore/claimstore/internal/retry"
 	"github.com/claimstore/claimstore/outbox"
 )
 
@@ -25,10 +26,20 @@ const (
 	DefaultPollInterval    = 100 * time.Millisecond
 	DefaultMaxPollInterval = time.Second
 	DefaultMarkTimeout     = 10 * time.Second
-	// claimTimeout bounds one claim, which runs to its end even when the
-	// subscription stops, so that what it claimed can be released.
-	claimTimeout = 30 * time.Second
 )
+
+// The retries of the subscriber's store operations outside the batch loop
+// (registering a group, copying and fanning out messages): up to
+// storeTries tries while the error is one a retry can cure
+// (dao.IsRetryable), the waits between them doubling up to storeWait.
+const (
+	storeTries = 20
+	storeWait  = 500 * time.Millisecond
+)
+
+// RegisterTimeout bounds [Subscriber.SubscribeInitialize], which has no
+// context of its caller: one minute.
+const RegisterTimeout = time.Minute
 
 // ErrNacked is the error kept as last_error of a delivery its handler
 // nacked.
@@ -230,9 +241,15 @@ func (s *Subscriber) Deliveries() *outbox.Repository { return s.deliveries }
 // SubscribeInitialize registers the subscriber's consumer group on topic
 // (see [Subscriber.Subscribe]) without consuming: messages published from
 // then on are kept for the group until it consumes them. It implements
-// message.SubscribeInitializer.
+// message.SubscribeInitializer, which takes no context: the registration
+// gives up after [RegisterTimeout] (a first registration copies the
+// topic's messages, and on SQLite it waits for the database's one writer
+// behind every other subscriber's writes).
+//
+// Errors: as [Subscriber.Subscribe]'s, and an error wrapping
+// context.DeadlineExceeded after RegisterTimeout.
 func (s *Subscriber) SubscribeInitialize(topic string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.MarkTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), RegisterTimeout)
 	defer cancel()
 	return s.register(ctx, topic)
 }
@@ -309,12 +326,12 @@ func (s *Subscriber) register(ctx context.Context, topic string) error {
 		return fmt.Errorf("watermill: subscribe: %w: topic is %d bytes, the limit is %d", dao.ErrInvalidArgument, len(topic), outbox.MaxTopicLen)
 	}
 	this := dao.And(dao.Eq(colTopic, topic), dao.Eq(colConsumerGroup, s.cfg.ConsumerGroup))
-	err := retry(ctx, func() error {
+	err := retry.Do(ctx, storeTries, storeWait, func() error {
 		return s.groups.Create(ctx, &Group{Topic: topic, ConsumerGroup: s.cfg.ConsumerGroup, CreatedAt: time.Now().UTC()})
 	})
 	if errors.Is(err, dao.ErrDuplicate) {
 		var rows []Group
-		err = retry(ctx, func() (err error) {
+		err = retry.Do(ctx, storeTries, storeWait, func() (err error) {
 			rows, err = s.groups.Find(ctx, dao.Query{Where: this, Limit: 1})
 			return err
 		})
@@ -328,7 +345,7 @@ func (s *Subscriber) register(ctx context.Context, topic string) error {
 	if err := s.backfill(ctx, topic); err != nil {
 		return fmt.Errorf("watermill: subscribe: copy the messages of %q for group %q: %w", topic, s.cfg.ConsumerGroup, err)
 	}
-	err = retry(ctx, func() error {
+	err = retry.Do(ctx, storeTries, storeWait, func() error {
 		_, err := s.groups.Update(ctx, this, dao.Set{colBackfilled: true})
 		return err
 	})
@@ -347,7 +364,7 @@ func (s *Subscriber) backfill(ctx context.Context, topic string) error {
 	var last int64
 	for {
 		var page []outbox.Message
-		err := retry(ctx, func() (err error) {
+		err := retry.Do(ctx, storeTries, storeWait, func() (err error) {
 			page, err = s.messages.Store().Find(ctx, dao.Query{
 				Where:   dao.And(dao.Eq(colTopic, topic), dao.Eq(colTargetBroker, s.cfg.TargetBroker), dao.Gt(colID, last)),
 				OrderBy: []dao.Order{dao.Asc(colID)},
@@ -413,7 +430,7 @@ func (s *Subscriber) addDeliveries(ctx context.Context, copies []copyOf, check b
 		for i, c := range copies {
 			rows[i] = c.delivery()
 		}
-		err := retry(ctx, func() error { return s.deliveries.Add(ctx, nil, rows...) })
+		err := retry.Do(ctx, storeTries, storeWait, func() error { return s.deliveries.Add(ctx, nil, rows...) })
 		if err == nil || !errors.Is(err, dao.ErrDuplicate) {
 			return err
 		}
@@ -427,7 +444,7 @@ func (s *Subscriber) addDeliveries(ctx context.Context, copies []copyOf, check b
 	have := map[[2]string]bool{}
 	for k, ids := range byKey {
 		var rows []outbox.Message
-		err := retry(ctx, func() (err error) {
+		err := retry.Do(ctx, storeTries, storeWait, func() (err error) {
 			rows, err = s.deliveries.Store().Find(ctx, dao.Query{Where: dao.And(dao.Eq(colTargetBroker, k), dao.In(colMessageID, ids...))})
 			return err
 		})
@@ -447,7 +464,7 @@ func (s *Subscriber) addDeliveries(ctx context.Context, copies []copyOf, check b
 	if len(missing) == 0 {
 		return nil
 	}
-	err := retry(ctx, func() error { return s.deliveries.Add(ctx, nil, missing...) })
+	err := retry.Do(ctx, storeTries, storeWait, func() error { return s.deliveries.Add(ctx, nil, missing...) })
 	if err == nil || !errors.Is(err, dao.ErrDuplicate) {
 		return err
 	}
@@ -457,7 +474,7 @@ func (s *Subscriber) addDeliveries(ctx context.Context, copies []copyOf, check b
 		if have[[2]string{d.TargetBroker, d.MessageID}] {
 			continue
 		}
-		err := retry(ctx, func() error { return s.deliveries.Add(ctx, nil, d) })
+		err := retry.Do(ctx, storeTries, storeWait, func() error { return s.deliveries.Add(ctx, nil, d) })
 		if err != nil && !errors.Is(err, dao.ErrDuplicate) {
 			return err
 		}
@@ -465,23 +482,32 @@ func (s *Subscriber) addDeliveries(ctx context.Context, copies []copyOf, check b
 	return nil
 }
 
+// oneStatement reports whether the subscriber fans out in one statement
+// (see [pgFanOut]): on PostgreSQL 11 or later, asked once per subscriber.
+// An error asking means no for the subscription that asked.
+func (s *Subscriber) oneStatement(ctx context.Context) (bool, error) {
+	if s.fast == nil {
+		return false, nil
+	}
+	return s.fast.usable(ctx)
+}
+
 // fanOut claims up to FanOutBatchSize messages of the target broker from
 // the message table, writes a delivery of each for every group of its
 // topic, and marks them published. It returns how many it claimed.
 //
-// On PostgreSQL (see [pgFanOut]) it does so in one statement, claims at
-// most own messages when own > 0, and inserts the deliveries of the
-// subscription's group on topic (up to own) already claimed by worker,
-// which it returns; the same statement marks published the deliveries
-// acked by the subscription's handler, and the run says how many it
-// marked. Elsewhere it returns no delivery, and acked must be empty.
-func (s *Subscriber) fanOut(ctx context.Context, worker, topic string, own int, acked []int64) (fanOutRun, error) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+// When fast (see [Subscriber.oneStatement]) it does so in one statement,
+// claims at most own messages when own > 0, and inserts the deliveries of
+// the subscription's group on topic (up to own) already claimed by
+// worker, which it returns; the same statement marks published the
+// deliveries acked by the subscription's handler, and the run says how
+// many it marked. Otherwise it returns no delivery, and acked must be
+// empty.
+func (s *Subscriber) fanOut(ctx context.Context, fast bool, worker, topic string, own int, acked []int64) (fanOutRun, error) {
+	cctx, cancel := batchloop.ClaimContext(ctx, batchloop.ClaimTimeout)
 	defer cancel()
-	if s.fast != nil {
-		if ok, _ := s.fast.usable(cctx); ok {
-			return s.fanOutPostgres(cctx, worker, topic, own, acked)
-		}
+	if fast {
+		return s.fanOutPostgres(cctx, worker, topic, own, acked)
 	}
 	n, err := s.fanOutPortable(ctx, cctx, worker)
 	return fanOutRun{claimed: n}, err
@@ -497,7 +523,7 @@ func (s *Subscriber) fanOutPostgres(ctx context.Context, worker, topic string, o
 		limit = min(limit, own)
 	}
 	var done fanOutRun
-	err := retry(ctx, func() error {
+	err := retry.Do(ctx, storeTries, storeWait, func() error {
 		r, err := s.fast.run(ctx, s.cfg.TargetBroker, limit, worker, s.cfg.ConsumerGroup, topic, max(own-len(done.mine), 0), s.cfg.Lease, s.maxRetries, acked)
 		done.claimed += r.claimed
 		done.acked += r.acked
@@ -534,7 +560,7 @@ func (s *Subscriber) fanOutPortable(ctx, cctx context.Context, worker string) (i
 	// is seen here; one registered later copies these messages itself,
 	// since they are committed by now (see register).
 	var groups []Group
-	gerr := retry(cctx, func() (err error) {
+	gerr := retry.Do(cctx, storeTries, storeWait, func() (err error) {
 		groups, err = s.groups.Find(cctx, dao.Query{Where: dao.In(colTopic, topics...)})
 		return err
 	})
@@ -551,13 +577,11 @@ func (s *Subscriber) fanOutPortable(ctx, cctx context.Context, worker string) (i
 		}
 		gerr = s.addDeliveries(cctx, copies, false)
 	}
-	mctx, mcancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.MarkTimeout)
-	defer mcancel()
 	if gerr != nil {
-		_ = retry(mctx, func() error { _, err := s.messages.Release(mctx, worker, ids...); return err })
+		_, _ = batchloop.Write(ctx, s.cfg.MarkTimeout, func(mctx context.Context) ([]int64, error) { return s.messages.Release(mctx, worker, ids...) })
 		return len(batch), errors.Join(err, fmt.Errorf("fan out: %w", gerr))
 	}
-	merr := retry(mctx, func() error { _, err := s.messages.MarkPublished(mctx, worker, ids...); return err })
+	_, merr := batchloop.Write(ctx, s.cfg.MarkTimeout, func(mctx context.Context) ([]int64, error) { return s.messages.MarkPublished(mctx, worker, ids...) })
 	if merr != nil {
 		// The deliveries are written; a message claimed again after its
 		// lease finds them and writes nothing twice.
@@ -582,7 +606,6 @@ func (s *Subscriber) fanOutPortable(ctx, cctx context.Context, worker string) (i
 func (s *Subscriber) consume(ctx context.Context, topic, worker string, out chan<- *message.Message) {
 	key := DeliveryKey(s.cfg.ConsumerGroup, topic)
 	log := s.log.With("topic", topic, "subscription", worker)
-	var idle time.Duration
 	// After a fan-out (or, on PostgreSQL, a delivery claim) that found
 	// nothing, the next waits a poll interval: a busy subscription then
 	// does not spend a statement on an empty claim before each batch.
@@ -606,7 +629,7 @@ func (s *Subscriber) consume(ctx context.Context, topic, worker string, out chan
 	}
 	defer func() {
 		if len(acks) > 0 {
-			flush(outcome{acked: acks})
+			flush(outcome{Done: acks})
 		}
 		if marked != nil {
 			<-marked
@@ -615,23 +638,19 @@ func (s *Subscriber) consume(ctx context.Context, topic, worker string, out chan
 	// Whether the fan-out inserts claimed deliveries: PostgreSQL 11 or
 	// later, asked once per subscriber; an error asking means no for this
 	// subscription.
-	fast := false
-	if s.fast != nil {
-		var err error
-		if fast, err = s.fast.usable(ctx); err != nil && ctx.Err() == nil {
-			log.Warn("fan-out: one-statement fan-out not used", "err", err)
-		}
+	fast, err := s.oneStatement(ctx)
+	if err != nil && ctx.Err() == nil {
+		log.Warn("fan-out: one-statement fan-out not used", "err", err)
 	}
 	claim := func() ([]outbox.Message, error) {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+		cctx, cancel := batchloop.ClaimContext(ctx, batchloop.ClaimTimeout)
 		defer cancel()
-		batch, err := s.deliveries.ClaimBatch(cctx, worker, s.cfg.BatchSize, key)
-		if err != nil && ctx.Err() == nil {
-			log.Warn("claim failed", "err", err)
-		}
-		return batch, err
+		return s.deliveries.ClaimBatch(cctx, worker, s.cfg.BatchSize, key)
 	}
-	for ctx.Err() == nil {
+	// One turn of the loop claims and hands out one batch; its claim and
+	// fan-out errors, joined, are the turn's error (logged once per
+	// episode of failures by the loop).
+	turn := func(ctx context.Context) (batchloop.Next, error) {
 		var batch []outbox.Message
 		var err error
 		now := time.Now()
@@ -648,58 +667,49 @@ func (s *Subscriber) consume(ctx context.Context, topic, worker string, out chan
 			if fast {
 				room = s.cfg.BatchSize - len(batch)
 			}
-			r, ferr := s.fanOut(ctx, worker, topic, room, acks)
-			if ferr != nil && ctx.Err() == nil {
-				log.Warn("fan-out failed", "err", ferr)
-			}
+			r, ferr := s.fanOut(ctx, fast, worker, topic, room, acks)
 			if len(acks) > 0 && (ferr != nil || r.acked != len(acks)) {
 				// Not all marked (a failed statement, or a lease lost):
 				// the ordinary mark writes the rest and reports the fence.
-				flush(outcome{acked: acks})
+				flush(outcome{Done: acks})
 			}
 			acks = nil
 			if fanned = r.claimed; fanned == 0 {
 				nextFanOut = now.Add(s.cfg.PollInterval)
 			}
 			batch = append(batch, r.mine...)
+			err = errors.Join(err, ferr)
 		}
 		if !fast {
-			batch, err = claim()
+			var cerr error
+			batch, cerr = claim()
+			err = errors.Join(err, cerr)
 		}
 		if len(batch) > 0 {
-			idle = 0
 			o := s.handle(ctx, log, batch, out)
-			if fast && len(o.nacked) == 0 && len(o.rest) == 0 && ctx.Err() == nil && !time.Now().Before(nextFanOut) {
-				acks = o.acked
+			if fast && len(o.Failed) == 0 && len(o.Released) == 0 && ctx.Err() == nil && !time.Now().Before(nextFanOut) {
+				acks = o.Done
 			} else {
 				flush(o)
 			}
-			continue
+			return batchloop.Again, err
 		}
 		if fanned > 0 && err == nil {
-			continue
+			return batchloop.Again, nil
 		}
-		if idle == 0 {
-			idle = s.cfg.PollInterval
-		} else {
-			idle = min(2*idle, s.cfg.MaxPollInterval)
-		}
-		t := time.NewTimer(idle)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
+		return batchloop.Idle, err
+	}
+	b := batchloop.Backoff{Poll: s.cfg.PollInterval, Max: s.cfg.MaxPollInterval}
+	loop := batchloop.Loop{Log: log, Claim: turn, Wait: b.Wait}
+	if err := loop.Run(ctx); err != nil {
+		log.Error("subscription stopped: the store refused its claim", "err", err)
 	}
 }
 
 // outcome is what a subscription's handler did with a batch: the
-// deliveries it acked and nacked, and those not handed out (rest).
-type outcome struct {
-	acked  []int64
-	nacked []outbox.Failure
-	rest   []int64
-}
+// deliveries it acked (Done) and nacked (Failed), and those not handed
+// out (Released).
+type outcome = batchloop.Outcome[outbox.Failure]
 
 // handle hands the deliveries of batch to the subscription's channel one
 // at a time, waiting for each to be acked or nacked, and returns what the
@@ -709,7 +719,7 @@ func (s *Subscriber) handle(ctx context.Context, log *slog.Logger, batch []outbo
 	var o outcome
 	stop := func(i int) {
 		for j := i; j < len(batch); j++ {
-			o.rest = append(o.rest, batch[j].ID)
+			o.Released = append(o.Released, batch[j].ID)
 		}
 	}
 loop:
@@ -741,9 +751,9 @@ loop:
 		// select above picks at random among ready cases.
 		select {
 		case <-wm.Acked():
-			o.acked = append(o.acked, m.ID)
+			o.Done = append(o.Done, m.ID)
 		case <-wm.Nacked():
-			o.nacked = append(o.nacked, outbox.Failed(m, ErrNacked))
+			o.Failed = append(o.Failed, outbox.Failed(m, ErrNacked))
 		default:
 			stop(i)
 			break loop
@@ -752,52 +762,33 @@ loop:
 	return o
 }
 
-// mark writes the outcomes of one handled batch, within MarkTimeout even
-// when ctx has ended: acked → published (done for the group), nacked →
-// failed through the retry policy, not handed out → released.
+// mark writes the outcomes of one handled batch, each within MarkTimeout
+// even when ctx has ended (batchloop.Write): acked → published (done for
+// the group), nacked → failed through the retry policy, not handed out →
+// released. A mark's error is logged by batchloop.LogMark: a lease lost
+// to another subscriber (which now holds the messages) at INFO, any other
+// at WARN (the messages come back when their lease ends).
 func (s *Subscriber) mark(ctx context.Context, log *slog.Logger, worker string, o outcome) {
-	mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.MarkTimeout)
-	defer cancel()
-	if len(o.acked) > 0 {
-		err := retry(mctx, func() error { _, err := s.deliveries.MarkPublished(mctx, worker, o.acked...); return err })
-		logMark(log, "ack", err, len(o.acked))
+	logMark := func(op string, n int, refused []int64, err error) {
+		batchloop.LogMark(log, slog.LevelInfo, slog.LevelWarn, outbox.ErrLeaseLost, op, n, len(refused), err)
 	}
-	if len(o.nacked) > 0 {
-		err := retry(mctx, func() error { _, err := s.deliveries.MarkFailed(mctx, worker, o.nacked...); return err })
-		logMark(log, "nack", err, len(o.nacked))
+	deadline := time.Now().Add(s.cfg.MarkTimeout)
+	if len(o.Done) > 0 {
+		refused, err := batchloop.Write(ctx, time.Until(deadline), func(ctx context.Context) ([]int64, error) {
+			return s.deliveries.MarkPublished(ctx, worker, o.Done...)
+		})
+		logMark("ack", len(o.Done), refused, err)
 	}
-	if len(o.rest) > 0 {
-		err := retry(mctx, func() error { _, err := s.deliveries.Release(mctx, worker, o.rest...); return err })
-		logMark(log, "release", err, len(o.rest))
+	if len(o.Failed) > 0 {
+		res, err := batchloop.Write(ctx, time.Until(deadline), func(ctx context.Context) (outbox.FailResult, error) {
+			return s.deliveries.MarkFailed(ctx, worker, o.Failed...)
+		})
+		logMark("nack", len(o.Failed), res.NotApplied, err)
 	}
-}
-
-// logMark logs the error of a mark: a lease lost to another subscriber
-// (which now owns the messages) at info level, any other at warning
-// level (the messages come back when their lease ends).
-func logMark(log *slog.Logger, what string, err error, n int) {
-	switch {
-	case err == nil:
-	case errors.Is(err, outbox.ErrLeaseLost):
-		log.Info(what+": lease lost, another subscriber holds the messages", "err", err, "messages", n)
-	default:
-		log.Warn(what+" failed: the messages come back after their lease", "err", err, "messages", n)
+	if len(o.Released) > 0 {
+		refused, err := batchloop.Write(ctx, time.Until(deadline), func(ctx context.Context) ([]int64, error) {
+			return s.deliveries.Release(ctx, worker, o.Released...)
+		})
+		logMark("release", len(o.Released), refused, err)
 	}
-}
-
-// retry runs op again while it fails with a retryable store error
-// (dao.IsRetryable: busy, deadlock, serialization failure, unavailable),
-// with an exponential backoff from 5 ms up to 20 tries or ctx's end.
-func retry(ctx context.Context, op func() error) error {
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = 5 * time.Millisecond
-	b.MaxInterval = 500 * time.Millisecond
-	_, err := backoff.Retry(ctx, func() (struct{}, error) {
-		err := op()
-		if err != nil && !dao.IsRetryable(err) {
-			return struct{}{}, backoff.Permanent(err)
-		}
-		return struct{}{}, err
-	}, backoff.WithBackOff(b), backoff.WithMaxTries(20), backoff.WithMaxElapsedTime(0))
-	return err
 }

@@ -42,7 +42,7 @@ const retryEvery = 10
 const defaultDSN = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 
 // systems are the systems a run measures, in order.
-var systems = []string{"claimstore", "dispatch", "jobs", "river", "jobs-retry", "river-retry", "watermill", "addmany", "jobs-insert", "river-insert", "outbox-write", "watermill-publish"}
+var systems = []string{"claimstore", "dispatch", "jobs", "river", "jobs-retry", "river-retry", "watermill", "addmany", "jobs-insert", "river-insert", "outbox-write", "log-write", "watermill-publish"}
 
 // Report is what a run writes with --json.
 type Report struct {
@@ -182,6 +182,8 @@ func measure(ctx context.Context, cfg Config, progress io.Writer) (*Report, erro
 			phases = append(phases, func(ctx context.Context) (Result, error) { return runRiverInsert(ctx, cfg) })
 		case "outbox-write":
 			phases = append(phases, func(ctx context.Context) (Result, error) { return runOutboxWrite(ctx, cfg) })
+		case "log-write":
+			phases = append(phases, func(ctx context.Context) (Result, error) { return runLogWrite(ctx, cfg) })
 		case "watermill-publish":
 			phases = append(phases, func(ctx context.Context) (Result, error) { return runWatermillPublish(ctx, cfg) })
 		case "watermill":

@@ -94,7 +94,7 @@ func TestRunBurnsDownEverySystemExactlyOnce(t *testing.T) {
 			t.Errorf("%s: wall %v, %d statements: the timed phase measured nothing", r.System, r.Wall, r.Statements)
 		}
 	}
-	if want := []string{"claimstore", "dispatch", "jobs", "river", "river", "jobs-retry", "river-retry", "river-retry", "watermill-sql", "addmany", "jobs-insert", "river-insert", "outbox-write", "watermill-publish"}; !slices.Equal(got, want) {
+	if want := []string{"claimstore", "dispatch", "jobs", "river", "river", "jobs-retry", "river-retry", "river-retry", "watermill-sql", "addmany", "jobs-insert", "river-insert", "outbox-write", "log-write", "watermill-publish"}; !slices.Equal(got, want) {
 		t.Errorf("systems %v, want %v", got, want)
 	}
 	if rep.Machine.Server == "" || rep.Machine.CPUs <= 0 {

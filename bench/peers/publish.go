@@ -103,6 +103,62 @@ func runOutboxWrite(ctx context.Context, cfg Config) (res Result, err error) {
 	return res, nil
 }
 
+// logPartitions is the partition count of the log-write phase's log.
+const logPartitions = 16
+
+// runLogWrite times outbox.Log.Write (the outbox's log mode) writing
+// cfg.Rows messages, each with one of 100 partition keys, into a fresh
+// log (sqlstore.NewLog, 16 partitions), publishBatch per transaction,
+// from publishWriters goroutines, then counts them. The log's tables are
+// dropped before it returns.
+func runLogWrite(ctx context.Context, cfg Config) (res Result, err error) {
+	res = Result{System: "log-write", Unit: "message written by outbox.Log.Write (log mode) in a transaction", Rows: cfg.Rows, Workers: publishWriters}
+	var c counter
+	db, closeDB, err := openGorm(ctx, cfg.DSN, publishWriters+1, &c)
+	if err != nil {
+		return res, err
+	}
+	defer closeDB()
+	name := "peers_log_" + suffix()
+	store, err := sqlstore.NewLog(db, name)
+	if err != nil {
+		return res, fmt.Errorf("peers: log-write: %w", err)
+	}
+	t := store.Tables()
+	for _, table := range []string{t.Log, t.Cursors, t.Dead} {
+		defer dropTable(ctx, db, table, &err)
+	}
+	if err := store.Migrate(ctx); err != nil {
+		return res, fmt.Errorf("peers: log-write: %w", err)
+	}
+	lg, err := outbox.NewLog(store, logPartitions)
+	if err != nil {
+		return res, fmt.Errorf("peers: log-write: %w", err)
+	}
+	before := c.n.Load()
+	timer := startTimer()
+	err = writeInParallel(cfg.Rows, func(first, n int) error {
+		msgs := make([]*outbox.Message, n)
+		for i := range msgs {
+			seq := strconv.Itoa(first + i)
+			msgs[i] = &outbox.Message{MessageID: seq, Topic: "peers", PartitionKey: "order-" + strconv.Itoa((first+i)%100),
+				Payload: []byte(`{"seq":` + seq + `}`)}
+		}
+		return db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return lg.Write(ctx, tx, msgs...) })
+	})
+	timer.stop(&res)
+	res.Statements = c.n.Load() - before
+	if err != nil {
+		return res, fmt.Errorf("peers: log-write: %w", err)
+	}
+	var stored int64
+	if err := db.WithContext(ctx).Table(t.Log).Count(&stored).Error; err != nil {
+		return res, fmt.Errorf("peers: log-write: count: %w", err)
+	}
+	res.Done, res.Lost = int(stored), cfg.Rows-int(stored)
+	return res, nil
+}
+
 // runWatermillPublish times Watermill-sql's publisher (PostgreSQL schema
 // adapter) writing cfg.Rows messages to a fresh topic, publishBatch per
 // Publish call (one INSERT), from publishWriters goroutines, then counts

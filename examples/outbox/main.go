@@ -75,7 +75,16 @@ func run(ctx context.Context, dsn, natsURL string, orders int) error {
 		return fmt.Errorf("connect to NATS at %s: %w", natsURL, err)
 	}
 	defer nc.Close()
-	pub, err := natspub.New(nc, natspub.Config{})
+	relayCfg := outbox.RelayConfig{
+		PollInterval: 100 * time.Millisecond,
+		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	// The relay may publish a message again (a lost ack, a relay that died
+	// before its mark) for up to its retry horizon: the stream remembers
+	// message ids that long, so a repeat is not stored twice, and the
+	// publisher warns about any stream that remembers them for less.
+	horizon := outbox.RetryHorizon(outbox.DefaultRetryPolicy(), relayCfg)
+	pub, err := natspub.New(nc, natspub.Config{MinDuplicateWindow: horizon})
 	if err != nil {
 		return err
 	}
@@ -83,7 +92,7 @@ func run(ctx context.Context, dsn, natsURL string, orders int) error {
 	// example's stream keeps a day of messages, so repeated runs do not
 	// grow it without bound.
 	stream, err := pub.JetStream().CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: streamName, Subjects: []string{subject}, MaxAge: 24 * time.Hour,
+		Name: streamName, Subjects: []string{subject}, MaxAge: 24 * time.Hour, Duplicates: horizon,
 	})
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", streamName, err)
@@ -133,10 +142,7 @@ func run(ctx context.Context, dsn, natsURL string, orders int) error {
 	}
 	fmt.Printf("wrote %d orders, each with its message in table %s\n", orders, messageTable)
 
-	relay, err := outbox.NewRelay(repo, pub, outbox.RelayConfig{
-		PollInterval: 100 * time.Millisecond,
-		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	relay, err := outbox.NewRelay(repo, pub, relayCfg)
 	if err != nil {
 		return err
 	}

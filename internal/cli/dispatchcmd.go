@@ -19,6 +19,7 @@ import (
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/dispatch"
+	"github.com/claimstore/claimstore/outbox"
 )
 
 func init() { rootCmd.AddCommand(newDispatchCmd()) }
@@ -176,7 +177,7 @@ func runDispatch(cmd *cobra.Command, o dispatchRunOptions) error {
 	}
 	defer s.close()
 	if o.workerID == "" {
-		o.workerID = dispatch.DefaultWorkerID()
+		o.workerID = outbox.DefaultWorkerID()
 	}
 	log := slog.Default()
 	out := &eventWriter{enc: json.NewEncoder(cmd.OutOrStdout())}

@@ -71,6 +71,7 @@ func TestNumericFlagsNamed(t *testing.T) {
 		"claimstore schedule list":  {"--backend", "sqlite", "--dsn", none},
 		"claimstore ui":             {"--backend", "sqlite", "--dsn", none},
 		"claimstore jobs list":      {"--backend", "sqlite", "--dsn", none},
+		"claimstore outbox log":     {"--backend", "sqlite", "--dsn", none},
 	}
 	checked := clitest.CheckFlagRanges(t, rootCmd, []*cobra.Command{rootCmd}, base)
 	if checked < 30 {

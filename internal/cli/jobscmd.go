@@ -57,29 +57,11 @@ func checkJobsTarget(tables ...string) error {
 // queues its queue table too; each must exist. Call checkJobsTarget
 // first.
 func openJobs(ctx context.Context, f *jobFlags, queues bool) (*jobsDB, error) {
-	backend := strings.ToLower(globalFlags.Backend)
-	d, err := dsn.Resolve(backend, globalFlags.DSN)
+	db, backend, closeDB, err := openDB(ctx, false, 2)
 	if err != nil {
 		return nil, err
 	}
-	if backend == "sqlite" {
-		if err := sqliteFileExists(d); err != nil {
-			return nil, err
-		}
-	}
-	db, err := sqlstore.Open(ctx, backend, d)
-	if err != nil {
-		return nil, err
-	}
-	j := &jobsDB{close: func() {
-		if sqlDB, err := db.DB(); err == nil {
-			_ = sqlDB.Close()
-		}
-	}}
-	if sqlDB, err := db.DB(); err == nil {
-		sqlDB.SetMaxOpenConns(2)
-		sqlDB.SetMaxIdleConns(2)
-	}
+	j := &jobsDB{close: closeDB}
 	fail := func(err error) (*jobsDB, error) {
 		j.close()
 		return nil, err

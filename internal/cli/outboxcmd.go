@@ -57,14 +57,15 @@ func newOutboxCmd() *cobra.Command {
 	var table string
 	cmd := &cobra.Command{
 		Use:   "outbox",
-		Short: "Inspect and maintain an outbox message table: status, requeue, purge",
+		Short: "Inspect and maintain an outbox message table: status, requeue, purge; a log's cursors: log",
 		Long: `outbox inspects and maintains the message table of the transactional outbox
 on the database given by --backend and --dsn (postgres, mysql, mariadb, or
-sqlite with --dsn naming the file).`,
+sqlite with --dsn naming the file); outbox log shows the readers' cursors of
+the outbox's log mode with their lag.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.PersistentFlags().StringVar(&table, "table", outbox.DefaultTable, "message table name")
-	cmd.AddCommand(newOutboxStatusCmd(&table), newOutboxRequeueCmd(&table), newOutboxPurgeCmd(&table))
+	cmd.AddCommand(newOutboxStatusCmd(&table), newOutboxRequeueCmd(&table), newOutboxPurgeCmd(&table), newOutboxLogCmd())
 	return cmd
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -53,7 +54,11 @@ expires. SIGINT or SIGTERM stops claiming, lets in-flight batches finish for
 --shutdown-timeout and releases the rest.
 
 Each message is published on its topic as the subject, which must belong to a
-JetStream stream; --stream with --subjects creates or updates one at start.`,
+JetStream stream; --stream with --subjects creates or updates one at start,
+with a duplicate window of at least the relay's retry horizon (the longest
+time a message may be published again, from the --retry-*, --lease,
+--max-poll and --window settings), so that a repeat is stored once. The
+relay warns about any stream it stores into whose window is shorter.`,
 		Example: `  claimstore relay --backend postgres --nats-url nats://127.0.0.1:4222 --workers 4 --batch 200
   claimstore relay --backend sqlite --dsn app.db --stream ORDERS --subjects 'orders.>'`,
 		Args: cobra.NoArgs,
@@ -123,11 +128,19 @@ func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
 		return err
 	}
 	defer nc.Close()
-	pub, err := natspub.New(nc, natspub.Config{MaxPending: max(8192, 2*o.batch*o.workers*o.window)})
+	cfg := outbox.RelayConfig{
+		WorkerID: o.workerID, TargetBroker: o.broker, BatchSize: o.batch, Concurrency: o.workers, Window: o.window, Lease: o.lease,
+		PollInterval: o.poll, MaxPollInterval: o.maxPoll, ShutdownTimeout: o.shutdownTimeout,
+	}
+	// The longest a message can be published again after its first
+	// publish: every stream the relay stores into should remember its id
+	// that long (the publisher warns at a stream's first ack otherwise).
+	horizon := outbox.RetryHorizon(o.retry, cfg)
+	pub, err := natspub.New(nc, natspub.Config{MaxPending: max(8192, 2*o.batch*o.workers*o.window), MinDuplicateWindow: horizon})
 	if err != nil {
 		return err
 	}
-	if err := ensureStream(ctx, pub, o); err != nil {
+	if err := ensureStream(ctx, pub, o, horizon); err != nil {
 		return err
 	}
 	env, err := openOutbox(ctx, outboxenv.Options{
@@ -144,10 +157,7 @@ func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
 			return err
 		}
 	}
-	relay, err := outbox.NewRelay(env.Repo, pub, outbox.RelayConfig{
-		WorkerID: o.workerID, TargetBroker: o.broker, BatchSize: o.batch, Concurrency: o.workers, Window: o.window, Lease: o.lease,
-		PollInterval: o.poll, MaxPollInterval: o.maxPoll, ShutdownTimeout: o.shutdownTimeout,
-	})
+	relay, err := outbox.NewRelay(env.Repo, pub, cfg)
 	if err != nil {
 		return err
 	}
@@ -158,18 +168,34 @@ func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
 }
 
 // ensureStream creates or updates the stream --stream with --subjects, if
-// given.
-func ensureStream(ctx context.Context, pub *natspub.Publisher, o relayOptions) error {
+// given, with a duplicate window of at least horizon (a longer window of
+// an existing stream is kept, and so are its other settings). A stream
+// whose MaxAge is shorter than horizon cannot keep ids longer than its
+// messages: its window is MaxAge, and the relay says so at WARN.
+func ensureStream(ctx context.Context, pub *natspub.Publisher, o relayOptions, horizon time.Duration) error {
 	if o.stream == "" {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := pub.JetStream().CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name: o.stream, Subjects: strings.Split(o.subjects, ","), Duplicates: 2 * time.Minute,
-	})
-	if err != nil {
+	js := pub.JetStream()
+	sc := jetstream.StreamConfig{Name: o.stream}
+	switch st, err := js.Stream(ctx, o.stream); {
+	case err == nil:
+		sc = st.CachedInfo().Config
+	case !errors.Is(err, jetstream.ErrStreamNotFound):
 		return fmt.Errorf("stream %s: %w", o.stream, err)
+	}
+	sc.Subjects = strings.Split(o.subjects, ",")
+	sc.Duplicates = max(sc.Duplicates, horizon)
+	if sc.MaxAge > 0 && sc.Duplicates > sc.MaxAge {
+		sc.Duplicates = sc.MaxAge // JetStream refuses a window longer than MaxAge
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+		return fmt.Errorf("stream %s: %w", o.stream, err)
+	}
+	if _, err := pub.CheckStream(ctx, o.stream); err != nil {
+		slog.Warn("duplicate window shorter than the retry horizon", "stream", o.stream, "max_age", sc.MaxAge, "err", err)
 	}
 	return nil
 }

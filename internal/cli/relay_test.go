@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,6 +67,16 @@ func TestRelayCommand(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
+	// The stream's duplicate window covers the relay's retry horizon, so a
+	// message published again after a lost ack is not stored twice.
+	st, err := js.Stream(context.Background(), "ORDERS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	horizon := outbox.RetryHorizon(outbox.DefaultRetryPolicy(), outbox.RelayConfig{Lease: 5 * time.Second, MaxPollInterval: 50 * time.Millisecond})
+	if got := st.CachedInfo().Config.Duplicates; got != horizon {
+		t.Fatalf("stream ORDERS has a duplicate window of %v, want the relay's retry horizon %v", got, horizon)
+	}
 	a, err := natspub.Audit(context.Background(), js, "ORDERS")
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +96,61 @@ func TestRelayCommand(t *testing.T) {
 	} {
 		if _, _, err := execCLI(context.Background(), bad...); !errors.Is(err, dao.ErrInvalidArgument) {
 			t.Errorf("%v: %v, want ErrInvalidArgument", bad, err)
+		}
+	}
+}
+
+// TestEnsureStreamKeepsLongerWindow: --stream raises a short window to the
+// horizon, keeps a longer one and the stream's other settings, and stops
+// at MaxAge, which JetStream requires the window not to exceed.
+func TestEnsureStreamKeepsLongerWindow(t *testing.T) {
+	srv, err := natsembed.Start(natsembed.Options{StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	const horizon = 20 * time.Minute
+	pub, err := natspub.New(nc, natspub.Config{MinDuplicateWindow: horizon})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	js := pub.JetStream()
+	for _, c := range []struct {
+		name           string
+		have           *jetstream.StreamConfig
+		window, maxAge time.Duration
+	}{
+		{name: "NEW", window: horizon},
+		{name: "SHORT", have: &jetstream.StreamConfig{Duplicates: 2 * time.Minute, MaxMsgs: 1000}, window: horizon},
+		{name: "LONG", have: &jetstream.StreamConfig{Duplicates: time.Hour, MaxMsgs: 1000}, window: time.Hour},
+		{name: "AGED", have: &jetstream.StreamConfig{Duplicates: time.Minute, MaxAge: 5 * time.Minute}, window: 5 * time.Minute, maxAge: 5 * time.Minute},
+	} {
+		subject := strings.ToLower(c.name) + ".>"
+		if c.have != nil {
+			c.have.Name, c.have.Subjects = c.name, []string{subject}
+			if _, err := js.CreateStream(ctx, *c.have); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := ensureStream(ctx, pub, relayOptions{stream: c.name, subjects: subject}, horizon); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		st, err := js.Stream(ctx, c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := st.CachedInfo().Config
+		if got.Duplicates != c.window || got.MaxAge != c.maxAge {
+			t.Errorf("%s: window %v, max age %v; want %v, %v", c.name, got.Duplicates, got.MaxAge, c.window, c.maxAge)
+		}
+		if c.have != nil && c.have.MaxMsgs != 0 && got.MaxMsgs != c.have.MaxMsgs {
+			t.Errorf("%s: MaxMsgs %d, want the stream's own %d kept", c.name, got.MaxMsgs, c.have.MaxMsgs)
 		}
 	}
 }

@@ -62,32 +62,43 @@ func sqliteFileExists(d string) error {
 	return nil
 }
 
-// openSchedules opens the schedule table of --backend and --dsn, creating
-// it when migrate is set. Call checkScheduleTarget first.
-func openSchedules(ctx context.Context, table string, migrate bool, pool int) (*scheduleDB, error) {
-	backend := strings.ToLower(globalFlags.Backend)
+// openDB opens the database of --backend (lower case, returned) and
+// --dsn with a pool of pool connections (0: database/sql's default) and
+// returns it with the function that closes it. An SQLite file must exist
+// unless create is set.
+func openDB(ctx context.Context, create bool, pool int) (db *gorm.DB, backend string, closeDB func(), err error) {
+	backend = strings.ToLower(globalFlags.Backend)
 	d, err := dsn.Resolve(backend, globalFlags.DSN)
 	if err != nil {
-		return nil, err
+		return nil, backend, nil, err
 	}
-	if backend == "sqlite" && !migrate {
+	if backend == "sqlite" && !create {
 		if err := sqliteFileExists(d); err != nil {
-			return nil, err
+			return nil, backend, nil, err
 		}
 	}
-	db, err := sqlstore.Open(ctx, backend, d)
+	if db, err = sqlstore.Open(ctx, backend, d); err != nil {
+		return nil, backend, nil, err
+	}
+	sqlDB, err := db.DB()
 	if err != nil {
-		return nil, err
+		return db, backend, func() {}, nil
 	}
-	s := &scheduleDB{db: db, backend: backend, table: table, close: func() {
-		if sqlDB, err := db.DB(); err == nil {
-			_ = sqlDB.Close()
-		}
-	}}
-	if sqlDB, err := db.DB(); err == nil && pool > 0 {
+	if pool > 0 {
 		sqlDB.SetMaxOpenConns(pool)
 		sqlDB.SetMaxIdleConns(pool)
 	}
+	return db, backend, func() { _ = sqlDB.Close() }, nil
+}
+
+// openSchedules opens the schedule table of --backend and --dsn, creating
+// it when migrate is set. Call checkScheduleTarget first.
+func openSchedules(ctx context.Context, table string, migrate bool, pool int) (*scheduleDB, error) {
+	db, backend, closeDB, err := openDB(ctx, migrate, pool)
+	if err != nil {
+		return nil, err
+	}
+	s := &scheduleDB{db: db, backend: backend, table: table, close: closeDB}
 	if migrate {
 		if err := dispatch.MigrateSchedules(ctx, db, table); err != nil {
 			s.close()

@@ -287,9 +287,11 @@ func onlyTables(t []string) string {
 
 // findSources returns the console sources of the tables of db recognised
 // by their columns, in name order: schedule tables (schedule_key,
-// next_fire_at, lease_owner), outbox tables (message_id, target_broker,
-// locked_until) and lease tables (leader_id, term, expires_at). With only
-// set, other tables are skipped.
+// next_fire_at, lease_owner, lease_until, status), outbox tables (every
+// column of [outbox.Columns]), outbox logs (a table with part, seq,
+// message_id, msg_key and created_us beside its _cursors and _dead
+// tables) and lease tables (leader_id, term, expires_at). With only set,
+// other tables are skipped.
 func findSources(ctx context.Context, db *gorm.DB, only []string) ([]ui.Source, error) {
 	m := db.WithContext(ctx).Migrator()
 	names, err := m.GetTables()
@@ -320,7 +322,7 @@ func findSources(ctx context.Context, db *gorm.DB, only []string) ([]ui.Source, 
 		}
 		var s ui.Source
 		switch {
-		case all("schedule_key", "next_fire_at", "lease_owner", "lease_until", "status"):
+		case all(dispatch.ColKey, dispatch.ColNextFireAt, dispatch.ColLeaseOwner, dispatch.ColLeaseUntil, dispatch.ColStatus):
 			if dispatch.CheckTable(name) != nil {
 				continue
 			}
@@ -332,7 +334,7 @@ func findSources(ctx context.Context, db *gorm.DB, only []string) ([]ui.Source, 
 			if err != nil {
 				return nil, err
 			}
-		case all("message_id", "target_broker", "locked_until", "status", "published_at"):
+		case all(outbox.Columns()...):
 			if outbox.CheckTable(name) != nil {
 				continue
 			}
@@ -353,6 +355,18 @@ func findSources(ctx context.Context, db *gorm.DB, only []string) ([]ui.Source, 
 				return nil, err
 			}
 			if s, err = ui.Leases(name, leases); err != nil {
+				return nil, err
+			}
+		case all("part", "seq", "message_id", "msg_key", "created_us") && slices.Contains(names, name+"_cursors") && slices.Contains(names, name+"_dead"):
+			store, err := sqlstore.NewLog(db, name)
+			if err != nil {
+				continue // a dialect that does not offer the log
+			}
+			lg, err := outbox.NewLog(store, 1) // the lags do not depend on the partition count
+			if err != nil {
+				return nil, err
+			}
+			if s, err = ui.OutboxLog(name, lg); err != nil {
 				return nil, err
 			}
 		default:

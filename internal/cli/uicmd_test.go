@@ -104,6 +104,16 @@ func TestUIServesFoundTables(t *testing.T) {
 	if err := db.Exec("CREATE TABLE unrelated (id INTEGER PRIMARY KEY, status TEXT)").Error; err != nil {
 		t.Fatal(err)
 	}
+	logStore, err := sqlstore.NewLog(db, "shop_log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := logStore.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := logStore.OpenCursor(ctx, "relay-group", 0, 1); err != nil {
+		t.Fatal(err)
+	}
 
 	var saved Globals
 	clitest.Locked(func() {
@@ -140,6 +150,10 @@ func TestUIServesFoundTables(t *testing.T) {
 		}
 		if page := read("/"); !strings.Contains(page, dispatch.DefaultScheduleTable) || !strings.Contains(page, "shop_outbox") || strings.Contains(page, "unrelated") {
 			t.Errorf("overview does not show exactly the schedule and outbox tables:\n%s", page)
+		}
+		if page := read("/outbox"); !strings.Contains(page, `data-log="shop_log"`) || !strings.Contains(page, `data-reader="relay-group"`) ||
+			strings.Contains(page, `data-log="shop_log_dead"`) {
+			t.Errorf("outbox page does not show the log shop_log with its cursor:\n%s", page)
 		}
 		if page := read("/leaders"); !strings.Contains(page, "host-a") {
 			t.Errorf("leaders page does not show the lease holder")

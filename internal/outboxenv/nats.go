@@ -2,6 +2,7 @@ package outboxenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -85,9 +86,23 @@ func (b *Broker) Close() {
 // relays that publish to the stream). It returns a function that deletes
 // the stream (errors ignored: it is clean-up).
 func CreateStream(ctx context.Context, js jetstream.JetStream, name, subject string, dup time.Duration) (drop func(), err error) {
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: name, Subjects: []string{subject}, Duplicates: dup, Storage: jetstream.FileStorage,
-	}); err != nil {
+	cfg := jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Duplicates: dup, Storage: jetstream.FileStorage}
+	// A server-side failure (API error 500, e.g. "error creating store
+	// for stream", seen once from an embedded server on a loaded machine)
+	// is tried twice more, 200 ms apart; any other error is returned.
+	for try := 1; ; try++ {
+		_, err = js.CreateStream(ctx, cfg)
+		var api *jetstream.APIError
+		if err == nil || try == 3 || !errors.As(err, &api) || api.Code != 500 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("create stream %s: %w", name, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("create stream %s: %w", name, err)
 	}
 	return func() {

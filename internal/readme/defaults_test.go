@@ -53,6 +53,8 @@ func TestDefaultsTable(t *testing.T) {
 	}{
 		{"sqlstore.DefaultClaimTimeout", sqlstore.DefaultClaimTimeout},
 		{"sqlstore.DefaultLockWaitLimit", sqlstore.DefaultLockWaitLimit},
+		{"sqlstore.OpenIdleConns", sqlstore.OpenIdleConns},
+		{"sqlstore.OpenConnMaxIdleTime", sqlstore.OpenConnMaxIdleTime},
 		{"driver.DefaultTimePrecision", driver.DefaultTimePrecision},
 		{"esstore.DefaultPageSize", "10,000"},
 		{"esstore.DefaultLockTTL", esstore.DefaultLockTTL},

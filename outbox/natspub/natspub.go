@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -35,7 +37,24 @@ type Config struct {
 	// AckTimeout is the longest wait for one message's ack, in addition to
 	// the deadline of the context given to Publish; default 10 s.
 	AckTimeout time.Duration
+	// MinDuplicateWindow, when above zero, is the duplicate window
+	// (StreamConfig.Duplicates) every stream this publisher stores into
+	// should have: the first time a stream acknowledges one of its
+	// messages, the publisher reads the stream's configuration
+	// ([Publisher.CheckStream]) and logs a warning on Logger when the
+	// window is shorter. Set it to the relay's retry horizon,
+	// outbox.RetryHorizon(policy, relay.Config()). Default 0: no check.
+	MinDuplicateWindow time.Duration
+	// Logger receives the warnings of MinDuplicateWindow; default
+	// slog.Default().
+	Logger *slog.Logger
 }
+
+// ErrShortWindow is wrapped by the error of [Publisher.CheckStream] for a
+// stream whose duplicate window is shorter than the publisher's
+// Config.MinDuplicateWindow: a message published again after the window
+// (a lost ack, a relay that died before its mark) is stored twice.
+var ErrShortWindow = errors.New("natspub: the stream's duplicate window is shorter than the relay's retry horizon")
 
 // Publisher publishes outbox messages to NATS JetStream. Each message is
 // sent with PublishMsgAsync carrying its MessageID in Nats-Msg-Id, so the
@@ -45,8 +64,11 @@ type Config struct {
 // collected before Publish returns. It implements [outbox.Publisher] and is
 // safe for concurrent use.
 type Publisher struct {
-	js      jetstream.JetStream
-	subject func(m *outbox.Message) string
+	js        jetstream.JetStream
+	subject   func(m *outbox.Message) string
+	minWindow time.Duration
+	log       *slog.Logger
+	checked   sync.Map // stream name → struct{}: windows checked once
 }
 
 var _ outbox.Publisher = (*Publisher)(nil)
@@ -61,8 +83,11 @@ func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
 	if nc == nil {
 		return nil, fmt.Errorf("natspub: %w: nil connection", dao.ErrInvalidArgument)
 	}
-	if cfg.MaxPending < 0 || cfg.AckTimeout < 0 {
-		return nil, fmt.Errorf("natspub: %w: negative max pending or ack timeout", dao.ErrInvalidArgument)
+	if cfg.MaxPending < 0 || cfg.AckTimeout < 0 || cfg.MinDuplicateWindow < 0 {
+		return nil, fmt.Errorf("natspub: %w: negative max pending, ack timeout or duplicate window", dao.ErrInvalidArgument)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
 	if cfg.MaxPending == 0 {
 		cfg.MaxPending = 8192
@@ -79,7 +104,7 @@ func New(nc *nats.Conn, cfg Config) (*Publisher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natspub: jetstream: %w", err)
 	}
-	return &Publisher{js: js, subject: cfg.Subject}, nil
+	return &Publisher{js: js, subject: cfg.Subject, minWindow: cfg.MinDuplicateWindow, log: cfg.Logger.With("component", "natspub")}, nil
 }
 
 // JetStream returns the publisher's JetStream context.
@@ -140,12 +165,16 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		futures[i] = f
 	}
 	var looked map[string]error // noResponse's answers, per subject
+	var stored []string         // streams that acknowledged, when windows are checked
 	for i, f := range futures {
 		if f == nil {
 			continue
 		}
 		select {
-		case <-f.Ok():
+		case ack := <-f.Ok():
+			if p.minWindow > 0 && (len(stored) == 0 || stored[len(stored)-1] != ack.Stream) {
+				stored = append(stored, ack.Stream)
+			}
 		case err := <-f.Err():
 			if errors.Is(err, jetstream.ErrNoStreamResponse) {
 				err = p.noResponse(ctx, f.Msg().Subject, err, &looked)
@@ -155,7 +184,50 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 			errs[i] = fmt.Errorf("natspub: ack of %q: %w", msgs[i].MessageID, ctx.Err())
 		}
 	}
+	for _, name := range stored {
+		p.checkOnce(ctx, name)
+	}
 	return errs
+}
+
+// CheckStream reads the configuration of the stream named stream and
+// returns its duplicate window (StreamConfig.Duplicates). The error wraps
+// [ErrShortWindow] when the window is shorter than the publisher's
+// Config.MinDuplicateWindow (the window is returned with it), or comes
+// from JetStream (jetstream.ErrStreamNotFound, ctx's error).
+func (p *Publisher) CheckStream(ctx context.Context, stream string) (time.Duration, error) {
+	st, err := p.js.Stream(ctx, stream)
+	if err != nil {
+		return 0, fmt.Errorf("natspub: stream %q: %w", stream, err)
+	}
+	w := st.CachedInfo().Config.Duplicates
+	if w < p.minWindow {
+		return w, fmt.Errorf("%w: stream %q keeps message ids for %v, messages may be published again for up to %v; raise its Duplicates (jetstream.StreamConfig)",
+			ErrShortWindow, stream, w, p.minWindow)
+	}
+	return w, nil
+}
+
+// checkOnce runs CheckStream for stream the first time it acknowledges a
+// message of this publisher, and logs at WARN a window too short or a
+// check that failed. A failed check is tried again at a later publish.
+func (p *Publisher) checkOnce(ctx context.Context, stream string) {
+	if _, done := p.checked.Load(stream); done {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, streamLookupTimeout)
+	_, err := p.CheckStream(cctx, stream)
+	cancel()
+	switch {
+	case err == nil:
+		p.checked.Store(stream, struct{}{})
+	case errors.Is(err, ErrShortWindow):
+		if _, dup := p.checked.LoadOrStore(stream, struct{}{}); !dup {
+			p.log.Warn("duplicate window shorter than the retry horizon", "stream", stream, "err", err)
+		}
+	default:
+		p.log.Debug("duplicate window not checked", "stream", stream, "err", err)
+	}
 }
 
 // streamLookupTimeout bounds noResponse's question to the server.

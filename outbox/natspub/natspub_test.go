@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,5 +159,54 @@ func TestPublishWhileServerDownTimesOut(t *testing.T) {
 	}
 	if took := time.Since(start); took > 3*time.Second {
 		t.Fatalf("publish against a stopped server took %v, want about the ack timeout", took)
+	}
+}
+
+// TestShortDuplicateWindowWarnsOnce: a publisher told the relay's retry
+// horizon warns once per stream whose duplicate window is shorter (S keeps
+// ids for one minute), at the stream's first ack, and not for a stream
+// whose window covers the horizon.
+func TestShortDuplicateWindowWarnsOnce(t *testing.T) {
+	nc, js, _ := setup(t)
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "L", Subjects: []string{"l.>"}, Duplicates: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	horizon := outbox.RetryHorizon(outbox.DefaultRetryPolicy(), outbox.RelayConfig{})
+	p, err := natspub.New(nc, natspub.Config{MinDuplicateWindow: horizon, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		msgs := []outbox.Message{
+			{MessageID: fmt.Sprint("s", round), Topic: "s.x"},
+			{MessageID: fmt.Sprint("l", round), Topic: "l.x"},
+		}
+		for i, err := range p.Publish(ctx, msgs) {
+			if err != nil {
+				t.Fatalf("round %d, message %d: %v", round, i, err)
+			}
+		}
+	}
+	out := logs.String()
+	if n := strings.Count(out, "duplicate window shorter"); n != 1 || !strings.Contains(out, "stream=S") {
+		t.Fatalf("want one warning for stream S, got %d:\n%s", n, out)
+	}
+	if strings.Contains(out, "stream=L") {
+		t.Fatalf("warned for stream L, whose window is an hour:\n%s", out)
+	}
+	w, err := p.CheckStream(ctx, "S")
+	if !errors.Is(err, natspub.ErrShortWindow) || w != time.Minute {
+		t.Fatalf("CheckStream(S) = %v, %v; want 1m0s and ErrShortWindow", w, err)
+	}
+	if w, err := p.CheckStream(ctx, "L"); err != nil || w != time.Hour {
+		t.Fatalf("CheckStream(L) = %v, %v", w, err)
+	}
+	if _, err := p.CheckStream(ctx, "NONE"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("CheckStream(NONE) = %v, want jetstream.ErrStreamNotFound", err)
+	}
+	if _, err := natspub.New(nc, natspub.Config{MinDuplicateWindow: -1}); !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Fatalf("negative window: %v", err)
 	}
 }

@@ -14,17 +14,7 @@ import (
 	"github.com/claimstore/claimstore/tools/internal/bench/outboxbench"
 )
 
-// The bench command is created in bench.go, whose init runs before this
-// file's (the go tool compiles a package's files in name order).
-func init() {
-	for _, c := range rootCmd.Commands() {
-		if c.Name() == "bench" {
-			c.AddCommand(newBenchOutboxCmd())
-			return
-		}
-	}
-	panic("claimstore: bench command not registered before bench outbox")
-}
+func init() { addBenchCommand(newBenchOutboxCmd()) }
 
 // benchOutboxOptions are the flags of `claimstore-dev bench outbox`: the run's
 // options, and the flags the command handles itself.

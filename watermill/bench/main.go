@@ -15,6 +15,10 @@
 //
 //	cd watermill && go run ./bench                    # 20,000 messages, 8 subscribers
 //	cd watermill && go run ./bench -rows 100000 -rounds 3
+//
+// The log mode (LogPublisher and LogSubscriber over an outbox log of 16
+// partitions, messages keyed by their number modulo 100) is measured the
+// same way, and its consume also checks each key's messages in order.
 package main
 
 import (
@@ -114,12 +118,12 @@ func Run(ctx context.Context, cfg Config, out io.Writer) ([]Result, error) {
 			return fmt.Errorf("%s %s (%d subscribers): %w", r.System, r.Phase, r.Subscribers, err)
 		}
 		results = append(results, r)
-		fmt.Fprintf(out, "round %d %-13s %-8s subscribers=%d messages=%d %.0f msg/s\n", r.Round, r.System, r.Phase, r.Subscribers, r.Messages, r.PerSec())
+		fmt.Fprintf(out, "round %d %-14s %-8s subscribers=%d messages=%d %.0f msg/s\n", r.Round, r.System, r.Phase, r.Subscribers, r.Messages, r.PerSec())
 		return nil
 	}
 	for round := 1; round <= cfg.Rounds; round++ {
 		for _, n := range []int{1, cfg.Subscribers} {
-			for _, system := range []func(context.Context, Config, int) (Result, Result, error){runWatermillSQL, runClaimstore} {
+			for _, system := range []func(context.Context, Config, int) (Result, Result, error){runWatermillSQL, runClaimstore, runClaimstoreLog} {
 				pub, cons, err := system(ctx, cfg, n)
 				pub.Round, cons.Round = round, round
 				if n == 1 { // the publish phase is timed once per round
@@ -162,13 +166,16 @@ func publish(pub message.Publisher, topic string, n int) (time.Duration, error) 
 
 // consume subscribes subs to topic, acks every message, and returns the
 // time from the first Subscribe until every message 0..n-1 was acked. A
-// message received twice, or an unknown one, is an error.
-func consume(ctx context.Context, subs []message.Subscriber, topic string, n int, timeout time.Duration) (time.Duration, error) {
+// message received twice, or an unknown one, is an error; with ordered,
+// so is a message received after a later one of its key (metadata
+// keyMetadata).
+func consume(ctx context.Context, subs []message.Subscriber, topic string, n int, timeout time.Duration, ordered bool) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	seen := make([]bool, n)
 	var mu sync.Mutex
-	got, twice, bad := 0, 0, 0
+	got, twice, bad, reordered := 0, 0, 0, 0
+	last := map[string]int{}
 	done := make(chan struct{})
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -187,6 +194,13 @@ func consume(ctx context.Context, subs []message.Subscriber, topic string, n int
 				case seen[i]:
 					twice++
 				default:
+					if ordered {
+						k := m.Metadata.Get(keyMetadata)
+						if p, ok := last[k]; ok && i < p {
+							reordered++
+						}
+						last[k] = i
+					}
 					seen[i] = true
 					got++
 					if got == n {
@@ -211,8 +225,8 @@ func consume(ctx context.Context, subs []message.Subscriber, topic string, n int
 	if got < n {
 		return 0, fmt.Errorf("%d of %d messages acked: %w", got, n, ctx.Err())
 	}
-	if twice > 0 || bad > 0 {
-		return 0, fmt.Errorf("%d messages received twice, %d unknown", twice, bad)
+	if twice > 0 || bad > 0 || reordered > 0 {
+		return 0, fmt.Errorf("%d messages received twice, %d unknown, %d after a later one of their key", twice, bad, reordered)
 	}
 	return wall, nil
 }
@@ -274,7 +288,7 @@ func runWatermillSQL(ctx context.Context, cfg Config, subs int) (pubRes, consRes
 	if pubRes.Wall, err = publish(pub, topic, cfg.Rows); err != nil {
 		return pubRes, consRes, err
 	}
-	consRes.Wall, err = consume(ctx, ss, topic, cfg.Rows, cfg.Timeout)
+	consRes.Wall, err = consume(ctx, ss, topic, cfg.Rows, cfg.Timeout, false)
 	return pubRes, consRes, err
 }
 
@@ -285,17 +299,11 @@ func runWatermillSQL(ctx context.Context, cfg Config, subs int) (pubRes, consRes
 func runClaimstore(ctx context.Context, cfg Config, subs int) (pubRes, consRes Result, err error) {
 	pubRes = Result{System: "claimstore", Phase: "publish", Subscribers: 0, Messages: cfg.Rows}
 	consRes = Result{System: "claimstore", Phase: "consume", Subscribers: subs, Messages: cfg.Rows}
-	db, err := sqlstore.Open(ctx, "postgres", cfg.DSN)
+	db, closeDB, err := openGorm(ctx, cfg.DSN, subs+2)
 	if err != nil {
 		return pubRes, consRes, err
 	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return pubRes, consRes, err
-	}
-	defer sqlDB.Close()
-	sqlDB.SetMaxOpenConns(subs + 2)
-	sqlDB.SetMaxIdleConns(subs + 2)
+	defer closeDB()
 	tables, err := cswm.TablesOf("wmbench_" + suffix())
 	if err != nil {
 		return pubRes, consRes, err
@@ -342,8 +350,99 @@ func runClaimstore(ctx context.Context, cfg Config, subs int) (pubRes, consRes R
 	if err := analyze(ctx, db, tables); err != nil {
 		return pubRes, consRes, err
 	}
-	consRes.Wall, err = consume(ctx, ss, "bench", cfg.Rows, cfg.Timeout)
+	consRes.Wall, err = consume(ctx, ss, "bench", cfg.Rows, cfg.Timeout, false)
 	return pubRes, consRes, err
+}
+
+// The log phases: messages keyed by their number modulo logKeys (in
+// metadata keyMetadata), over logPartitions partitions.
+const (
+	keyMetadata   = "key"
+	logKeys       = 100
+	logPartitions = 16
+)
+
+// runClaimstoreLog measures claimstore's LogPublisher and LogSubscriber
+// (the outbox's log mode): publish, and consume with subs subscribers of
+// one group, each key's messages checked in order, on a fresh log whose
+// tables it drops.
+func runClaimstoreLog(ctx context.Context, cfg Config, subs int) (pubRes, consRes Result, err error) {
+	pubRes = Result{System: "claimstore-log", Phase: "publish", Subscribers: 0, Messages: cfg.Rows}
+	consRes = Result{System: "claimstore-log", Phase: "consume", Subscribers: subs, Messages: cfg.Rows}
+	db, closeDB, err := openGorm(ctx, cfg.DSN, 2*subs+2)
+	if err != nil {
+		return pubRes, consRes, err
+	}
+	defer closeDB()
+	name := "wmbench_log_" + suffix()
+	store, err := sqlstore.NewLog(db, name)
+	if err != nil {
+		return pubRes, consRes, err
+	}
+	leases, err := sqlstore.NewLeases(db, name+"_leases")
+	if err != nil {
+		return pubRes, consRes, err
+	}
+	defer func() {
+		t := store.Tables()
+		for _, table := range []string{t.Log, t.Cursors, t.Dead, leases.Table()} {
+			err = errors.Join(err, db.WithContext(context.WithoutCancel(ctx)).Migrator().DropTable(table))
+		}
+	}()
+	if err := store.Migrate(ctx); err != nil {
+		return pubRes, consRes, err
+	}
+	if err := leases.Migrate(ctx); err != nil {
+		return pubRes, consRes, err
+	}
+	lg, err := outbox.NewLog(store, logPartitions)
+	if err != nil {
+		return pubRes, consRes, err
+	}
+	pub, err := cswm.NewLogPublisher(lg, cswm.LogPublisherConfig{KeyMetadata: keyMetadata})
+	if err != nil {
+		return pubRes, consRes, err
+	}
+	msgs := messages(cfg.Rows)
+	for i, m := range msgs {
+		m.Metadata.Set(keyMetadata, strconv.Itoa(i%logKeys))
+	}
+	start := time.Now()
+	for chunk := range slices.Chunk(msgs, 1000) {
+		if err := pub.Publish("bench", chunk...); err != nil {
+			return pubRes, consRes, err
+		}
+	}
+	pubRes.Wall = time.Since(start)
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var ss []message.Subscriber
+	for range subs {
+		s, err := cswm.NewLogSubscriber(lg, cswm.LogSubscriberConfig{ConsumerGroup: "bench", Leases: leases, LogTable: name,
+			Batch: cfg.Batch, Poll: 20 * time.Millisecond, Logger: quiet})
+		if err != nil {
+			return pubRes, consRes, err
+		}
+		defer s.Close()
+		ss = append(ss, s)
+	}
+	consRes.Wall, err = consume(ctx, ss, "bench", cfg.Rows, cfg.Timeout, true)
+	return pubRes, consRes, err
+}
+
+// openGorm opens PostgreSQL at dsn with a pool of conns connections and
+// returns it with the function that closes it.
+func openGorm(ctx context.Context, dsn string, conns int) (*gorm.DB, func(), error) {
+	db, err := sqlstore.Open(ctx, "postgres", dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, nil, err
+	}
+	sqlDB.SetMaxOpenConns(conns)
+	sqlDB.SetMaxIdleConns(conns)
+	return db, func() { _ = sqlDB.Close() }, nil
 }
 
 // analyze refreshes the planner's statistics of the message table after
@@ -377,10 +476,14 @@ func Report(out io.Writer, cfg Config, results []Result) {
 		{"watermill-sql", "publish", 0}, {"claimstore", "publish", 0},
 		{"watermill-sql", "consume", 1}, {"watermill-sql", "consume", cfg.Subscribers},
 		{"claimstore", "consume", 1}, {"claimstore", "consume", cfg.Subscribers},
+		{"claimstore-log", "publish", 0}, {"claimstore-log", "consume", 1}, {"claimstore-log", "consume", cfg.Subscribers},
 	} {
-		fmt.Fprintf(out, "  %-13s %-8s subscribers=%d %.0f msg/s\n", k.system, k.phase, k.subs, median(k))
+		fmt.Fprintf(out, "  %-14s %-8s subscribers=%d %.0f msg/s\n", k.system, k.phase, k.subs, median(k))
 	}
 	wbest := max(median(key{"watermill-sql", "consume", 1}), median(key{"watermill-sql", "consume", cfg.Subscribers}))
 	fmt.Fprintf(out, "publish: claimstore / watermill-sql = %.2f\n", median(key{"claimstore", "publish", 0})/median(key{"watermill-sql", "publish", 0}))
 	fmt.Fprintf(out, "consume, %d subscribers: claimstore / watermill-sql's best configuration = %.2f\n", cfg.Subscribers, median(key{"claimstore", "consume", cfg.Subscribers})/wbest)
+	fmt.Fprintf(out, "log mode: publish / watermill-sql's = %.2f; consume, %d subscribers, each key in order / watermill-sql's best configuration = %.2f\n",
+		median(key{"claimstore-log", "publish", 0})/median(key{"watermill-sql", "publish", 0}), cfg.Subscribers,
+		median(key{"claimstore-log", "consume", cfg.Subscribers})/wbest)
 }

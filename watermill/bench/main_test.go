@@ -31,8 +31,8 @@ func TestRunCountsEveryMessageOnce(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	if len(results) != 6 {
-		t.Fatalf("%d results, want 6:\n%s", len(results), out.String())
+	if len(results) != 9 {
+		t.Fatalf("%d results, want 9:\n%s", len(results), out.String())
 	}
 	for _, r := range results {
 		if r.Messages != cfg.Rows || r.Wall <= 0 {
@@ -40,7 +40,8 @@ func TestRunCountsEveryMessageOnce(t *testing.T) {
 		}
 	}
 	Report(&out, cfg, results)
-	for _, want := range []string{"publish: claimstore / watermill-sql = ", "consume, 3 subscribers: claimstore / watermill-sql's best configuration = "} {
+	for _, want := range []string{"publish: claimstore / watermill-sql = ", "consume, 3 subscribers: claimstore / watermill-sql's best configuration = ",
+		"log mode: publish / watermill-sql's = "} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}

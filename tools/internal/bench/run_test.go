@@ -152,12 +152,21 @@ func TestRunMySQL(t *testing.T) {
 	}
 	// The opt-in fast path is one transaction: BEGIN, the locking read,
 	// the UPDATE and COMMIT, without the UPDATE when nothing was locked.
+	// The library's claims, which have a deadline, also read each pool
+	// connection's thread id once (SELECT CONNECTION_ID(), for KILL QUERY
+	// at the deadline): at most one more round trip per connection, and
+	// the workers use one connection each.
 	for _, name := range []string{VariantLibraryFast, VariantRawSQLFast} {
 		v := rep.Variant(name)
 		r := v.Result
 		want := 4*(r.Calls-r.EmptyCalls) + 3*r.EmptyCalls
-		if !r.Counted || (r.Retries == 0 && r.RoundTrips != want) || r.RoundTrips > 4*r.Calls {
-			t.Fatalf("%s: %d round trips for %d calls (%d empty, %d retried), want %d", name, r.RoundTrips, r.Calls, r.EmptyCalls, r.Retries, want)
+		extra := 0
+		if name == VariantLibraryFast {
+			extra = cfg.Workers
+		}
+		exact := r.RoundTrips >= want && r.RoundTrips <= want+int64(extra)
+		if !r.Counted || (r.Retries == 0 && !exact) || r.RoundTrips > 4*r.Calls+int64(extra) {
+			t.Fatalf("%s: %d round trips for %d calls (%d empty, %d retried), want %d (and at most %d thread-id reads)", name, r.RoundTrips, r.Calls, r.EmptyCalls, r.Retries, want, extra)
 		}
 		if v.Baseline != VariantRawSQLFast && name == VariantLibraryFast {
 			t.Fatalf("%s compared with %q", name, v.Baseline)

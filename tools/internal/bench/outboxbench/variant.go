@@ -1,6 +1,7 @@
 package outboxbench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -227,8 +228,11 @@ func (v *variant) hotUpdates(ctx context.Context, res *Result) {
 		return
 	}
 	if sqlDB, err := v.env.DB.DB(); err == nil {
+		// The run's pool keeps as many idle as it may open (outboxenv), or
+		// sqlstore.Open's idle connections when it has no limit.
+		keep := cmp.Or(sqlDB.Stats().MaxOpenConnections, sqlstore.OpenIdleConns)
 		sqlDB.SetMaxIdleConns(0) // the backends exit and report their counts
-		defer sqlDB.SetMaxIdleConns(2)
+		defer sqlDB.SetMaxIdleConns(keep)
 	}
 	var last [2]int64
 	for range 20 {
