@@ -203,18 +203,20 @@ func TestRenewalKeepsLongHandler(t *testing.T) {
 		fn := func(ctx context.Context, fr dispatch.Fire) error {
 			f.record(fr)
 			select {
-			case <-time.After(10 * time.Second): // two and a half leases
+			case <-time.After(12 * time.Second): // one and a half leases
 				return nil
 			case <-ctx.Done():
 				cancelled.Add(1)
 				return ctx.Err()
 			}
 		}
-		// Leases of 4 s, renewed after 2 s: with 500 ms, a machine
-		// running the race detector at a load of 9 (two cores) delayed
-		// renewals past the lease, and with 2 s the full test run in CI
-		// (every package at once under the race detector) once did.
-		cfg := dispatch.Config[dispatch.Schedule]{Tick: 200 * time.Millisecond, Lease: 4 * time.Second}
+		// Leases of 8 s, renewed after 4 s, so that a renewal may be
+		// late by up to 4 s: with 500 ms leases a machine running the
+		// race detector at a load of 9 (two cores) delayed renewals past
+		// the lease, and with 2 s and then 4 s leases the full test run
+		// in CI (every package at once under the race detector, the
+		// server writing with fsync on) did too.
+		cfg := dispatch.Config[dispatch.Schedule]{Tick: 200 * time.Millisecond, Lease: 8 * time.Second}
 		cfg.WorkerID = "first"
 		w1 := newScheduleWorker(t, store, fn, dispatch.Policy{}, cfg)
 		runWorker(t, w1.Run)
@@ -222,7 +224,7 @@ func TestRenewalKeepsLongHandler(t *testing.T) {
 		cfg.WorkerID = "second"
 		w2 := newScheduleWorker(t, store, fn, dispatch.Policy{}, cfg)
 		runWorker(t, w2.Run)
-		// The handlers take 10 s: wait well past that, as a loaded
+		// The handlers take 12 s: wait well past that, as a loaded
 		// machine delays their outcome writes (the test is about the
 		// renewals, checked below, not about speed).
 		waitFor(t, 40*time.Second, "both fired", func() bool {
@@ -230,14 +232,14 @@ func TestRenewalKeepsLongHandler(t *testing.T) {
 			return err == nil && c == 2
 		})
 		if f.count("long-a") != 1 || f.count("long-b") != 1 || cancelled.Load() != 0 {
-			t.Fatalf("fires a=%d b=%d, cancelled %d; want each once, none cancelled (first worker %+v)", f.count("long-a"), f.count("long-b"), cancelled.Load(), w1.Stats())
+			t.Fatalf("fires a=%d b=%d, cancelled %d; want each once, none cancelled (first worker %+v, second %+v)", f.count("long-a"), f.count("long-b"), cancelled.Load(), w1.Stats(), w2.Stats())
 		}
 		// The worker counts an outcome once its write has returned, just
 		// after the table shows it.
 		waitFor(t, 10*time.Second, "the outcomes counted", func() bool { return w1.Stats().Unwritten == 0 })
 		st := w1.Stats()
-		if st.Renewed < 6 || st.LeaseLost != 0 || st.Completed != 2 {
-			t.Fatalf("first worker stats %+v: want at least 3 renewals of each row, no lease lost", st)
+		if st.Renewed < 4 || st.LeaseLost != 0 || st.Completed != 2 {
+			t.Fatalf("first worker stats %+v: want at least 2 renewals of each row, no lease lost", st)
 		}
 	})
 }

@@ -115,3 +115,52 @@ func TestResyncDoesNotBlockOthers(t *testing.T) {
 		t.Errorf("%d database reads, want 2", n)
 	}
 }
+
+// The first reading on a new connection waits for the connection before
+// the database reads its clock, so its midpoint runs ahead of the
+// database. The clock reads again while readings are slow and keeps the
+// one with the shortest round trip; a failure after a first reading keeps
+// that reading.
+func TestSlowFirstReadingIsNotTheSample(t *testing.T) {
+	var mu sync.Mutex
+	real := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	pass := func(d time.Duration) { mu.Lock(); real = real.Add(d); mu.Unlock() }
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return real }
+	for _, tc := range []struct {
+		name      string
+		reads     []time.Duration // the setup before each reading; its round trip adds 2 ms
+		failAfter int             // readings after which Read fails (0: never)
+		wantReads int
+		wantAhead time.Duration
+	}{
+		{"fast first reading", []time.Duration{0}, 0, 1, 0},
+		{"slow first reading", []time.Duration{2 * time.Second, 0}, 0, 2, 0},
+		{"all slow, the shortest kept", []time.Duration{2 * time.Second, 400 * time.Millisecond, time.Second}, 0, 3, 200 * time.Millisecond},
+		{"failure after a slow reading", []time.Duration{2 * time.Second}, 1, 2, time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reads := 0
+			c := &Clock{
+				Host: func() time.Time { return now().Add(-time.Hour) },
+				Read: func(context.Context) (time.Time, error) {
+					reads++
+					if tc.failAfter > 0 && reads > tc.failAfter {
+						return time.Time{}, errors.New("down")
+					}
+					pass(tc.reads[reads-1]) // connection setup, then the query
+					pass(time.Millisecond)
+					db := now()
+					pass(time.Millisecond)
+					return db, nil
+				},
+			}
+			got, err := c.Now(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ahead := got.Sub(now()); ahead != tc.wantAhead || reads != tc.wantReads {
+				t.Fatalf("estimate ahead of the database by %v after %d readings; want %v after %d", ahead, reads, tc.wantAhead, tc.wantReads)
+			}
+		})
+	}
+}
