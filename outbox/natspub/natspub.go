@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,7 +43,9 @@ type Config struct {
 	// should have: the first time a stream acknowledges one of its
 	// messages, the publisher reads the stream's configuration
 	// ([Publisher.CheckStream]) and logs a warning on Logger when the
-	// window is shorter. Set it to the relay's retry horizon,
+	// window is shorter. A check that fails (an account that may not
+	// read stream information) is logged at WARN once and tried again a
+	// minute later, not at every publish. Set it to the relay's retry horizon,
 	// outbox.RetryHorizon(policy, relay.Config()). Default 0: no check.
 	MinDuplicateWindow time.Duration
 	// Logger receives the warnings of MinDuplicateWindow; default
@@ -68,7 +71,7 @@ type Publisher struct {
 	subject   func(m *outbox.Message) string
 	minWindow time.Duration
 	log       *slog.Logger
-	checked   sync.Map // stream name → struct{}: windows checked once
+	checked   sync.Map // stream name → windowCheck
 }
 
 var _ outbox.Publisher = (*Publisher)(nil)
@@ -172,7 +175,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) []error 
 		}
 		select {
 		case ack := <-f.Ok():
-			if p.minWindow > 0 && (len(stored) == 0 || stored[len(stored)-1] != ack.Stream) {
+			if p.minWindow > 0 && !slices.Contains(stored, ack.Stream) {
 				stored = append(stored, ack.Stream)
 			}
 		case err := <-f.Err():
@@ -208,11 +211,27 @@ func (p *Publisher) CheckStream(ctx context.Context, stream string) (time.Durati
 	return w, nil
 }
 
+// windowCheck is what checkOnce knows of one stream's window: checked
+// (done), or failed and to be tried again from retryAt.
+type windowCheck struct {
+	done    bool
+	retryAt time.Time
+}
+
+// checkRetry is how long after a failed window check (the account may not
+// read stream information, the server did not answer) the stream is
+// checked again.
+const checkRetry = time.Minute
+
 // checkOnce runs CheckStream for stream the first time it acknowledges a
-// message of this publisher, and logs at WARN a window too short or a
-// check that failed. A failed check is tried again at a later publish.
+// message of this publisher, and logs at WARN a window too short. A check
+// that failed otherwise is logged at WARN the first time (at DEBUG after)
+// and tried again at a publish checkRetry later, so that a publisher that
+// cannot read stream information does not wait for the server on every
+// publish.
 func (p *Publisher) checkOnce(ctx context.Context, stream string) {
-	if _, done := p.checked.Load(stream); done {
+	prev, seen := p.checked.Load(stream)
+	if c, _ := prev.(windowCheck); c.done || time.Now().Before(c.retryAt) {
 		return
 	}
 	cctx, cancel := context.WithTimeout(ctx, streamLookupTimeout)
@@ -220,13 +239,19 @@ func (p *Publisher) checkOnce(ctx context.Context, stream string) {
 	cancel()
 	switch {
 	case err == nil:
-		p.checked.Store(stream, struct{}{})
+		p.checked.Store(stream, windowCheck{done: true})
 	case errors.Is(err, ErrShortWindow):
-		if _, dup := p.checked.LoadOrStore(stream, struct{}{}); !dup {
+		old, _ := p.checked.Swap(stream, windowCheck{done: true})
+		if c, _ := old.(windowCheck); !c.done {
 			p.log.Warn("duplicate window shorter than the retry horizon", "stream", stream, "err", err)
 		}
 	default:
-		p.log.Debug("duplicate window not checked", "stream", stream, "err", err)
+		p.checked.Store(stream, windowCheck{retryAt: time.Now().Add(checkRetry)})
+		level := slog.LevelWarn
+		if seen {
+			level = slog.LevelDebug
+		}
+		p.log.Log(ctx, level, "duplicate window not checked", "stream", stream, "retry_in", checkRetry, "err", err)
 	}
 }
 

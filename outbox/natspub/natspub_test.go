@@ -14,9 +14,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/syncbuf"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/outbox/natsembed"
 	"github.com/claimstore/claimstore/outbox/natspub"
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // setup starts an embedded JetStream server with stream S on "s.>" and a
@@ -208,5 +210,62 @@ func TestShortDuplicateWindowWarnsOnce(t *testing.T) {
 	}
 	if _, err := natspub.New(nc, natspub.Config{MinDuplicateWindow: -1}); !errors.Is(err, dao.ErrInvalidArgument) {
 		t.Fatalf("negative window: %v", err)
+	}
+}
+
+// A window check that fails for a reason other than a short window (here
+// the account may not read stream information) is not tried again on
+// every publish, each try waiting for the server: it is logged at WARN
+// once and tried again after a minute.
+func TestFailedWindowCheckIsNotRepeatedEachPublish(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true,
+		Users: []*server.User{
+			{Username: "admin", Password: "a"},
+			{Username: "relay", Password: "r", Permissions: &server.Permissions{
+				Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.API.STREAM.INFO.>"}},
+			}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	connect := func(user, pass string) *nats.Conn {
+		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, pass))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	admin, err := jetstream.New(connect("admin", "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := admin.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, Duplicates: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncbuf.Buffer
+	p, err := natspub.New(connect("relay", "r"), natspub.Config{MinDuplicateWindow: time.Minute,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		for i, err := range p.Publish(ctx, []outbox.Message{{MessageID: fmt.Sprint("m", round), Topic: "s.x"}}) {
+			if err != nil {
+				t.Fatalf("round %d, message %d: %v", round, i, err)
+			}
+		}
+	}
+	out := logs.String()
+	if n := strings.Count(out, "duplicate window not checked"); n != 1 || !strings.Contains(out, "level=WARN") {
+		t.Fatalf("%d failed checks logged in 3 publishes, want 1 at WARN:\n%s", n, out)
 	}
 }
