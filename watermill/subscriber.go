@@ -762,8 +762,9 @@ loop:
 	return o
 }
 
-// mark writes the outcomes of one handled batch, each within MarkTimeout
-// even when ctx has ended (batchloop.Write): acked → published (done for
+// mark writes the outcomes of one handled batch, all within one
+// MarkTimeout from its start, even when ctx has ended (batchloop.Write,
+// given the time left of that timeout): acked → published (done for
 // the group), nacked → failed through the retry policy, not handed out →
 // released. A mark's error is logged by batchloop.LogMark: a lease lost
 // to another subscriber (which now holds the messages) at INFO, any other
