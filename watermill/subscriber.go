@@ -702,7 +702,7 @@ func (s *Subscriber) consume(ctx context.Context, topic, worker string, out chan
 	b := batchloop.Backoff{Poll: s.cfg.PollInterval, Max: s.cfg.MaxPollInterval}
 	loop := batchloop.Loop{Log: log, Claim: turn, Wait: b.Wait}
 	if err := loop.Run(ctx); err != nil {
-		log.Error("subscription stopped: the store refused its claim", "err", err)
+		log.Error("subscription stopped: the store refused its claim or fan-out", "err", err)
 	}
 }
 
