@@ -9,8 +9,6 @@ package logbench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -99,7 +97,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	if sqlDB, err := db.DB(); err == nil {
 		defer sqlDB.Close()
-		sqlDB.SetMaxOpenConns(o.Writers + 2*o.Relays + 4)
+		// A reader reads each partition it holds on a connection of its
+		// own, so the relays together use up to one per partition.
+		sqlDB.SetMaxOpenConns(o.Writers + o.Partitions + o.Relays + 4)
 	}
 	var ceilings, writes, relays []float64
 	var republished []int
@@ -136,17 +136,10 @@ func median(xs []float64) float64 {
 	return s[len(s)/2]
 }
 
-// suffix returns a fresh name suffix.
-func suffix() string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // stream creates a file-stored stream with a 10-minute duplicate window
 // on a fresh subject and returns it, its subject and its deletion.
 func stream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, string, func(), error) {
-	s := suffix()
+	s := outboxenv.RandomHex(4)
 	subject := "logbench." + s
 	drop, err := outboxenv.CreateStream(ctx, js, "LOGBENCH_"+s, subject, 10*time.Minute)
 	if err != nil {
@@ -212,7 +205,7 @@ func ceiling(ctx context.Context, o Options, url string) (float64, error) {
 func logRun(ctx context.Context, o Options, db *gorm.DB, url string) (write, relay float64, again int, err error) {
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	name := "logbench_" + suffix()
+	name := "logbench_" + outboxenv.RandomHex(4)
 	store, err := sqlstore.NewLog(db, name)
 	if err != nil {
 		return 0, 0, 0, err
@@ -369,16 +362,10 @@ type countingPublishes struct {
 }
 
 func (c *countingPublishes) wrap(p outbox.Publisher) outbox.Publisher {
-	return publisherFunc(func(ctx context.Context, msgs []outbox.Message) []error {
+	return outbox.PublisherFunc(func(ctx context.Context, msgs []outbox.Message) []error {
 		c.n.Add(int64(len(msgs)))
 		return p.Publish(ctx, msgs)
 	})
-}
-
-type publisherFunc func(ctx context.Context, msgs []outbox.Message) []error
-
-func (f publisherFunc) Publish(ctx context.Context, msgs []outbox.Message) []error {
-	return f(ctx, msgs)
 }
 
 // fetchWait is the longest wait of one read of the stream's check.
