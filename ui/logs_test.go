@@ -38,7 +38,10 @@ func TestOutboxLogPage(t *testing.T) {
 				t.Fatal(err)
 			}
 			var batch driver.LogBatch
-			for len(batch.Records) == 0 {
+			for try := 0; len(batch.Records) == 0; try++ {
+				if try == 50 {
+					t.Fatal("partition 0 gave no record in 50 reads")
+				}
 				if batch, err = store.Next(ctx, driver.LogNext{Reader: "relay", Partition: 0, Term: 3, Limit: 1}); err != nil {
 					t.Fatal(err)
 				}

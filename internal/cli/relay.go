@@ -194,8 +194,11 @@ func ensureStream(ctx context.Context, pub *natspub.Publisher, o relayOptions, h
 	if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
 		return fmt.Errorf("stream %s: %w", o.stream, err)
 	}
-	if _, err := pub.CheckStream(ctx, o.stream); err != nil {
+	switch _, err := pub.CheckStream(ctx, o.stream); {
+	case errors.Is(err, natspub.ErrShortWindow):
 		slog.Warn("duplicate window shorter than the retry horizon", "stream", o.stream, "max_age", sc.MaxAge, "err", err)
+	case err != nil:
+		slog.Warn("duplicate window not checked", "stream", o.stream, "err", err)
 	}
 	return nil
 }

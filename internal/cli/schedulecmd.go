@@ -82,7 +82,7 @@ func openDB(ctx context.Context, create bool, pool int) (db *gorm.DB, backend st
 	}
 	sqlDB, err := db.DB()
 	if err != nil {
-		return db, backend, func() {}, nil
+		return nil, backend, nil, fmt.Errorf("the database pool: %w", err)
 	}
 	if pool > 0 {
 		sqlDB.SetMaxOpenConns(pool)
