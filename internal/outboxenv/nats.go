@@ -88,8 +88,8 @@ func (b *Broker) Close() {
 func CreateStream(ctx context.Context, js jetstream.JetStream, name, subject string, dup time.Duration) (drop func(), err error) {
 	cfg := jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Duplicates: dup, Storage: jetstream.FileStorage}
 	// A server-side failure (API error 500, e.g. "error creating store
-	// for stream", seen once from an embedded server on a loaded machine)
-	// is tried twice more, 200 ms apart; any other error is returned.
+	// for stream" from an embedded server on a loaded machine) is tried
+	// twice more, 200 ms apart; any other error is returned.
 	for try := 1; ; try++ {
 		_, err = js.CreateStream(ctx, cfg)
 		var api *jetstream.APIError
