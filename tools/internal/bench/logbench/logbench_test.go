@@ -49,7 +49,8 @@ func TestRun(t *testing.T) {
 }
 
 // TestCheckStreamRefusesDisorder: the read-back fails on a key's messages
-// out of order, on a message stored twice and on a missing one.
+// out of order and on a missing one. (A message stored twice cannot be
+// made here: the stream's duplicate window drops the second copy.)
 func TestCheckStreamRefusesDisorder(t *testing.T) {
 	broker, err := outboxenv.StartBroker("")
 	if err != nil {
