@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -191,13 +192,13 @@ func (l *Log) appendFirst(ctx context.Context, ex execer, recs []driver.LogRecor
 }
 
 // CheckLogRecord returns an error wrapping [dao.ErrInvalidArgument] when
-// rec's partition is negative, its message id or topic is empty, or a
+// rec's partition is negative or over 2^31-1 (INTEGER), its message id or topic is empty, or a
 // field is over its column's size (message id and key 191 bytes, topic
 // 255).
 func CheckLogRecord(rec *driver.LogRecord) error {
 	switch {
-	case rec.Partition < 0:
-		return fmt.Errorf("%w: negative partition %d", dao.ErrInvalidArgument, rec.Partition)
+	case rec.Partition < 0 || rec.Partition > math.MaxInt32:
+		return fmt.Errorf("%w: partition %d (0 to %d, the partition column is INTEGER)", dao.ErrInvalidArgument, rec.Partition, math.MaxInt32)
 	case rec.MessageID == "" || len(rec.MessageID) > 191:
 		return fmt.Errorf("%w: message id of %d bytes (1 to 191)", dao.ErrInvalidArgument, len(rec.MessageID))
 	case rec.Topic == "" || len(rec.Topic) > 255:

@@ -167,9 +167,6 @@ func TestLogStore(t *testing.T) {
 	}
 }
 
-// nextN calls Next until it returns want records: another transaction of
-// the server may hold records back for a moment (PostgreSQL). A commit
-// is sent once.
 // TestLogLag counts the records behind a position, up to a limit, with
 // the oldest one's time, per partition; on PostgreSQL the committed
 // records held back behind an open transaction count, its own do not.
@@ -229,6 +226,9 @@ func TestLogLag(t *testing.T) {
 	}
 }
 
+// nextN calls Next until it returns want records: another transaction of
+// the server may hold records back for a moment (PostgreSQL). A commit
+// is sent once.
 func nextN(t *testing.T, l *sqlstore.Log, req driver.LogNext, want int) (driver.LogBatch, error) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)

@@ -186,7 +186,9 @@ type LogStore interface {
 
 	// Lag returns how far a reader at position after is behind in
 	// partition part: the records after it, counted up to limit (>= 1),
-	// held-back ones included, and the creation time of the oldest.
+	// held-back ones included, and the creation time of the oldest. A
+	// limit below 1 or a negative part returns an error wrapping
+	// dao.ErrInvalidArgument; otherwise errors come from the database.
 	Lag(ctx context.Context, part int, after LogPosition, limit int) (LogLag, error)
 
 	// Trim deletes up to limit records of partition part at or before
