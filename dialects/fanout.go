@@ -435,7 +435,7 @@ func (b *fanOutBuilder) value(v any) error {
 	case nil:
 		b.w("NULL")
 	case driver.CurrentTime:
-		b.w(b.d.now[driver.TimeValue])
+		return b.now(v, "")
 	case Later:
 		return b.fragment(b.sql.later, map[string]func(){"p": func() { b.param(v.After.Microseconds()) }})
 	default:
