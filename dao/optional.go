@@ -3,6 +3,8 @@ package dao
 import (
 	"context"
 	"time"
+
+	"github.com/claimstore/claimstore/dao/driver"
 )
 
 // The optional interfaces: methods that [Table] has and a [Store] need
@@ -37,7 +39,8 @@ type Clock interface {
 type Listener interface {
 	// CanListen reports whether Listen works on this store.
 	CanListen() bool
-	// Listen calls fn with the payload of every notification on channel
+	// Listen calls fn once with the empty payload when it has subscribed
+	// to channel, then with the payload of every notification on it,
 	// until ctx ends or the connection fails.
 	Listen(ctx context.Context, channel string, fn func(payload string)) error
 }
@@ -57,3 +60,11 @@ type TxBinder[T any] interface {
 	// transaction on the SQL backends).
 	WithTx(tx any) *Table[T]
 }
+
+// LibraryTable is the optional interface of a model type whose table and
+// indexes a library creates for its own claim, such as the job table of
+// package jobs: a store of such a model claims on its backend's fast path
+// by default where the backend has one that is safe on the library's
+// table (see [driver.LibraryTable], and [StrategyDefault]). An explicit
+// [WithStrategy] still wins. A user's own model should not implement it.
+type LibraryTable = driver.LibraryTable

@@ -12,8 +12,11 @@ type Strategy int
 // The claim strategies.
 const (
 	// StrategyDefault lets [New] choose: the backend's fast path when its
-	// dialect is on the fast-path allow-list (PostgreSQL, SQLite, memory), else
-	// the portable default. Capabilities never shows it.
+	// dialect is on the fast-path allow-list (PostgreSQL, SQLite, memory),
+	// or, for a model whose table a library owns ([LibraryTable], such as
+	// the job table), on the library tables' allow-list (also MySQL 8.0.1+
+	// and MariaDB 10.6+); else the portable default. Capabilities never
+	// shows it.
 	StrategyDefault Strategy = iota
 	// StrategyPortable is the guarded per-row claim, the correctness floor
 	// on every backend: one candidate read, then one guarded update per

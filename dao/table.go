@@ -207,13 +207,14 @@ func (t *Table[T]) Now(ctx context.Context) (time.Time, error) {
 }
 
 // Listen subscribes to the database notifications of channel on a
-// connection of its own and calls fn with each payload until ctx ends or
-// the connection fails, and returns the error that ended it (wrapping
-// ctx.Err() when ctx ended): PostgreSQL's LISTEN (PostgreSQL manual, "SQL
-// Commands: LISTEN" and "NOTIFY"). fn runs on Listen's goroutine and must
-// return quickly. A notification sent while no Listen runs is lost, so
-// callers treat notifications as hints and read the table after
-// subscribing. channel is a name of 1 to 63 ASCII letters, digits and
+// connection of its own, calls fn once with the empty payload when the
+// subscription is in place and then with each notification's payload
+// until ctx ends or the connection fails, and returns the error that
+// ended it (wrapping ctx.Err() when ctx ended): PostgreSQL's LISTEN
+// (PostgreSQL manual, "SQL Commands: LISTEN" and "NOTIFY"). fn runs on
+// Listen's goroutine and must return quickly. A notification sent while
+// no Listen runs is lost, so callers treat notifications as hints and
+// read the table at the empty payload, once subscribed. channel is a name of 1 to 63 ASCII letters, digits and
 // underscores, not starting with a digit ([ErrInvalidArgument]
 // otherwise). A backend without notifications returns an error wrapping
 // [errors.ErrUnsupported] at once.

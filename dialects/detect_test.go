@@ -43,3 +43,21 @@ func TestDetect(t *testing.T) {
 		t.Logf("server %q detected as %s", version, got)
 	})
 }
+
+// TestDetectGalera: a server outside a Galera cluster (the local MariaDB,
+// PostgreSQL, SQLite) is not Galera; the cluster's nodes are checked by
+// the Galera tests of make ha.
+func TestDetectGalera(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range testdb.SQLBackends {
+		t.Run(b.Name, func(t *testing.T) {
+			on, err := dialects.DetectGalera(ctx, b.Open(t))
+			if err != nil || on {
+				t.Fatalf("DetectGalera = %v, %v; want false, nil", on, err)
+			}
+		})
+	}
+	if on, err := dialects.DetectGalera(ctx, nil); err != nil || on {
+		t.Errorf("DetectGalera(nil) = %v, %v; want false, nil", on, err)
+	}
+}

@@ -82,27 +82,90 @@ func Parse(s string) (Name, error) {
 // dialector is an error wrapping [dao.ErrInvalidArgument]; a failed version
 // query returns the driver's error, wrapped.
 func Detect(ctx context.Context, db *gorm.DB) (Name, error) {
+	n, _, err := DetectVersion(ctx, db)
+	return n, err
+}
+
+// DetectVersion is [Detect] that also returns the server's version string
+// as SELECT VERSION() returned it ("" for SQLite and SQL Server, which
+// Detect does not ask), for [SkipLocked]. Its errors are Detect's.
+func DetectVersion(ctx context.Context, db *gorm.DB) (Name, string, error) {
 	if db == nil || db.Dialector == nil {
-		return "", fmt.Errorf("dialects: detect: %w: nil *gorm.DB or dialector", dao.ErrInvalidArgument)
+		return "", "", fmt.Errorf("dialects: detect: %w: nil *gorm.DB or dialector", dao.ErrInvalidArgument)
 	}
 	var family Name
 	switch name := db.Dialector.Name(); name {
 	case "sqlite", "sqlite3":
-		return SQLite, nil
+		return SQLite, "", nil
 	case "sqlserver":
-		return SQLServer, nil
+		return SQLServer, "", nil
 	case "postgres":
 		family = Postgres
 	case "mysql":
 		family = MySQL
 	default:
-		return "", fmt.Errorf("dialects: detect: %w: unsupported GORM dialector %q", dao.ErrInvalidArgument, name)
+		return "", "", fmt.Errorf("dialects: detect: %w: unsupported GORM dialector %q", dao.ErrInvalidArgument, name)
 	}
 	var version string
 	if err := db.WithContext(ctx).Raw("SELECT VERSION()").Scan(&version).Error; err != nil {
-		return "", fmt.Errorf("dialects: detect: SELECT VERSION(): %w", err)
+		return "", "", fmt.Errorf("dialects: detect: SELECT VERSION(): %w", err)
 	}
-	return FromVersion(family, version), nil
+	return FromVersion(family, version), version, nil
+}
+
+// SkipLocked reports whether a server of dialect n whose SELECT VERSION()
+// returned version runs SELECT ... FOR UPDATE SKIP LOCKED, the locking
+// read of the MySQL and MariaDB fast path ([Renderer.LockCandidates]):
+// MySQL 8.0.1 and later (MySQL manual, "Locking Reads": "Locking Read
+// Concurrency with NOWAIT and SKIP LOCKED"), MariaDB 10.6 and later
+// (MariaDB Knowledge Base, "SELECT ... SKIP LOCKED"). A version string it
+// cannot read is reported false. For every other dialect it returns
+// [HasFastPath](n): their fast paths do not depend on the version this
+// package accepts.
+func SkipLocked(n Name, version string) bool {
+	var least [3]int
+	switch n {
+	case MySQL:
+		least = [3]int{8, 0, 1}
+	case MariaDB:
+		least = [3]int{10, 6, 0}
+	default:
+		return HasFastPath(n)
+	}
+	v, ok := parseVersion(version)
+	if !ok {
+		return false
+	}
+	for i := range v {
+		if v[i] != least[i] {
+			return v[i] > least[i]
+		}
+	}
+	return true
+}
+
+// parseVersion reads the leading major.minor.patch numbers of a MySQL or
+// MariaDB version string such as "8.0.36", "5.7.44-log" or
+// "10.11.6-MariaDB-0+deb12u1". A missing patch number reads as 0; a
+// string without major and minor numbers is not read (false).
+func parseVersion(version string) ([3]int, bool) {
+	var v [3]int
+	number, _, _ := strings.Cut(strings.TrimSpace(version), "-")
+	parts := strings.SplitN(number, ".", 4)
+	if len(parts) < 2 {
+		return v, false
+	}
+	for i := 0; i < len(v) && i < len(parts); i++ {
+		digits := 0
+		for digits < len(parts[i]) && digits < 6 && parts[i][digits] >= '0' && parts[i][digits] <= '9' {
+			v[i] = v[i]*10 + int(parts[i][digits]-'0')
+			digits++
+		}
+		if digits == 0 {
+			return v, false
+		}
+	}
+	return v, true
 }
 
 // FromVersion returns the dialect of a server of the given family
@@ -151,6 +214,18 @@ func FromVersion(family Name, version string) Name {
 // measurement shows that its fast path is worth turning on. The slice is a
 // fresh copy.
 func DefaultFastPath() []Name { return []Name{Postgres, SQLite} }
+
+// LibraryTableFastPath returns the dialects whose claim runs the fast path
+// by default on a table a library owns (a model implementing
+// dao.LibraryTable, such as the job table of package jobs): those of
+// [DefaultFastPath], and MySQL 8.0.1+ and MariaDB 10.6+ ([SkipLocked]).
+// There the library creates the table and the index its claim reads in
+// order (jobs.Migrate's fetch index), so the locking read of the fast path
+// ([Renderer.LockCandidates], in a READ COMMITTED transaction) scans the
+// eligible rows of one queue in claim order and locks no gap; a user's
+// table, whose indexes the library cannot vouch for, keeps the portable
+// default unless its store opts in. The slice is a fresh copy.
+func LibraryTableFastPath() []Name { return append(DefaultFastPath(), MySQL, MariaDB) }
 
 // HasFastPath reports whether a fast-path claim exists for n: the one
 // statement of [Renderer.Claim] on PostgreSQL, SQLite and SQL Server, the

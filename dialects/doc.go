@@ -50,7 +50,10 @@
 // The other dialects have an opt-in fast path ([HasFastPath]), which a
 // store takes when it is built with dao.StrategyFastPath. They are not on
 // the default allow-list: the portable default is the correctness floor
-// until a benchmark shows what the fast path buys.
+// until a benchmark shows what the fast path buys. A table a library owns
+// (dao.LibraryTable, the job table) has its own allow-list,
+// [LibraryTableFastPath], which adds MySQL and MariaDB on servers that
+// run SKIP LOCKED ([SkipLocked]).
 //
 //   - MySQL 8.0.1+ and MariaDB 10.6+: in one READ COMMITTED transaction, a
 //     locking read with SELECT ... FOR UPDATE SKIP LOCKED

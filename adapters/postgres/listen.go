@@ -11,8 +11,9 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// listen subscribes conn to channel with LISTEN and calls fn with the
-// payload of each notification pgx receives on it (PostgreSQL manual,
+// listen subscribes conn to channel with LISTEN, calls fn with the empty
+// payload once the subscription is in place, and then with the payload
+// of each notification pgx receives on it (PostgreSQL manual,
 // "SQL Commands: LISTEN" and "NOTIFY"), until ctx ends or the connection
 // fails. The channel is quoted as an identifier. It ends by answering
 // driver.ErrBadConn to database/sql, which then discards the connection,
@@ -30,6 +31,7 @@ func listen(ctx context.Context, conn *sql.Conn, channel string, fn func(payload
 			ended = err
 			return driver.ErrBadConn
 		}
+		fn("") // subscribed: what was sent before is the listener's to look for
 		for {
 			n, err := pc.WaitForNotification(ctx)
 			if err != nil {

@@ -45,7 +45,10 @@
 // ([WithStrategy], dao.Strategy) says how to claim, by default the
 // dialect's fast path when it is on the allow-list
 // (dialects.DefaultFastPath: PostgreSQL and SQLite), else the portable
-// default:
+// default. A model whose table a library owns (dao.LibraryTable: the job
+// table, jobs.Row) has an allow-list of its own
+// (dialects.LibraryTableFastPath), which adds MySQL 8.0.1+ and MariaDB
+// 10.6+; the table below is that of a user's model:
 //
 //	dialect      claim path                         round trips   lost race
 //	postgres     one statement (FOR UPDATE SKIP     1             row skipped, no error
@@ -83,7 +86,68 @@
 // WithStrategy(dao.StrategyFastPath): a READ COMMITTED transaction with a
 // SELECT ... FOR UPDATE SKIP LOCKED and one UPDATE ... WHERE pk IN (...),
 // four round trips whatever the number of rows, and concurrent claimers
-// skip each other's rows instead of racing for the same candidates.
+// skip each other's rows instead of racing for the same candidates. The
+// job table (jobs.Row, a dao.LibraryTable) claims so by default on MySQL
+// 8.0.1+ and MariaDB 10.6+ ([New] reads the server's version; an older
+// server keeps the portable default), and WithStrategy(dao.StrategyPortable)
+// still turns it off.
+//
+// # Locking on the MySQL and MariaDB fast path
+//
+// What InnoDB locks, and why the fast path is the default for the job
+// table and not for a user's table:
+//
+//   - A locking read sets a record lock on every index record it scans,
+//     whether or not the row satisfies the WHERE clause: InnoDB knows the
+//     index range it scanned, not the condition (MySQL manual, "Locks Set
+//     by Different SQL Statements in InnoDB"). On a secondary index it
+//     also locks the row's clustered (primary key) record.
+//   - Under READ COMMITTED, which the claim's transaction sets whatever
+//     the session's default, InnoDB takes record locks only: no gap and no
+//     next-key locks, except for foreign-key and duplicate-key checks; the
+//     locks of scanned rows that do not match are released once the WHERE
+//     clause has been evaluated (MySQL manual, "Transaction Isolation
+//     Levels", READ COMMITTED; MariaDB Knowledge Base, "InnoDB Lock
+//     Modes", on gap locks and the isolation levels that take them). So
+//     the claim blocks no INSERT into the index range it read, and an
+//     INSERT blocks no claim. Under REPEATABLE READ, the servers' default,
+//     the same read would hold next-key locks on the range (each record
+//     and the gap before it) until COMMIT, and every new job of the queue
+//     would wait for the claim.
+//   - SKIP LOCKED (MySQL manual, "Locking Reads" (section 15.7.2.4 in 8.0,
+//     17.7.2.4 in 8.4), "Locking Read Concurrency with NOWAIT and SKIP
+//     LOCKED", 8.0.1 and later; MariaDB Knowledge Base, "SELECT ... SKIP
+//     LOCKED", 10.6 and later) leaves out of the result, without waiting,
+//     the rows whose lock another transaction holds: those another claimer
+//     is taking and those whose outcome is being written. It applies to
+//     row locks only; a table lock (DDL) is still waited for, bounded by
+//     the lock-wait limit ([WithLockWaitLimit] on MariaDB, the session's
+//     innodb_lock_wait_timeout on MySQL).
+//   - The scan still examines, locks and (under READ COMMITTED) releases
+//     each committed row it passes over before it finds Limit eligible
+//     ones. On the job table the read is a range scan of the fetch index
+//     jobs.Migrate creates, (state, queue, priority, scheduled_at, id),
+//     in the claim's order with no sort (EXPLAIN on MariaDB 10.11: type
+//     range on the fetch index, key parts state and queue, no filesort; see
+//     jobs' TestClaimReadsFetchIndexOnMariaDB): it examines the queue's
+//     running jobs (stored available, with a lease) and then the jobs it
+//     claims, 200 rows for a claim of 100 behind 100 running jobs. On a
+//     user's table whose indexes do not serve the claim's criteria in its
+//     order, the same read would scan, and lock in turn, far more rows,
+//     and sort them; such a table keeps the portable default unless its
+//     store opts in.
+//   - Deadlocks: the job table's claim changes no column of a secondary
+//     index (it writes the lease and attempt columns), so its UPDATE by
+//     primary key only writes rows its read already holds, and with SKIP
+//     LOCKED the read waits for no row lock. An outcome write that moves a
+//     job out of the fetch index locks the row and then its index entries;
+//     the claim skips both. A claim that is nonetheless chosen as a
+//     deadlock victim (error 1213, its transaction rolled back, nothing
+//     claimed; MySQL manual, "Deadlocks in InnoDB") is run again, up to
+//     three attempts, and then returns no rows and no error, as a lost
+//     race. A user's Set that changes an indexed column adds index entries
+//     under the claim's locks, which can wait for the gap locks of a
+//     REPEATABLE READ transaction.
 //
 // The PostgreSQL claim runs in autocommit: one statement, one round trip,
 // in the server's default isolation, which is READ COMMITTED unless an

@@ -79,7 +79,12 @@ const LockReleaseTimeout = 5 * time.Second
 // PostgreSQL dialector also serves CockroachDB and YugabyteDB, which have
 // no advisory locks: such a Locker reads the server's version on its
 // first TryLock (dialects.Detect, one SELECT VERSION()), and on those two
-// every TryLock returns an error wrapping errors.ErrUnsupported. Errors:
+// every TryLock returns an error wrapping errors.ErrUnsupported. So does
+// every TryLock on a node of a MariaDB Galera Cluster, read once per pool
+// on the first attempt (dialects.DetectGalera): GET_LOCK holds on one
+// node only there (MariaDB Galera Cluster docs, "Known Limitations"), so
+// it would let a holder on each node run at once; coord.NewElector over
+// a lease table gives one leader across the nodes instead. Errors:
 // a nil db or an unknown dialector wraps [dao.ErrInvalidArgument]; a db
 // inside a transaction wraps [dao.ErrInTransaction] (the lock needs a
 // transaction of its own on a pinned connection).
@@ -144,6 +149,15 @@ func (l *Locker) TryLock(ctx context.Context, key string, fn func(ctx context.Co
 	dialect, r, err := l.renderer(ctx)
 	if err != nil {
 		return false, err
+	}
+	if dialect == dialects.MySQL || dialect == dialects.MariaDB {
+		galera, err := onGalera(ctx, l.db, l.sqlDB)
+		if err != nil {
+			return false, fmt.Errorf("attempt: %w", mapCtxError(ctx, err))
+		}
+		if galera {
+			return false, fmt.Errorf("claimstore: try-lock %q: %w: GET_LOCK is local to one node of a MariaDB Galera Cluster, so it excludes no holder on another node; elect a leader over a lease table instead (coord.NewElector)", key, errors.ErrUnsupported)
+		}
 	}
 	try, err := r.TryLock(key)
 	if err != nil {
@@ -245,6 +259,25 @@ func (l *Locker) TryLock(ctx context.Context, key string, fn func(ctx context.Co
 		lockTables.Store(l.sqlDB, struct{}{})
 	}
 	return true, nil
+}
+
+// galeraPools caches, per pool (*sql.DB), whether its server is a node
+// of a MariaDB Galera Cluster (dialects.DetectGalera), read once.
+var galeraPools sync.Map
+
+// onGalera reports whether sqlDB's server is a Galera node, asking it
+// (through db, a session over sqlDB) on the pool's first call; a failed
+// read is returned and tried again on the next call.
+func onGalera(ctx context.Context, db *gorm.DB, sqlDB *sql.DB) (bool, error) {
+	if v, ok := galeraPools.Load(sqlDB); ok {
+		return v.(bool), nil
+	}
+	on, err := dialects.DetectGalera(ctx, db)
+	if err != nil {
+		return false, err
+	}
+	galeraPools.Store(sqlDB, on)
+	return on, nil
 }
 
 // renderer returns the Locker's dialect and renderer, reading the

@@ -67,6 +67,10 @@ type sqlDriver[T any] struct {
 	// arrays is the PostgreSQL array INSERT plan of Insert (nil: GORM's
 	// INSERT); see newArrayInsert.
 	arrays *arrayInsert
+	// libraryFast: T is a library's own table (driver.LibraryTable) on a
+	// dialect of dialects.LibraryTableFastPath whose server runs SKIP
+	// LOCKED, so the fast path is the default (see fastByDefault).
+	libraryFast bool
 }
 
 var (
@@ -131,7 +135,11 @@ func WithTable(name string) Option { return func(o *options) { o.table = name } 
 // WithStrategy sets the claim strategy (see [dao.WithStrategy]). By default
 // PostgreSQL and SQLite (one UPDATE … RETURNING; the bundled SQLite is
 // 3.35.0 or later) claim on their fast path and every other dialect on the
-// portable default; [dao.StrategyFastPath] opts in MySQL 8.0.1+ and
+// portable default, except that a model whose table a library owns
+// ([dao.LibraryTable]: the job table, jobs.Row) claims on the fast path
+// also on MySQL 8.0.1+ and MariaDB 10.6+ (New reads the server's version;
+// an older server keeps the portable default). [dao.StrategyPortable]
+// given here still wins for such a model. [dao.StrategyFastPath] opts in MySQL 8.0.1+ and
 // MariaDB 10.6+ (SKIP LOCKED) and SQL Server (one UPDATE through a
 // READPAST, UPDLOCK read, OUTPUT INSERTED.*). On MySQL or MariaDB servers
 // older than that the fast path's first claim fails with the server's
@@ -234,7 +242,7 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	name, err := dialects.Detect(ctx, db)
+	name, version, err := dialects.DetectVersion(ctx, db)
 	if err != nil {
 		return nil, mapError(err)
 	}
@@ -264,6 +272,10 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 		foundRows:    b.MatchedRows == nil || b.MatchedRows(db),
 		interrupter:  b.Interrupter,
 		listen:       b.Listen,
+		// A library's own table (the job table) claims on the fast path
+		// by default also on MySQL 8.0.1+ and MariaDB 10.6+; a server
+		// without SKIP LOCKED keeps the portable default.
+		libraryFast: driver.IsLibraryTable[T]() && dialects.FastPathAllowed(name, dialects.LibraryTableFastPath()) && dialects.SkipLocked(name, version),
 	}
 	if dialects.Family(name) == dialects.MySQL {
 		s.primaryIndex = new(atomic.Int32)
@@ -287,7 +299,7 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 	if err := checkIsolation(ctx, s.pool, name); err != nil {
 		return nil, err
 	}
-	fast := o.strategy == dao.StrategyFastPath || (o.strategy == dao.StrategyDefault && dialects.FastPathAllowed(name, dialects.DefaultFastPath()))
+	fast := o.strategy == dao.StrategyFastPath || (o.strategy == dao.StrategyDefault && s.fastByDefault())
 	if fast && dialects.Family(name) == dialects.Postgres && !s.inTx {
 		var level string
 		row := s.pool.QueryRowContext(ctx, "SELECT current_setting('transaction_isolation')")
@@ -355,12 +367,16 @@ func nullableColumns(s *schema.Schema) map[string]bool {
 // inside a transaction the caller opened on the same database (db.Begin()
 // or the argument of db.Transaction). MySQL and MariaDB commit implicitly
 // before and after DDL, so a Migrate there ends the transaction's
-// atomicity. A nil tx, or one of another type, is
+// atomicity. A nil tx, one of another type, or a *gorm.DB that is not
+// inside a transaction (whose writes would commit on their own) is
 // [dao.ErrInvalidArgument].
 func (s *sqlDriver[T]) BindTx(tx any) (driver.Driver[T], error) {
 	g, ok := tx.(*gorm.DB)
 	if !ok || g == nil {
 		return nil, fmt.Errorf("%w: the SQL backends bind a *gorm.DB inside a transaction, got %T", dao.ErrInvalidArgument, tx)
+	}
+	if !inTransaction(connPool(g)) {
+		return nil, fmt.Errorf("%w: the *gorm.DB is not inside a transaction (open one with db.Begin or db.Transaction)", dao.ErrInvalidArgument)
 	}
 	c := *s
 	c.inTx = true
@@ -456,12 +472,24 @@ func (s *sqlDriver[T]) mariaDBLockWait() time.Duration {
 	return max(time.Second, (s.lockWaitLimit()+time.Second-1)/time.Second*time.Second)
 }
 
+// fastByDefault reports whether the store claims on the fast path unless
+// its strategy says otherwise: the dialect is on the default allow-list
+// (dialects.DefaultFastPath), or T's table is a library's own
+// (driver.LibraryTable) and the dialect is on the library tables'
+// allow-list (dialects.LibraryTableFastPath) with a server that runs
+// SKIP LOCKED (dialects.SkipLocked).
+func (s *sqlDriver[T]) fastByDefault() bool {
+	return dialects.FastPathAllowed(s.dialect, dialects.DefaultFastPath()) || s.libraryFast
+}
+
 // ClaimerInfo states the fast path of the dialect:
 //
 //	postgres         1 round trip (3 when the server default isolation is not READ COMMITTED), on by default
 //	cockroachdb,     as postgres (the same statement; YugabyteDB's without
 //	yugabytedb       MATERIALIZED), opt-in; New checks READ COMMITTED is enabled
-//	mysql, mariadb   4 round trips (BEGIN, locking read, UPDATE, COMMIT), opt-in
+//	mysql, mariadb   4 round trips (BEGIN, locking read, UPDATE, COMMIT), opt-in;
+//	                 on by default for a library's own table (driver.LibraryTable,
+//	                 the job table) on MySQL 8.0.1+ and MariaDB 10.6+
 //	sqlite           1 statement (in-process), on by default
 //	sqlserver        1 round trip, opt-in
 //
@@ -478,7 +506,7 @@ func (s *sqlDriver[T]) mariaDBLockWait() time.Duration {
 func (s *sqlDriver[T]) ClaimerInfo() driver.ClaimerInfo {
 	ci := driver.ClaimerInfo{
 		Available:   dialects.HasFastPath(s.dialect),
-		Default:     dialects.FastPathAllowed(s.dialect, dialects.DefaultFastPath()),
+		Default:     s.fastByDefault(),
 		LostRace:    dao.LostRaceSkip,
 		CurrentTime: dialects.Family(s.dialect) == dialects.Postgres,
 	}

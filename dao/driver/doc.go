@@ -13,9 +13,17 @@
 //
 //   - [Claimer]: a single-operation claim (the fast path), chosen by the
 //     claim strategy;
+//   - [KeyUpdater]: an update that returns the keys it matched, in one
+//     operation (the batched, fenced outcome writes);
+//   - [EachUpdater]: different values written to many rows in fewer
+//     statements than one per row;
+//   - [AbsentInserter]: many rows inserted in one operation, skipping
+//     those a unique key already holds;
+//   - [Getter]: a read by primary key of the backend's own;
 //   - [TxBinder]: running inside a transaction the caller opened;
 //   - [Migrator]: creating the table or index;
 //   - [Clock]: reading the database's time;
+//   - [Listener]: notifications between sessions;
 //   - [As]: the escape hatch to the backend's own types.
 //
 // The package also holds what every driver shares: the request types the

@@ -202,13 +202,15 @@ type EachUpdater[T any] interface {
 // Listener is the optional interface of a driver whose database delivers
 // notifications between sessions (PostgreSQL's LISTEN and NOTIFY).
 type Listener interface {
-	// Listen subscribes to channel on a connection of its own and calls
-	// fn with the payload of each notification, in the order the database
-	// delivers them, until ctx ends or the connection fails; it returns
-	// the error that ended it (wrapping ctx.Err() when ctx ended). fn runs
-	// on Listen's goroutine and must return quickly. Notifications sent
-	// while no Listen runs are lost: a listener treats them as hints and
-	// looks at the table itself after (re)subscribing.
+	// Listen subscribes to channel on a connection of its own, calls fn
+	// once with the empty payload when the subscription is in place, and
+	// then with the payload of each notification, in the order the
+	// database delivers them, until ctx ends or the connection fails; it
+	// returns the error that ended it (wrapping ctx.Err() when ctx
+	// ended). fn runs on Listen's goroutine and must return quickly.
+	// Notifications sent while no Listen runs are lost: a listener treats
+	// them as hints and looks at the table itself at the empty payload,
+	// each time it has (re)subscribed.
 	Listen(ctx context.Context, channel string, fn func(payload string)) error
 }
 

@@ -164,7 +164,10 @@ type ClaimerInfo struct {
 	// portable layer then refuses to choose it.
 	Available bool
 	// Default is true when the portable layer should choose it unless told
-	// otherwise: the dialect is on the fast-path allow-list.
+	// otherwise: the dialect is on the fast-path allow-list, or the model
+	// is a [LibraryTable] and the driver's fast path is safe on the table
+	// the library created (the SQL driver: MySQL 8.0.1+ and MariaDB 10.6+
+	// besides the default list).
 	Default bool
 	// RoundTrips is what one claim costs on this path.
 	RoundTrips RoundTrips

@@ -40,7 +40,7 @@ func JobsHarness(db *gorm.DB, opts ...sqlstore.Option) conformance.JobsHarness {
 			jobStores(t, db, base, true, opts)
 			path := ""
 			if db.Dialector.Name() == "sqlite" {
-				path = sqliteFile(t, db)
+				path = SQLiteFile(t, db)
 			}
 			return base + "@" + path
 		},
@@ -110,12 +110,14 @@ func jobStores(t *testing.T, db *gorm.DB, base string, create bool, opts []sqlst
 			}
 			return tx, func() error { return tx.Commit().Error }, func() error { return tx.Rollback().Error }
 		},
+		NotTx: db,
 	}
 }
 
-// sqliteFile returns the file of db's main database (PRAGMA
-// database_list).
-func sqliteFile(t *testing.T, db *gorm.DB) string {
+// SQLiteFile returns the file of the SQLite database db opens (its main
+// database, PRAGMA database_list), failing t when it is not a file (an
+// in-memory database) or the pragma fails.
+func SQLiteFile(t testing.TB, db *gorm.DB) string {
 	t.Helper()
 	var rows []struct {
 		Seq  int
@@ -130,6 +132,6 @@ func sqliteFile(t *testing.T, db *gorm.DB) string {
 			return r.File
 		}
 	}
-	t.Fatalf("sqlstoretest: the SQLite database is not a file: the multi-process check needs one")
+	t.Fatalf("sqlstoretest: the SQLite database is not a file: a second pool or another process needs one")
 	return ""
 }
