@@ -368,6 +368,9 @@ func (w *Worker[T]) counted(ctx context.Context, o outcome[T], written bool) {
 	default:
 		w.completed.Add(1)
 	}
+	if written && w.cfg.Written != nil && o.it.job != nil {
+		w.cfg.Written(o.it.job, o.set)
+	}
 	w.forget(o.it)
 }
 

@@ -176,3 +176,49 @@ func TestClaimBehindALockKeepsToItsLease(t *testing.T) {
 		})
 	}
 }
+
+// A claim released before its handlers started (it answered after the
+// lease less two ticks) writes Config.ReleaseSet with the release: here
+// it takes back the count ClaimSet added, so the rows end as claimed once,
+// by the worker that handled them.
+func TestReleaseSetUndoesALateClaim(t *testing.T) {
+	mem, err := memstore.New[dispatch.Schedule]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, lease = 5, time.Second
+	addOnce(t, mem, n)
+	slow := &lateFirstClaim{Store: mem, delay: lease + lease/2}
+	var handled atomic.Int64
+	w, err := dispatch.New(dispatch.Config[dispatch.Schedule]{
+		Store: slow, KeyField: dispatch.ColID, Key: func(s *dispatch.Schedule) any { return s.ID },
+		Due:      func(time.Time) dao.Criteria { return dao.Eq(dispatch.ColStatus, string(dispatch.StatusActive)) },
+		ClaimSet: func(time.Time) dao.Set { return dao.Set{dispatch.ColFailureCount: dao.Incr(1)} },
+		ReleaseSet: func(time.Time) dao.Set {
+			return dao.Set{dispatch.ColFailureCount: dao.Incr(-1)}
+		},
+		Handler: func(_ context.Context, j *dispatch.Job[dispatch.Schedule]) dao.Set {
+			handled.Add(1)
+			return dao.Set{dispatch.ColStatus: string(dispatch.StatusFired)}
+		},
+		WorkerID: "late", Tick: 50 * time.Millisecond, Lease: lease,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := runWorker(t, w.Run)
+	waitFired(t, mem, n, "every row handled after the late claim's release")
+	stop()
+	rows, err := mem.Find(context.Background(), dao.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		if r.FailureCount != 1 {
+			t.Errorf("%s: count %d, want 1: the released claim's count taken back, the handled one's kept", r.Key, r.FailureCount)
+		}
+	}
+	if st := w.Stats(); st.Released != n || handled.Load() != n {
+		t.Errorf("stats %+v, %d handled: want %d released by the late claim and %d handled", st, handled.Load(), n, n)
+	}
+}

@@ -48,13 +48,17 @@ type ScheduleWorker struct {
 
 // NewScheduleWorker returns a worker that fires the due active schedules
 // of store with fn under policy. cfg configures the loop; its Store,
-// KeyField, Key, OwnerField, UntilField, Due, OrderBy and Handler are set
-// here and must be left zero. Errors wrap [dao.ErrInvalidArgument].
+// KeyField, Key, OwnerField, UntilField, OrderBy and Handler are set here
+// and must be left zero. Its Due, optional here, narrows the schedules
+// the worker fires (e.g. dao.In(ColKey, keys...): the schedules this
+// worker has the code of), to which the worker adds its own due
+// criteria (active, next fire time reached). Errors wrap
+// [dao.ErrInvalidArgument].
 func NewScheduleWorker(store dao.Store[Schedule], fn FireFunc, policy Policy, cfg Config[Schedule]) (*ScheduleWorker, error) {
 	if fn == nil {
 		return nil, fmt.Errorf("dispatch: new schedule worker: %w", invalid("nil fire func"))
 	}
-	if cfg.Store != nil || cfg.KeyField != "" || cfg.Key != nil || cfg.Due != nil || cfg.Handler != nil || cfg.OwnerField != "" || cfg.UntilField != "" || cfg.OrderBy != nil {
+	if cfg.Store != nil || cfg.KeyField != "" || cfg.Key != nil || cfg.Handler != nil || cfg.OwnerField != "" || cfg.UntilField != "" || cfg.OrderBy != nil {
 		return nil, fmt.Errorf("dispatch: new schedule worker: %w", invalid("the row fields of Config are set by the schedule worker"))
 	}
 	if policy.MisfireGrace < 0 {
@@ -64,8 +68,13 @@ func NewScheduleWorker(store dao.Store[Schedule], fn FireFunc, policy Policy, cf
 	cfg.Store = store
 	cfg.KeyField, cfg.OwnerField, cfg.UntilField = ColID, ColLeaseOwner, ColLeaseUntil
 	cfg.Key = func(s *Schedule) any { return s.ID }
+	narrow := cfg.Due
 	cfg.Due = func(now time.Time) dao.Criteria {
-		return dao.And(dao.Eq(ColStatus, string(StatusActive)), dao.Le(ColNextFireAt, now))
+		due := dao.And(dao.Eq(ColStatus, string(StatusActive)), dao.Le(ColNextFireAt, now))
+		if narrow != nil {
+			due = dao.And(due, narrow(now))
+		}
+		return due
 	}
 	cfg.OrderBy = []dao.Order{dao.Asc(ColNextFireAt)}
 	cfg.Handler = func(ctx context.Context, job *Job[Schedule]) dao.Set { return sw.handle(ctx, job, fn) }

@@ -89,7 +89,7 @@ func TestHandlerGoroutinesEndWithRun(t *testing.T) {
 		}
 	}
 	stop := runWorker(t, w.Run)
-	waitFor(t, 10*time.Second, "500 rows to run", func() bool { return ran.Load() == 500 })
+	waitFor(t, time.Minute, "500 rows to run", func() bool { return ran.Load() == 500 })
 	stop()
 	waitFor(t, 5*time.Second, "the worker's goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
 	if n := ran.Load(); n != 500 {

@@ -107,6 +107,14 @@ type Config[T any] struct {
 	// ClaimSet returns further claim fields written with the lease by
 	// every claim at now; optional.
 	ClaimSet func(now time.Time) dao.Set
+	// ReleaseSet, optional, returns further fields written at now, with
+	// the lease cleared, to the rows of a claim that the worker releases
+	// before their handlers start (the claim answered after the lease
+	// less two ticks, or after Run's context ended; see Tick): what undoes
+	// ClaimSet's counting, e.g. dao.Incr(-1) of an attempt counter that
+	// ClaimSet increments. Rows whose handlers started, released by the
+	// drain, do not get it.
+	ReleaseSet func(now time.Time) dao.Set
 	// Handler runs each claimed row.
 	Handler Handler[T]
 	// Prepare, optional, is called in the claim loop with the rows of each
@@ -117,6 +125,16 @@ type Config[T any] struct {
 	// fresh handler goroutine's stack costs more than the decoding). It
 	// must not block or do I/O.
 	Prepare func(rows []T)
+	// Written, optional, is called once the outcome write of a row has
+	// committed, with the job its handler ran (its Row as the handler
+	// left it) and the Set written (nil: the lease was only released).
+	// It is not called for an outcome the fence refused (the lease was
+	// lost) or whose write failed; for an outcome the handler wrote
+	// itself ([Settled]) it is called when the handler returns. It runs on the outcome writer's
+	// goroutine, after the write and before the row's slot is freed: it
+	// must return at once, without I/O (the jobs package emits its
+	// events there).
+	Written func(job *Job[T], set dao.Set)
 	// Paused, optional, is asked before each claim: while it returns true
 	// the worker claims nothing, and handlers already running go on with
 	// their leases renewed (a paused job queue). It must return at once,
@@ -196,6 +214,7 @@ type Stats struct {
 	WriteErrors   int64 // outcomes (rows) or release writes that failed
 	InFlight      int64 // handlers running now
 	Unwritten     int64 // finished rows whose outcome write has not ended
+	Settled       int64 // rows whose handler wrote the outcome itself (Settled)
 }
 
 // Errors of the worker.
@@ -221,6 +240,7 @@ const (
 
 // inflight is one claimed row whose handler runs.
 type inflight[T any] struct {
+	job     *Job[T] // set when the handler starts
 	key     any
 	owner   string
 	cancel  context.CancelCauseFunc
@@ -247,17 +267,24 @@ type Worker[T any] struct {
 
 	mu    sync.Mutex
 	items map[*inflight[T]]struct{}
+	// drainNow, closed by CancelDrain, ends the drain's wait for the
+	// handlers of the current Run (made by Run; guarded by mu).
+	drainNow       chan struct{}
+	drainNowClosed bool
 
 	freed chan struct{}  // a slot was freed
 	wake  chan struct{}  // Wake: claim now
 	wg    sync.WaitGroup // handlers running
 	// tasks hands a handler to an idle handler goroutine (see spawn);
-	// runDone is closed when the current Run returns, ending them.
-	tasks   chan func()
-	runDone chan struct{}
-	comp    *completer[T]
+	// runDone is closed when the current Run has drained, ending them.
+	// goroutines counts every goroutine Run starts, handler goroutines
+	// included, so that Run returns only once each has ended.
+	tasks      chan func()
+	runDone    chan struct{}
+	goroutines sync.WaitGroup
+	comp       *completer[T]
 
-	claimed, completed, leaseLost, renewed, renewFailures, released, panics, writeErrors, inFlight, unwritten atomic.Int64
+	claimed, completed, leaseLost, renewed, renewFailures, released, panics, writeErrors, inFlight, unwritten, settled atomic.Int64
 }
 
 // New returns a worker for cfg. It fails with an error wrapping
@@ -347,7 +374,7 @@ func (w *Worker[T]) Stats() Stats {
 		Claimed: w.claimed.Load(), Completed: w.completed.Load(), LeaseLost: w.leaseLost.Load(),
 		Renewed: w.renewed.Load(), RenewFailures: w.renewFailures.Load(), Released: w.released.Load(),
 		Panics: w.panics.Load(), WriteErrors: w.writeErrors.Load(), InFlight: w.inFlight.Load(),
-		Unwritten: w.unwritten.Load(),
+		Unwritten: w.unwritten.Load(), Settled: w.settled.Load(),
 	}
 }
 
@@ -360,9 +387,12 @@ func (w *Worker[T]) Stats() Stats {
 // drain began) has it written. The leases of handlers that ignore their
 // cancelled context for WriteTimeout are released; their late outcome
 // writes change nothing. Run returns after the outcome and release writes
-// of the drain. Store errors are logged and retried at
-// the next tick; Run returns an error only for a request the store refuses
-// ([dao.ErrInvalidArgument], e.g. a field not in the model) or [ErrRunning].
+// of the drain, and only once every goroutine it started has ended: a
+// handler that ignores its cancelled context holds Run until it returns
+// (logged every WriteTimeout while it does). Store errors are logged and
+// retried at the next tick; Run returns an error only for a request the
+// store refuses ([dao.ErrInvalidArgument], e.g. a field not in the model)
+// or [ErrRunning].
 func (w *Worker[T]) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
 		return ErrRunning
@@ -371,20 +401,23 @@ func (w *Worker[T]) Run(ctx context.Context) error {
 	w.runCtx.Store(&ctx)
 	defer w.runCtx.Store(nil)
 	w.runDone = make(chan struct{})
-	defer close(w.runDone)
+	w.mu.Lock()
+	w.drainNow, w.drainNowClosed = make(chan struct{}), false
+	w.mu.Unlock()
 	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "lease", w.cfg.Lease, "tick", w.cfg.Tick)
 
 	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
-	var bg sync.WaitGroup
+	bg := &w.goroutines
 	bg.Go(func() { w.heartbeat(hbCtx) })
 	if m := w.cfg.Maintenance; m != nil {
 		bg.Go(func() { m.run(ctx, w.log) })
 	}
 	w.comp = newCompleter[T]()
-	go w.completeLoop(ctx)
+	bg.Go(func() { w.completeLoop(ctx) })
 	err := w.claimLoop(ctx)
 	w.drain(ctx)
 	stopHB()
+	close(w.runDone) // ends the idle handler goroutines
 	bg.Wait()
 	if err != nil {
 		w.log.Error("worker stopped", "err", err)
@@ -536,7 +569,7 @@ func (w *Worker[T]) claim(ctx context.Context, n int) (int, error) {
 		for i := range rows {
 			keys[i] = w.cfg.Key(&rows[i])
 		}
-		w.release(ctx, map[string][]any{owner: keys})
+		w.release(ctx, map[string][]any{owner: keys}, true)
 		return len(rows), err
 	}
 	if w.cfg.Prepare != nil && len(rows) > 0 {
@@ -569,6 +602,7 @@ func (w *Worker[T]) start(ctx context.Context, row T, owner string, claimedAt, s
 			w.comp.signal() // with no handler left running, write at once
 		}()
 		job := &Job[T]{Row: row, Owner: owner, ClaimedAt: claimedAt, now: w.clock.Peek}
+		it.job = job
 		set, ok := w.call(hctx, job)
 		w.mu.Lock()
 		state := it.state
@@ -584,8 +618,33 @@ func (w *Worker[T]) start(ctx context.Context, row T, owner string, claimedAt, s
 			w.forget(it)
 			return // panicked: the lease ends on its own
 		}
+		if isSettled(set) {
+			w.settled.Add(1)
+			if w.cfg.Written != nil {
+				w.cfg.Written(job, set)
+			}
+			w.forget(it)
+			return // the handler wrote the outcome itself
+		}
 		w.enqueue(ctx, it, set)
 	})
+}
+
+// settledKey is the key of [Settled].
+const settledKey = "\x00settled"
+
+// Settled is the outcome a [Handler] returns for a row whose outcome it
+// wrote itself (in its own transaction, say), fenced by the row's key and
+// lease owner and clearing the lease: the worker writes nothing, counts
+// it in Stats.Settled, calls Config.Written with it, and frees the slot.
+// Should that write not have committed (a transaction rolled back), the
+// row is claimable again when its lease ends.
+var Settled = dao.Set{settledKey: true}
+
+// isSettled reports whether set is [Settled].
+func isSettled(set dao.Set) bool {
+	_, ok := set[settledKey]
+	return ok && len(set) == 1
 }
 
 // idleGoroutine is how long a handler goroutine waits for the next
@@ -603,7 +662,8 @@ func (w *Worker[T]) spawn(f func()) {
 	select {
 	case w.tasks <- f:
 	default:
-		go w.runTasks(f, w.runDone)
+		done := w.runDone
+		w.goroutines.Go(func() { w.runTasks(f, done) })
 	}
 }
 
@@ -651,14 +711,22 @@ func (w *Worker[T]) fence(key any, owner string) dao.Criteria {
 }
 
 // release clears the leases of rows (owner token → keys): owner "", lease
-// end now, so another worker claims them at once. It returns how many rows
-// it released.
-func (w *Worker[T]) release(ctx context.Context, rows map[string][]any) int64 {
+// end now, so another worker claims them at once; with unstarted (no
+// handler of the rows started) it writes Config.ReleaseSet's fields too.
+// It returns how many rows it released.
+func (w *Worker[T]) release(ctx context.Context, rows map[string][]any, unstarted bool) int64 {
 	if len(rows) == 0 {
 		return 0
 	}
 	n, err := timedWrite(ctx, w, func(wctx context.Context, now time.Time) (int64, error) {
-		return w.cfg.Store.Update(wctx, w.owned(rows), dao.Set{w.cfg.OwnerField: "", w.cfg.UntilField: now})
+		set := dao.Set{}
+		if unstarted && w.cfg.ReleaseSet != nil {
+			for k, v := range w.cfg.ReleaseSet(now) {
+				set[k] = v
+			}
+		}
+		set[w.cfg.OwnerField], set[w.cfg.UntilField] = "", now
+		return w.cfg.Store.Update(wctx, w.owned(rows), set)
 	})
 	if err != nil {
 		w.writeErrors.Add(1)
@@ -690,28 +758,47 @@ func (w *Worker[T]) closeCompleter() {
 	<-w.comp.done
 }
 
+// CancelDrain makes the drain of the current Run cancel the handlers
+// still running at once (cause [ErrDrained]) rather than after
+// DrainTimeout: for a stop that must not wait for running work. Called
+// before Run's context ends, it takes effect when it does; it does not
+// end Run (cancel its context for that). Calling it again, or while no
+// Run runs, does nothing.
+func (w *Worker[T]) CancelDrain() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.drainNow != nil && !w.drainNowClosed {
+		close(w.drainNow)
+		w.drainNowClosed = true
+	}
+}
+
 // drain waits up to DrainTimeout for in-flight handlers, then cancels the
 // rest (cause ErrDrained). A cancelled handler that returns within
 // WriteTimeout decides its row itself: a nil outcome releases the lease at
 // once, an outcome (a fire that completed as the drain began) is written,
 // so work that was done is not done again. The leases of handlers still
-// running after that are released, and drain waits up to WriteTimeout
-// more for the outcome writes under way.
+// running after that are released, and drain waits for them to return,
+// saying every WriteTimeout how many it waits for.
 func (w *Worker[T]) drain(ctx context.Context) {
 	if w.inFlight.Load() > 0 {
 		w.log.Info("draining", "in_flight", w.inFlight.Load(), "timeout", w.cfg.DrainTimeout)
 	}
 	done := make(chan struct{})
-	go func() { w.wg.Wait(); close(done) }()
+	w.goroutines.Go(func() { w.wg.Wait(); close(done) })
 	t := time.NewTimer(w.cfg.DrainTimeout)
 	defer t.Stop()
 	before := w.released.Load()
+	w.mu.Lock()
+	now := w.drainNow
+	w.mu.Unlock()
 	select {
 	case <-done:
 		w.closeCompleter()
 		w.m.drained(ctx, false, 0)
 		return
 	case <-t.C:
+	case <-now:
 	}
 	w.mu.Lock()
 	for it := range w.items {
@@ -733,14 +820,17 @@ func (w *Worker[T]) drain(ctx context.Context) {
 			}
 		}
 		w.mu.Unlock()
-		w.release(ctx, rows)
-		// Handlers that return within WriteTimeout still have their
-		// outcomes written (the fence refuses those whose lease was
-		// released).
-		t.Reset(w.cfg.WriteTimeout)
-		select {
-		case <-done:
-		case <-t.C:
+		w.release(ctx, rows, false)
+		// The released handlers' outcomes are not written when they
+		// return; Run still waits for them.
+		for waiting := true; waiting; {
+			t.Reset(w.cfg.WriteTimeout)
+			select {
+			case <-done:
+				waiting = false
+			case <-t.C:
+				w.log.Warn("drain: waiting for handlers that ignore their cancelled context", "handlers", w.inFlight.Load())
+			}
 		}
 	}
 	w.closeCompleter()

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync"
 	"time"
 )
@@ -80,9 +82,10 @@ const (
 type WorkerOption func(*kindWorker)
 
 // WithTimeout sets the kind's attempt timeout: d > 0, or [NoTimeout].
-// Default [DefaultTimeout]. The work's context ends with cause
-// [ErrTimeout] when it has passed: at once for a timeout shorter than two
-// of the client's ticks, else at the first tick after it.
+// Default [DefaultTimeout]. The work's context has the deadline of the
+// attempt's start plus d (its Deadline method says it) and ends then,
+// whatever d, with context.DeadlineExceeded and cause [ErrTimeout], as a
+// context of context.WithTimeoutCause does.
 func WithTimeout(d time.Duration) WorkerOption {
 	return func(k *kindWorker) { k.timeout = d }
 }
@@ -94,9 +97,10 @@ func WithBackoff(b Backoff) WorkerOption {
 
 // kindWorker is the registered worker of one kind.
 type kindWorker struct {
-	kind    string
-	timeout time.Duration
-	backoff Backoff
+	kind       string
+	timeout    time.Duration
+	backoff    Backoff
+	middleware []WorkMiddleware // see WithMiddleware
 	// decode decodes row's args into a new value of the kind's Args
 	// type and returns a pointer to it.
 	decode func(row *Row) (any, error)
@@ -186,13 +190,38 @@ func (ws *Workers) lookup(kind string) *kindWorker {
 	return ws.kinds[kind]
 }
 
-// Kinds returns the registered kinds.
+// Kinds returns the registered kinds, sorted; none for a nil registry.
 func (ws *Workers) Kinds() []string {
+	if ws == nil {
+		return nil
+	}
 	ws.mu.RLock()
 	defer ws.mu.RUnlock()
-	out := make([]string, 0, len(ws.kinds))
-	for k := range ws.kinds {
-		out = append(out, k)
+	return slices.Sorted(maps.Keys(ws.kinds))
+}
+
+// Work runs the work registered for row's kind on row as a client runs a
+// claimed job, without a store or a client: it decodes row's args, runs
+// the kind's own middleware ([WithMiddleware]) and work function with the
+// kind's timeout (the context ends with cause [ErrTimeout] once it has
+// passed), and turns a panic into a [*PanicError]. It returns the work's
+// error: nil, an error, a [*CancelError], a [*SnoozeError], a
+// [*PanicError]; or an error wrapping [ErrUnknownKind] when no worker is
+// registered for the kind, and the decoding error of args that do not
+// decode. Nothing is written anywhere; package jobstest builds on it to
+// test work functions.
+func (ws *Workers) Work(ctx context.Context, row *Row) error {
+	if row == nil {
+		return fmt.Errorf("jobs: work: %w", invalid("nil row"))
 	}
-	return out
+	kw := ws.lookup(row.Kind)
+	if kw == nil {
+		return fmt.Errorf("jobs: work: %w %q", ErrUnknownKind, row.Kind)
+	}
+	if kw.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, kw.timeout, ErrTimeout)
+		defer cancel()
+	}
+	return runWork(ctx, nil, kw, row)
 }

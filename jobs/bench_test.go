@@ -3,6 +3,7 @@ package jobs_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -189,10 +190,13 @@ func jobCycle(b *testing.B, db *gorm.DB) float64 {
 
 // BenchmarkInsertToStart measures, on SQLite, PostgreSQL and MariaDB, the
 // time from an insert to the start of the job's work on an idle queue,
-// when another client (another process, as far as the running client can
-// tell) inserts it: on PostgreSQL the insert trigger's notification wakes
-// the queue; elsewhere the queue finds the job at its next tick (1 s).
-// It reports the median and the 90th percentile in milliseconds:
+// when another client over a connection pool of its own (another process,
+// as far as the running client can tell) inserts it: on PostgreSQL the
+// insert trigger's notification wakes the queue; elsewhere the change
+// signal read every poll interval (25 ms) does. Both clients run at the
+// library's defaults. It reports the median, the 90th and 99th
+// percentiles (the 99th is the largest below 100 iterations) and the
+// largest in milliseconds:
 //
 //	go test -run '^$' -bench InsertToStart -benchtime 20x ./jobs/
 func BenchmarkInsertToStart(b *testing.B) {
@@ -212,7 +216,11 @@ func BenchmarkInsertToStart(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			inserter, err := jobs.NewClient(jobs.Config{Store: js, QueueStore: qs})
+			ojs, err := sqlstore.New[jobs.Row](testdb.Reopen(b, db), sqlstore.WithTable(js.TableName()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			inserter, err := jobs.NewClient(jobs.Config{Store: ojs})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -229,8 +237,12 @@ func BenchmarkInsertToStart(b *testing.B) {
 				at := <-started
 				lat = append(lat, float64(at.Sub(sent).Microseconds())/1000)
 				// Idle again: the next insert comes to a queue
-				// that waits for its tick.
-				time.Sleep(50 * time.Millisecond)
+				// that waits, at a random point of the poll
+				// interval (a fixed pause of two intervals would
+				// put every insert just after a read of the
+				// signal, the worst case, as independent inserts
+				// do not).
+				time.Sleep(50*time.Millisecond + rand.N(50*time.Millisecond))
 			}
 			cancel()
 			if err := <-ran; err != nil {
@@ -239,6 +251,8 @@ func BenchmarkInsertToStart(b *testing.B) {
 			slices.Sort(lat)
 			b.ReportMetric(lat[len(lat)/2], "p50-ms")
 			b.ReportMetric(lat[len(lat)*9/10], "p90-ms")
+			b.ReportMetric(lat[len(lat)*99/100], "p99-ms")
+			b.ReportMetric(lat[len(lat)-1], "max-ms")
 			b.ReportMetric(0, "ns/op")
 		})
 	}

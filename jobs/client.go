@@ -8,9 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
@@ -76,8 +80,17 @@ type Config struct {
 	// can be paused and resumed for every process ([Client.PauseQueue]).
 	QueueStore dao.Store[Queue]
 	// Workers holds the work functions by kind. Required when Queues is
-	// not empty.
+	// not empty: the queues claim only jobs of its kinds (those
+	// registered when Run starts), leaving the others to clients that
+	// know them. An insert refuses a kind it has no worker for (see
+	// SkipUnknownJobCheck); a client without Workers inserts any kind.
 	Workers *Workers
+	// SkipUnknownJobCheck makes inserts accept a kind Workers has no
+	// worker for, for jobs that other clients run. By default such an
+	// insert fails with [ErrUnknownKind] (and dao.ErrInvalidArgument), so
+	// that a job no client of this program can run is not inserted by
+	// mistake.
+	SkipUnknownJobCheck bool
 	// Queues are the queues this client runs jobs of, by name. A client
 	// without queues only inserts and manages jobs (and runs the
 	// maintenance and periodic jobs when Run is called).
@@ -88,6 +101,11 @@ type Config struct {
 	// MaxAttempts is the max attempts of jobs inserted without one;
 	// default [DefaultMaxAttempts].
 	MaxAttempts int
+	// MaxArgsSize is the largest JSON encoding of a job's args, in
+	// bytes, this client inserts: a larger one is refused with
+	// dao.ErrInvalidArgument. Default [DefaultMaxArgsSize] (1 MiB);
+	// negative: no limit.
+	MaxArgsSize int
 	// Lease is how long a claim holds a job; a running job's lease is
 	// renewed every half lease. Default 30 s (dispatch.DefaultLease).
 	Lease time.Duration
@@ -96,6 +114,14 @@ type Config struct {
 	// the period of the scheduler that makes scheduled and retryable jobs
 	// available. Default: dispatch.TickFor(Lease), 1 s.
 	Tick time.Duration
+	// PollInterval is how often a running client with queues reads the
+	// job table's change signal on a backend without notifications
+	// (MySQL/MariaDB, SQLite, SQL Server: one SELECT MAX(id) per
+	// interval), waking its queues when another process inserted jobs;
+	// default [DefaultPollInterval] (25 ms, 40 queries per second).
+	// Negative turns the signal off: jobs of other processes are then
+	// found at each Tick. PostgreSQL notifies instead and ignores it.
+	PollInterval time.Duration
 	// DrainTimeout is how long running jobs may finish after Run's
 	// context ends; default 10 s.
 	DrainTimeout time.Duration
@@ -123,10 +149,21 @@ type Config struct {
 	Periodic []PeriodicJob
 	// ScheduleStore is the schedule table's store (dispatch.Schedule;
 	// dispatch.MigrateScheduleStore creates it) that periodic jobs are
-	// kept in: a table of their own, since the client fires every
-	// schedule it holds, and every client of the table should have the
-	// same Periodic list. Required when Periodic is not empty.
+	// kept in, a table of their own. The client fires only the schedules
+	// of the periodic jobs it lists, so clients with different Periodic
+	// lists may share it ([Client.RemovePeriodic] removes a schedule no
+	// client lists). Required when Periodic is not empty.
 	ScheduleStore dao.Store[dispatch.Schedule]
+	// Middleware wraps the client's inserts and the work of every job it
+	// runs: each value implements [InsertMiddleware], [WorkMiddleware]
+	// or both (package jobsotel's tracing and metrics do both). The
+	// first is outermost. A kind's own work middleware ([WithMiddleware])
+	// runs inside these.
+	Middleware []Middleware
+	// ErrorHandler, optional, is told of every failed attempt (error,
+	// panic, timeout) of the jobs the client runs, and may cancel the job
+	// instead of retrying it; see [ErrorHandler].
+	ErrorHandler ErrorHandler
 	// Now overrides the client's clock (a fake clock in tests). By
 	// default the database's clock when the store reads one, else the
 	// host's.
@@ -139,12 +176,21 @@ type Config struct {
 // their kinds, and manages jobs and queues. Create it with [NewClient];
 // it is safe for concurrent use.
 type Client struct {
-	cfg    Config
-	store  dao.Store[Row]
-	table  string
-	clock  *dbclock.Source
-	log    *slog.Logger
-	queues map[string]*queue
+	cfg   Config
+	store dao.Store[Row]
+	table string
+	clock *dbclock.Source
+	log   *slog.Logger
+
+	// queuesMu guards queues (added and removed at run time) and run,
+	// the current Run's state for starting the queues added meanwhile
+	// (nil outside Run, and once Run began to stop).
+	queuesMu sync.RWMutex
+	queues   map[string]*queue
+	run      *runState
+	// kindsStale asks pollLoop to record the queues and kinds at once
+	// (a queue was added).
+	kindsStale atomic.Bool
 
 	mu      sync.Mutex
 	running map[int64]runningJob // jobs running in this client
@@ -152,28 +198,73 @@ type Client struct {
 	pausedMu sync.RWMutex
 	paused   map[string]bool
 
+	// leader reports whether this client runs the maintenance now (nil:
+	// always); elector, when set, is the election it reads.
+	leader  func(ctx context.Context) bool
+	elector *coord.Elector
+	// periodic fires the periodic jobs (nil without any).
+	periodic *periodicRunner
+
+	// kindsIn is the criteria of the kinds the queues claim, set by Run
+	// before the queues start; kindsRecorded is when Run last recorded
+	// them in the queue table (pollLoop's goroutine only, after that).
+	kindsIn       dao.Criteria
+	kindsRecorded time.Time
+
 	runningRun atomic.Bool
 	stats      stats
+
+	// runMu guards stopRun, which ends the current Run's context, and
+	// ran, closed when that Run returns (Stop, StopAndCancel).
+	runMu   sync.Mutex
+	stopRun context.CancelFunc
+	ran     chan struct{}
+
+	events   hub // event subscriptions
+	insertMW []InsertMiddleware
+	workMW   []WorkMiddleware
 }
 
-// runningJob is a job running in this client: its work's cancel, and
-// the end of its timeout when the tick checks it (zero: none, or a timer
-// of its own).
+// runningJob is a job running in this client: its work's cancel.
 type runningJob struct {
-	cancel   context.CancelCauseFunc
-	deadline time.Time
+	cancel context.CancelCauseFunc
 }
 
 // queue is one queue the client runs.
 type queue struct {
 	name string
 	w    *dispatch.Worker[Row]
-	due  dueWakes
+	// due signals waitsEnded when a retry or snooze this client wrote
+	// ends its wait (see endWaitAfter).
+	due        dueWakes
+	waitsEnded chan struct{}
+	// stop drains the queue's worker and done is closed once it and the
+	// queue's other goroutines have returned; both set when a Run starts
+	// the queue (under queuesMu).
+	stop context.CancelFunc
+	done chan struct{}
 }
 
-// NewClient returns a client for cfg. Errors wrap dao.ErrInvalidArgument
-// for a missing store, a queue without workers registry, a bad queue
-// name, negative or out-of-range settings; it does no I/O.
+// runState is what a running Run gives the queues it starts, the ones
+// added while it runs included.
+type runState struct {
+	ctx   context.Context // the queues' workers run until it ends
+	bgCtx context.Context // their other goroutines run until it ends
+	wg    *sync.WaitGroup // the queues' goroutines, waited for by Run
+	fail  func(error)     // records a queue's error and stops Run
+	// listen starts the wake-ups (listenLoop) with the first queue, so
+	// that a client without queues holds no listen connection and sends
+	// no signal reads.
+	listen sync.Once
+	bg     *sync.WaitGroup // Run's other goroutines, listenLoop's among them
+}
+
+// NewClient returns a client for cfg, with everything [Client.Run] starts
+// built and checked, so that Run fails for no configuration. Errors wrap
+// dao.ErrInvalidArgument for a missing store, a queue without workers
+// registry, a bad queue name or client id, negative or out-of-range
+// settings, a leader election or periodic job that cannot be built; it
+// does no I/O.
 func NewClient(cfg Config) (*Client, error) {
 	if cfg.Store == nil {
 		return nil, fmt.Errorf("jobs: new client: %w", invalid("nil Store"))
@@ -190,10 +281,11 @@ func NewClient(cfg Config) (*Client, error) {
 	if cfg.ID == "" {
 		cfg.ID = outbox.DefaultWorkerID()
 	}
-	if len(cfg.ID) > 120 {
-		return nil, fmt.Errorf("jobs: new client: %w", invalid("id longer than 120 bytes"))
+	if len(cfg.ID) > 120 || !utf8.ValidString(cfg.ID) || strings.IndexByte(cfg.ID, 0) >= 0 {
+		return nil, fmt.Errorf("jobs: new client: %w", invalid("id %q: use up to 120 bytes of UTF-8 without NUL", cfg.ID))
 	}
 	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts)
+	cfg.MaxArgsSize = cmp.Or(cfg.MaxArgsSize, DefaultMaxArgsSize)
 	cfg.Lease = cmp.Or(cfg.Lease, dispatch.DefaultLease)
 	cfg.Tick = cmp.Or(cfg.Tick, dispatch.TickFor(cfg.Lease))
 	cfg.RescueInterval = cmp.Or(cfg.RescueInterval, DefaultRescueInterval)
@@ -204,37 +296,178 @@ func NewClient(cfg Config) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	insertMW, workMW, err := splitMiddleware(cfg.Middleware)
+	if err != nil {
+		return nil, fmt.Errorf("jobs: new client: %w", err)
+	}
 	c := &Client{
-		cfg:     cfg,
-		store:   cfg.Store,
-		table:   tableOf(cfg.Store),
-		clock:   dbclock.NewSource(cfg.Now, cfg.Store, cfg.Store.Capabilities().DatabaseClock),
-		log:     cfg.Logger.With("component", "jobs", "client", cfg.ID),
-		queues:  map[string]*queue{},
-		running: map[int64]runningJob{},
-		paused:  map[string]bool{},
+		insertMW: insertMW,
+		workMW:   workMW,
+		cfg:      cfg,
+		store:    cfg.Store,
+		table:    tableOf(cfg.Store),
+		clock:    dbclock.NewSource(cfg.Now, cfg.Store, cfg.Store.Capabilities().DatabaseClock),
+		log:      cfg.Logger.With("component", "jobs", "client", cfg.ID),
+		queues:   map[string]*queue{},
+		running:  map[int64]runningJob{},
+		paused:   map[string]bool{},
 	}
 	for name, qc := range cfg.Queues {
-		if err := CheckQueue(name); err != nil {
+		q, err := c.newQueue(name, qc)
+		if err != nil {
 			return nil, fmt.Errorf("jobs: new client: %w", err)
 		}
-		if qc.MaxWorkers < 0 || qc.BatchSize < 0 {
-			return nil, fmt.Errorf("jobs: new client: queue %s: %w", name, invalid("negative MaxWorkers or BatchSize"))
-		}
-		w, err := c.newQueueWorker(name, qc)
-		if err != nil {
-			return nil, fmt.Errorf("jobs: new client: queue %s: %w", name, err)
-		}
-		q := &queue{name: name, w: w}
-		q.due.wake = w.Wake
 		c.queues[name] = q
 	}
-	for i := range cfg.Periodic {
-		if err := cfg.Periodic[i].check(); err != nil {
+	c.leader = cfg.Leader
+	if c.leader == nil && cfg.Leases != nil {
+		e, err := coord.NewElector(cfg.Leases, coord.ElectorConfig{Name: "jobs:" + c.table, ID: cfg.ID, Logger: cfg.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("jobs: new client: leader election: %w", err)
+		}
+		c.elector = e
+		c.leader = func(context.Context) bool { _, ok := e.Leader(); return ok }
+	}
+	if cfg.ScheduleStore != nil {
+		p, err := c.newPeriodicRunner()
+		if err != nil {
 			return nil, fmt.Errorf("jobs: new client: %w", err)
 		}
+		c.periodic = p
 	}
 	return c, nil
+}
+
+// newQueue checks name and qc and builds the queue's worker.
+func (c *Client) newQueue(name string, qc QueueConfig) (*queue, error) {
+	if err := CheckQueue(name); err != nil {
+		return nil, err
+	}
+	if qc.MaxWorkers < 0 || qc.BatchSize < 0 {
+		return nil, fmt.Errorf("queue %s: %w", name, invalid("negative MaxWorkers or BatchSize"))
+	}
+	w, err := c.newQueueWorker(name, qc)
+	if err != nil {
+		return nil, fmt.Errorf("queue %s: %w", name, err)
+	}
+	q := &queue{name: name, w: w, waitsEnded: make(chan struct{}, 1)}
+	q.due.wake = func() {
+		select {
+		case q.waitsEnded <- struct{}{}:
+		default:
+		}
+	}
+	return q, nil
+}
+
+// queue returns the queue the client runs under name.
+func (c *Client) queue(name string) (*queue, bool) {
+	c.queuesMu.RLock()
+	defer c.queuesMu.RUnlock()
+	q, ok := c.queues[name]
+	return q, ok
+}
+
+// queueCount returns how many queues the client runs.
+func (c *Client) queueCount() int {
+	c.queuesMu.RLock()
+	defer c.queuesMu.RUnlock()
+	return len(c.queues)
+}
+
+// queueList returns the queues the client runs, in name order.
+func (c *Client) queueList() []*queue {
+	c.queuesMu.RLock()
+	defer c.queuesMu.RUnlock()
+	out := make([]*queue, 0, len(c.queues))
+	for _, name := range slices.Sorted(maps.Keys(c.queues)) {
+		out = append(out, c.queues[name])
+	}
+	return out
+}
+
+// AddQueue adds queue name, run with qc's settings, to the client: when
+// Run is running the queue starts at once (and drains with the others
+// when Run stops), otherwise with the next Run. The queue claims the
+// kinds of the client's Workers, as the queues of Config.Queues do, and
+// is recorded in the queue table at the next read of pauses. Errors wrap
+// dao.ErrInvalidArgument for a bad name or setting, a client built
+// without Workers, and a name the client already runs; nothing changes
+// then.
+func (c *Client) AddQueue(name string, qc QueueConfig) error {
+	if c.cfg.Workers == nil {
+		return fmt.Errorf("jobs: add queue: %w", invalid("client without Workers"))
+	}
+	q, err := c.newQueue(name, qc)
+	if err != nil {
+		return fmt.Errorf("jobs: add queue: %w", err)
+	}
+	c.queuesMu.Lock()
+	defer c.queuesMu.Unlock()
+	if _, ok := c.queues[name]; ok {
+		return fmt.Errorf("jobs: add queue: %w", invalid("queue %s already runs in this client", name))
+	}
+	if c.run != nil && c.kindsIn.IsAll() {
+		return fmt.Errorf("jobs: add queue: %w", invalid("no worker in Workers when Run started"))
+	}
+	c.queues[name] = q
+	if c.run != nil {
+		c.startQueue(c.run, q)
+	}
+	c.kindsStale.Store(true)
+	return nil
+}
+
+// RemoveQueue removes queue name from the client. When Run runs it, the
+// queue drains as at Run's end (no more claims, its running jobs get
+// DrainTimeout to finish, then their work is cancelled and their jobs
+// released without spending their attempt) and RemoveQueue waits for
+// that; the queue's jobs stay in the table for other clients. It returns
+// nil once the queue has stopped, ctx's error when ctx ends first (the
+// queue goes on draining), or an error wrapping dao.ErrNotFound when the
+// client does not run name.
+func (c *Client) RemoveQueue(ctx context.Context, name string) error {
+	c.queuesMu.Lock()
+	q, ok := c.queues[name]
+	if ok {
+		delete(c.queues, name)
+	}
+	c.queuesMu.Unlock()
+	if !ok {
+		return fmt.Errorf("jobs: remove queue %s: %w", name, dao.ErrNotFound)
+	}
+	if q.stop == nil {
+		return nil
+	}
+	q.stop()
+	select {
+	case <-q.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("jobs: remove queue %s: %w", name, ctx.Err())
+	}
+}
+
+// startQueue starts q's worker and its wait ends under rs, and the
+// client's wake-ups with its first queue; queuesMu is held.
+func (c *Client) startQueue(rs *runState, q *queue) {
+	qctx, stop := context.WithCancel(rs.ctx)
+	wctx, stopWaits := context.WithCancel(rs.bgCtx)
+	done := make(chan struct{})
+	q.stop, q.done = stop, done
+	rs.listen.Do(func() { rs.bg.Go(func() { c.listenLoop(rs.bgCtx) }) })
+	rs.wg.Go(func() {
+		defer close(done)
+		defer stop()
+		var waits sync.WaitGroup
+		waits.Go(func() { c.endWaits(wctx, q) })
+		if err := q.w.Run(qctx); err != nil {
+			rs.fail(fmt.Errorf("jobs: queue %s: %w", q.name, err))
+		}
+		stopWaits()
+		waits.Wait()
+		q.due.stop()
+	})
 }
 
 // tableOf returns the table name store reports, or DefaultTable.
@@ -274,6 +507,7 @@ func (c *Client) newQueueWorker(name string, qc QueueConfig) (*dispatch.Worker[R
 			return dao.And(
 				dao.Eq(ColState, string(StateAvailable)),
 				dao.Eq(ColQueue, name),
+				c.kindsIn,
 				dao.Le(ColScheduledAt, now),
 				dao.LtField(ColAttempt, ColMaxAttempts),
 				dao.IsNull(ColCancelRequestedAt),
@@ -283,8 +517,11 @@ func (c *Client) newQueueWorker(name string, qc QueueConfig) (*dispatch.Worker[R
 		ClaimSet: func(now time.Time) dao.Set {
 			return dao.Set{ColAttempt: dao.Incr(1), ColAttemptedAt: now}
 		},
+		// A job released before its work started gets its attempt back.
+		ReleaseSet:   func(time.Time) dao.Set { return attemptBack },
 		Handler:      c.handle,
 		Prepare:      c.prepare,
+		Written:      c.written,
 		Paused:       func() bool { return c.isPaused(name) },
 		WorkerID:     c.workerID(name),
 		Concurrency:  maxWorkers,
@@ -309,46 +546,102 @@ func (c *Client) isPaused(name string) bool {
 // claim at once.
 func (c *Client) wake(name string) {
 	if name == "" {
-		for _, q := range c.queues {
+		for _, q := range c.queueList() {
 			q.w.Wake()
 		}
 		return
 	}
-	if q, ok := c.queues[name]; ok {
+	if q, ok := c.queue(name); ok {
 		q.w.Wake()
 	}
 }
 
-// wakeAfter makes the worker of queue name claim in d, when a job this
-// client put back available with a scheduled time d ahead becomes due.
-func (c *Client) wakeAfter(name string, d time.Duration) {
-	if q, ok := c.queues[name]; ok && d > 0 {
-		q.due.add(time.Now().Add(d))
+// endWaitAfter ends, in d, the wait of a job of queue name that this
+// client made retryable or scheduled d ahead, when d is at most
+// ScheduleAhead: then the queue's jobs whose time has come are made
+// available and the queue claims at once (see endWaits). The job's
+// outcome is written within the worker's outcome delay after d began, so
+// the wait is ended that much after d.
+func (c *Client) endWaitAfter(name string, d time.Duration) {
+	q, ok := c.queue(name)
+	if !ok || d > ScheduleAhead {
+		return
+	}
+	q.due.add(time.Now().Add(max(d, 0) + q.w.Config().OutcomeDelay))
+}
+
+// endWaits makes the due retryable and scheduled jobs of q available and
+// wakes q's worker each time a wait endWaitAfter asked for ends, until
+// ctx ends.
+func (c *Client) endWaits(ctx context.Context, q *queue) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-q.waitsEnded:
+		}
+		if err := c.makeDueAvailable(ctx, q.name); err != nil && ctx.Err() == nil {
+			c.log.Warn("making due jobs available failed; the scheduler will", "queue", q.name, "err", err)
+		}
+		q.w.Wake()
 	}
 }
 
-// Run runs the client until ctx ends: the workers of its queues, the
-// wake-ups (PostgreSQL notifications of inserts), the per-tick reads of
-// queue pauses and cancel requests, the maintenance (on the leader: the
-// scheduler, the rescuer, the retention sweep) and the periodic jobs.
-// When ctx ends it drains: no more claims, running jobs get DrainTimeout
-// to finish, then their contexts are cancelled; a job cancelled by the
-// drain is released without spending its attempt. Run returns nil after
-// the drain, an error wrapping dao.ErrInvalidArgument for a request the
-// store refuses, or an error when Run is already running.
+// makeDueAvailable makes the retryable and scheduled jobs of queue whose
+// time has come available, in one statement (on PostgreSQL by the
+// schedule index), run again when the database ends it as a deadlock
+// victim (retryConflict).
+func (c *Client) makeDueAvailable(ctx context.Context, queue string) error {
+	now, err := c.now(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = retryConflict(ctx, func() (int64, error) {
+		return c.store.Update(ctx, dao.And(dueWaiting(now), dao.Eq(ColQueue, queue)), dao.Set{ColState: string(StateAvailable)})
+	})
+	return err
+}
+
+// Run runs the client until ctx ends (or [Client.Stop]): the workers of
+// its queues, those of Config.Queues and those added with
+// [Client.AddQueue], the wake-ups (PostgreSQL notifications of inserts,
+// the change signal elsewhere, inserts of the same process), the
+// per-tick reads of queue pauses and cancel requests, the
+// maintenance (on the leader: the scheduler, the rescuer, the retention
+// sweep) and the periodic jobs. A client with no queue runs the rest
+// until ctx ends too. When ctx ends it drains: no more claims, running
+// jobs get DrainTimeout to finish, then their contexts are cancelled; a
+// job cancelled by the drain is released without spending its attempt.
+// Run returns once every goroutine it started has ended (a work function
+// that ignores its cancelled context holds it, see dispatch.Worker.Run):
+// nil after the drain; an error wrapping dao.ErrInvalidArgument for a
+// request the store refuses, after stopping the whole client as its end
+// would; an error when Run is already running.
 func (c *Client) Run(ctx context.Context) error {
 	if !c.runningRun.CompareAndSwap(false, true) {
 		return errors.New("jobs: client already running")
 	}
 	defer c.runningRun.Store(false)
-	if c.cfg.QueueStore != nil && len(c.queues) > 0 {
-		names := make([]string, 0, len(c.queues))
-		for name := range c.queues {
-			names = append(names, name)
+	ctx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	ran := make(chan struct{})
+	defer close(ran)
+	c.runMu.Lock()
+	c.stopRun, c.ran = stopRun, ran
+	c.runMu.Unlock()
+	queues := c.queueList()
+	if c.cfg.Workers != nil {
+		kinds := c.cfg.Workers.Kinds()
+		if len(kinds) == 0 && len(queues) > 0 {
+			return fmt.Errorf("jobs: run: %w", invalid("queues to run but no worker in Workers"))
 		}
-		if err := c.registerQueues(ctx, names...); err != nil {
-			c.log.Warn("recording the client's queues in the queue table failed", "err", err)
+		// The queues claim the kinds of the workers registered now.
+		if len(kinds) > 0 {
+			c.kindsIn = dao.In(ColKind, anys(kinds)...)
 		}
+	}
+	if len(queues) > 0 {
+		c.recordKindsNow(ctx)
 	}
 	if err := c.readPauses(ctx); err != nil && !errors.Is(err, ErrNoQueueStore) {
 		c.log.Warn("reading queue pauses failed; queues run until the next read", "err", err)
@@ -358,51 +651,98 @@ func (c *Client) Run(ctx context.Context) error {
 		mu   sync.Mutex
 		errs []error
 	)
-	fail := func(err error) {
+	record := func(err error) {
 		mu.Lock()
 		errs = append(errs, err)
 		mu.Unlock()
 	}
+	// A queue whose worker fails (a request the store refuses) stops
+	// the client, so that Run returns its error.
+	fail := func(err error) {
+		record(err)
+		stopRun()
+	}
 	bgCtx, stopBG := context.WithCancel(ctx)
 	defer stopBG()
-	for _, q := range c.queues {
-		wg.Go(func() {
-			if err := q.w.Run(ctx); err != nil {
-				fail(fmt.Errorf("jobs: queue %s: %w", q.name, err))
-			}
-		})
-	}
 	var bg sync.WaitGroup
-	bg.Go(func() { c.pollLoop(bgCtx) })
-	if len(c.queues) > 0 {
-		bg.Go(func() { c.listenLoop(bgCtx) })
+	rs := &runState{ctx: ctx, bgCtx: bgCtx, wg: &wg, fail: fail, bg: &bg}
+	c.queuesMu.Lock()
+	c.run = rs
+	for _, q := range c.queues {
+		c.startQueue(rs, q)
 	}
-	leader := c.cfg.Leader
-	if leader == nil && c.cfg.Leases != nil {
-		e, err := coord.NewElector(c.cfg.Leases, coord.ElectorConfig{Name: "jobs:" + c.table, ID: c.cfg.ID, Logger: c.cfg.Logger})
-		if err != nil {
-			return fmt.Errorf("jobs: run: %w", err)
-		}
+	c.queuesMu.Unlock()
+	// The reads of pauses and cancel requests go on while the queues
+	// drain, so that a job cancelled then still stops.
+	pollCtx, stopPoll := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPoll()
+	bg.Go(func() { c.pollLoop(pollCtx) })
+	if e := c.elector; e != nil {
 		bg.Go(func() { _ = e.Run(bgCtx) })
-		leader = func(context.Context) bool { _, ok := e.Leader(); return ok }
 	}
-	bg.Go(func() { c.maintain(bgCtx, leader) })
-	if len(c.cfg.Periodic) > 0 {
+	bg.Go(func() { c.maintain(bgCtx, c.leader) })
+	if p := c.periodic; p != nil {
 		bg.Go(func() {
-			if err := c.runPeriodic(bgCtx); err != nil {
-				fail(err)
+			if err := p.run(bgCtx); err != nil {
+				c.log.Error("periodic jobs stopped", "err", err)
+				record(err)
 			}
 		})
 	}
-	c.log.Info("jobs client started", "queues", len(c.queues), "tick", c.cfg.Tick, "lease", c.cfg.Lease)
+	c.log.Info("jobs client started", "queues", len(queues), "tick", c.cfg.Tick, "lease", c.cfg.Lease)
+	<-ctx.Done()
+	// No queue starts after this: the wait group's count only falls.
+	c.queuesMu.Lock()
+	c.run = nil
+	c.queuesMu.Unlock()
 	wg.Wait()
 	stopBG()
+	stopPoll()
 	bg.Wait()
-	for _, q := range c.queues {
-		q.due.stop()
-	}
 	c.log.Info("jobs client stopped")
 	return errors.Join(errs...)
+}
+
+// Stop ends the running Run as the end of its context does — no more
+// claims, running jobs get DrainTimeout to finish, then their work is
+// cancelled and the jobs released without spending their attempt — and
+// waits until Run has returned. It returns nil then, or ctx's error when
+// ctx ends first (Run goes on draining). Without a Run running it
+// returns nil at once.
+func (c *Client) Stop(ctx context.Context) error {
+	return c.stop(ctx, false)
+}
+
+// StopAndCancel is [Client.Stop] without the wait for running jobs: their
+// work's contexts are cancelled at once (cause dispatch.ErrDrained) and
+// their jobs released without spending their attempt, as the drain does
+// after DrainTimeout. It waits until Run has returned, or returns ctx's
+// error when ctx ends first.
+func (c *Client) StopAndCancel(ctx context.Context) error {
+	return c.stop(ctx, true)
+}
+
+// stop ends the running Run, cancelling its running jobs at once when
+// cancel is true, and waits for it.
+func (c *Client) stop(ctx context.Context, cancel bool) error {
+	c.runMu.Lock()
+	stopRun, ran := c.stopRun, c.ran
+	c.runMu.Unlock()
+	if stopRun == nil {
+		return nil
+	}
+	if cancel {
+		for _, q := range c.queueList() {
+			q.w.CancelDrain()
+		}
+	}
+	stopRun()
+	select {
+	case <-ran:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("jobs: stop: %w", ctx.Err())
+	}
 }
 
 // pollLoop reads, once per tick, the queue pauses and the cancel
@@ -422,20 +762,22 @@ func (c *Client) pollLoop(ctx context.Context) {
 		if err := c.readCancels(ctx); err != nil && ctx.Err() == nil {
 			c.log.Warn("reading cancel requests failed", "err", err)
 		}
-		c.expire()
+		if c.kindsStale.Swap(false) || (c.queueCount() > 0 && time.Since(c.kindsRecorded) >= KindsRefresh) {
+			c.recordKindsNow(ctx)
+		}
 	}
 }
 
-// expire cancels, with cause ErrTimeout, the work of the running jobs
-// whose timeout (checked at each tick) has passed.
-func (c *Client) expire() {
-	now := time.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, rj := range c.running {
-		if !rj.deadline.IsZero() && now.After(rj.deadline) {
-			rj.cancel(ErrTimeout)
-		}
+// recordKindsNow records the client's queues and kinds in the queue
+// table (see recordKinds), logging a failure: the next refresh tries
+// again.
+func (c *Client) recordKindsNow(ctx context.Context) {
+	c.kindsRecorded = time.Now()
+	if c.cfg.QueueStore == nil {
+		return
+	}
+	if err := c.recordKinds(ctx); err != nil && ctx.Err() == nil {
+		c.log.Warn("recording the client's queues and kinds in the queue table failed", "err", err)
 	}
 }
 
@@ -444,7 +786,7 @@ func (c *Client) readPauses(ctx context.Context) error {
 	if c.cfg.QueueStore == nil {
 		return ErrNoQueueStore
 	}
-	if len(c.queues) == 0 {
+	if c.queueCount() == 0 {
 		return nil
 	}
 	rows, err := c.cfg.QueueStore.Find(ctx, dao.Query{Where: dao.NotNull("paused_at")})
@@ -456,16 +798,29 @@ func (c *Client) readPauses(ctx context.Context) error {
 		paused[r.Name] = true
 	}
 	c.pausedMu.Lock()
-	resumed := []string{}
+	var resumed, newlyPaused []string
 	for name := range c.paused {
 		if !paused[name] {
 			resumed = append(resumed, name)
+		}
+	}
+	for name := range paused {
+		if !c.paused[name] {
+			newlyPaused = append(newlyPaused, name)
 		}
 	}
 	c.paused = paused
 	c.pausedMu.Unlock()
 	for _, name := range resumed {
 		c.wake(name)
+		if _, runs := c.queue(name); runs {
+			c.emitQueue(EventQueueResumed, name)
+		}
+	}
+	for _, name := range newlyPaused {
+		if _, runs := c.queue(name); runs {
+			c.emitQueue(EventQueuePaused, name)
+		}
 	}
 	return nil
 }
@@ -501,16 +856,23 @@ func (c *Client) readCancels(ctx context.Context) error {
 // store has them (PostgreSQL: the trigger Migrate creates notifies the
 // channel named like the table) and wakes the queues at each one; it
 // subscribes again after a failure, waking every queue then, since
-// notifications sent meanwhile are lost.
+// notifications sent meanwhile are lost. Elsewhere it reads the table's
+// change signal every poll interval (pollSignal). Until ctx ends, inserts
+// through other clients of this process wake the queues too (joinLocal).
 func (c *Client) listenLoop(ctx context.Context) {
+	defer c.joinLocal()()
+	c.wake("") // jobs this process inserted before the client joined
 	l, ok := c.store.(dao.Listener)
 	if !ok || !l.CanListen() || !notifies(c.store) {
+		c.pollSignal(ctx)
+		<-ctx.Done()
 		return
 	}
 	wait := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		began := time.Now()
-		c.wake("")
+		// The empty payload comes once LISTEN is in place: every queue
+		// claims then, for the jobs committed before it.
 		err := l.Listen(ctx, c.table, func(payload string) { c.wake(payload) })
 		if ctx.Err() != nil {
 			return
@@ -540,9 +902,12 @@ type stats struct {
 type Stats struct {
 	Completed int64 // succeeded
 	Retried   int64 // failed with attempts left
-	Discarded int64 // failed their last attempt, or had no worker
-	Cancelled int64 // cancelled while running or by their work function
+	Discarded int64 // failed their last attempt
+	Cancelled int64 // cancelled while running, by their work function or by the error handler
 	Snoozed   int64 // snoozed
+	// EventsDropped counts events not delivered because a subscriber's
+	// channel was full ([Client.SubscribeConfig]).
+	EventsDropped int64
 }
 
 // Stats returns the client's running totals. An outcome is counted when
@@ -551,5 +916,6 @@ func (c *Client) Stats() Stats {
 	return Stats{
 		Completed: c.stats.completed.Load(), Retried: c.stats.retried.Load(), Discarded: c.stats.discarded.Load(),
 		Cancelled: c.stats.cancelled.Load(), Snoozed: c.stats.snoozed.Load(),
+		EventsDropped: c.events.dropped.Load(),
 	}
 }

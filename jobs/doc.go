@@ -1,6 +1,8 @@
-// Package jobs is a job queue on every claimstore backend (PostgreSQL,
-// MySQL and MariaDB, SQLite, SQL Server, Elasticsearch, memory): jobs with
-// a kind and typed args, named queues with their own concurrency that
+// Package jobs is a job queue on the claimstore backends that enforce
+// its unique index (PostgreSQL, MySQL and MariaDB, SQLite, SQL Server,
+// memory; not Elasticsearch, which has neither a unique index nor
+// transactions, see docs/jobs.md, "Backends"): jobs with a kind and
+// typed args, named queues with their own concurrency that
 // every process pauses and resumes together, retries with backoff and the
 // error of every attempt kept, unique jobs enforced by the database,
 // cancel (also of a running job), snooze, a timeout per kind, periodic
@@ -36,8 +38,12 @@
 //		return send(ctx, j.Args.To)
 //	}))
 //
-// A job whose kind has no worker in the client that claims it is
-// discarded with [ErrUnknownKind].
+// A client's queues claim only the kinds its Workers registry has workers
+// for, and an insert refuses another kind ([ErrUnknownKind]) unless
+// Config.SkipUnknownJobCheck says the job is for other clients: during a
+// rolling deploy, a job of a new kind waits for a client that knows it,
+// never discarded by one that lacks it. [Client.UnknownKinds] lists the
+// kinds that wait with no client that knows them.
 //
 // # Outcomes
 //
@@ -47,7 +53,8 @@
 // a panic's stack) appended to the job's Errors. [Cancel] ends the job
 // cancelled; [Snooze] runs it again later without spending an attempt. A
 // kind's timeout ([WithTimeout], default [DefaultTimeout]) ends the work's
-// context with cause [ErrTimeout]. The outcome is written fenced by the
+// context at the timeout with context.DeadlineExceeded, cause
+// [ErrTimeout]. The outcome is written fenced by the
 // job's lease, in one statement for the jobs that ended alike.
 //
 // Delivery is at least once: a worker that dies after the work's side
@@ -66,8 +73,10 @@
 // # Running
 //
 // [Client.Run] runs the client's queues until its context ends, then
-// drains. Queues wake on inserts (PostgreSQL LISTEN/NOTIFY across
-// processes, an in-process signal everywhere) and poll at each tick.
+// drains. Queues wake on inserts — across processes by PostgreSQL
+// LISTEN/NOTIFY, elsewhere by the job table's change signal read every
+// Config.PollInterval ([DefaultPollInterval], 25 ms); in-process on every
+// backend — and poll at each tick.
 // Once per tick each client reads the queue pauses ([Client.PauseQueue])
 // and the cancel requests of the jobs it runs ([Client.Cancel]). The
 // maintenance — the scheduler that makes scheduled and retryable jobs
@@ -75,6 +84,16 @@
 // died on their last attempt, the retention [Client.Sweep] of final jobs —
 // runs on the elected leader when Config.Leases or Config.Leader is set,
 // else on every client.
+//
+// # Observing
+//
+// [Client.Subscribe] delivers the client's events: each job's outcome once
+// its write committed ([Event]), and queue pauses and resumes.
+// Config.ErrorHandler ([ErrorHandler]) is told of every failed attempt
+// and may cancel the job. Config.Middleware wraps every insert
+// ([InsertMiddleware]) and every job's work ([WorkMiddleware]);
+// [WithMiddleware] wraps one kind's. Package jobsotel is such a
+// middleware: OpenTelemetry spans and metrics.
 //
 // docs/jobs.md has the full guide, the table of states, and the mapping
 // of River's API to this one.

@@ -20,8 +20,11 @@ var (
 	// ErrRunning reports an operation that needs a job that is not
 	// running ([Client.Delete] of a running job).
 	ErrRunning = errors.New("jobs: job is running")
-	// ErrUnknownKind is the error recorded on a job whose kind has no
-	// worker in the client that claimed it; the job is discarded.
+	// ErrUnknownKind is wrapped, with dao.ErrInvalidArgument, by the
+	// error of an insert of a kind the client's Workers has no worker for
+	// (see Config.SkipUnknownJobCheck). A client never claims a job of
+	// such a kind: it waits for a client that knows it
+	// ([Client.UnknownKinds] lists them).
 	ErrUnknownKind = errors.New("jobs: no worker for the job's kind")
 	// ErrSchemaTooNew reports a job table migrated by a newer version of
 	// this package than the one running: [Migrate] changes nothing.
@@ -36,40 +39,51 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", dao.ErrInvalidArgument, fmt.Sprintf(format, args...))
 }
 
-// cancelError is the error [Cancel] returns.
-type cancelError struct{ err error }
+// CancelError is the error [Cancel] returns: a work function that
+// returns it ends its job cancelled. Err is the error recorded as the
+// attempt's (nil: none given).
+type CancelError struct{ Err error }
 
-func (e *cancelError) Error() string {
-	if e.err == nil {
+// Error returns the error's text.
+func (e *CancelError) Error() string {
+	if e.Err == nil {
 		return "jobs: cancelled by its work function"
 	}
-	return "jobs: cancelled by its work function: " + e.err.Error()
+	return "jobs: cancelled by its work function: " + e.Err.Error()
 }
 
-func (e *cancelError) Unwrap() error { return e.err }
+// Unwrap returns Err.
+func (e *CancelError) Unwrap() error { return e.Err }
 
 // Cancel returns an error that a work function returns to end its job
 // cancelled, without further attempts, with err (which may be nil)
-// recorded as the attempt's error.
-func Cancel(err error) error { return &cancelError{err: err} }
+// recorded as the attempt's error. Test for it with errors.As and a
+// [*CancelError].
+func Cancel(err error) error { return &CancelError{Err: err} }
 
-// snoozeError is the error [Snooze] returns.
-type snoozeError struct{ d time.Duration }
+// SnoozeError is the error [Snooze] returns: a work function that
+// returns it runs its job again after Duration without spending an
+// attempt.
+type SnoozeError struct{ Duration time.Duration }
 
-func (e *snoozeError) Error() string { return fmt.Sprintf("jobs: snoozed for %v", e.d) }
+// Error returns the error's text.
+func (e *SnoozeError) Error() string { return fmt.Sprintf("jobs: snoozed for %v", e.Duration) }
 
 // Snooze returns an error that a work function returns to run its job
 // again after d (0 or less: as soon as a worker is free) without spending
 // an attempt: the attempt count goes back to what it was before this
 // attempt, and no error is recorded. The job is scheduled until then
-// (stored available with its future time when d is at most
-// [ScheduleAhead]).
-func Snooze(d time.Duration) error { return &snoozeError{d: d} }
+// (available at once when d is 0 or less). Test for it with errors.As
+// and a [*SnoozeError].
+func Snooze(d time.Duration) error { return &SnoozeError{Duration: d} }
 
-// panicError is the error of a work function that panicked.
-type panicError struct {
-	value any
-	trace string
+// PanicError is the error of a work function that panicked, as work
+// middleware ([WorkMiddleware]) sees it: the panic's value and the
+// goroutine's stack. The attempt fails with it.
+type PanicError struct {
+	Value any
+	Trace string
 }
 
-func (e *panicError) Error() string { return fmt.Sprintf("jobs: work panicked: %v", e.value) }
+// Error returns the error's text.
+func (e *PanicError) Error() string { return fmt.Sprintf("jobs: work panicked: %v", e.Value) }

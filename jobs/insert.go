@@ -8,10 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/claimstore/claimstore/dao"
 )
@@ -54,7 +57,9 @@ type InsertOpts struct {
 // a unique index on the key under concurrent inserts on every backend.
 // The key is built from the kind and the properties chosen here.
 type UniqueOpts struct {
-	// ByArgs includes the args (their JSON) in the key.
+	// ByArgs includes the args (their JSON) in the key: all of them, or
+	// only the fields tagged `jobs:"unique"` when the args type tags
+	// some (top-level fields of the struct, named as their JSON keys).
 	ByArgs bool
 	// ByPeriod, when > 0, includes the scheduled time truncated to the
 	// period (UTC) in the key: one job per period.
@@ -99,9 +104,13 @@ type InsertResult struct {
 // Insert inserts one job with args (opts may be nil) and returns it. A
 // unique job whose key is held returns the job holding it with
 // UniqueSkippedAsDuplicate. The job commits on its own; a queue this
-// client runs is woken at once, and on PostgreSQL every client is
-// notified. Errors: dao.ErrInvalidArgument for bad args or options
-// (nothing is inserted); the store's errors, mapped.
+// client runs is woken at once, as are those of the other running clients
+// of this process on the same job table; on PostgreSQL every client is
+// notified, elsewhere clients read the change signal
+// (Config.PollInterval). Errors: dao.ErrInvalidArgument for bad args or
+// options (args over Config.MaxArgsSize or holding text that is not
+// UTF-8, a kind without worker in the client's Workers, which also wraps
+// [ErrUnknownKind]; nothing is inserted); the store's errors, mapped.
 func (c *Client) Insert(ctx context.Context, args Args, opts *InsertOpts) (*InsertResult, error) {
 	res, err := c.insertMany(ctx, c.store, []InsertParams{{Args: args, Opts: opts}}, false)
 	if err != nil {
@@ -113,8 +122,12 @@ func (c *Client) Insert(ctx context.Context, args Args, opts *InsertOpts) (*Inse
 // InsertTx is [Client.Insert] inside tx, the caller's open transaction
 // (a *gorm.DB in a transaction for the SQL backends): the job commits or
 // rolls back with the rest of the transaction, and workers see it once
-// it commits (on PostgreSQL they are notified then). A store that cannot
-// bind tx returns an error wrapping dao.ErrInvalidArgument.
+// it commits: on PostgreSQL they are notified then, elsewhere the change
+// signal finds it within a poll interval (Config.PollInterval). A store
+// that cannot bind tx, and a tx that is not inside a transaction (a
+// *gorm.DB of no Begin or Transaction, whose insert would commit on its
+// own), return an error wrapping dao.ErrInvalidArgument and insert
+// nothing.
 //
 // A unique insert in a transaction waits, on PostgreSQL and MySQL, for
 // another open transaction that inserted the same key, and then returns
@@ -162,8 +175,8 @@ func (c *Client) txStore(tx any) (dao.Store[Row], error) {
 
 // insertMany builds the rows of params, inserts them through store and
 // wakes the local queues that got available jobs (unless inTx: the
-// caller's transaction has not committed yet, and PostgreSQL's
-// notification comes at its commit).
+// caller's transaction has not committed yet; PostgreSQL's notification
+// or the change signal wakes the queues once it has).
 func (c *Client) insertMany(ctx context.Context, store dao.Store[Row], params []InsertParams, inTx bool) ([]InsertResult, error) {
 	if len(params) == 0 {
 		return nil, nil
@@ -178,7 +191,33 @@ func (c *Client) insertMany(ctx context.Context, store dao.Store[Row], params []
 			return nil, fmt.Errorf("jobs: insert: job %d: %w", i, err)
 		}
 	}
-	out := make([]InsertResult, len(params))
+	out, err := c.insertChain(ctx, rows, func(ctx context.Context) ([]InsertResult, error) {
+		return insertRows(ctx, store, rows)
+	})
+	if err != nil {
+		return out, err
+	}
+	if len(out) != len(rows) {
+		return out, fmt.Errorf("jobs: insert: the insert middleware returned %d results for %d jobs", len(out), len(rows))
+	}
+	woken := map[string]bool{}
+	for i := range out {
+		j := out[i].Job
+		j.present(now)
+		if !inTx && j.State == StateAvailable && !woken[j.Queue] {
+			woken[j.Queue] = true
+			c.wake(j.Queue)
+		}
+	}
+	c.wakeLocal(woken)
+	return out, nil
+}
+
+// insertRows inserts rows through store: those that are not unique in
+// one Create, then the unique ones one by one. It returns the results in
+// the order of rows.
+func insertRows(ctx context.Context, store dao.Store[Row], rows []*Row) ([]InsertResult, error) {
+	out := make([]InsertResult, len(rows))
 	var plain []*Row
 	for i, r := range rows {
 		if r.UniqueKey == nil {
@@ -193,17 +232,9 @@ func (c *Client) insertMany(ctx context.Context, store dao.Store[Row], params []
 		if r.UniqueKey == nil {
 			continue
 		}
+		var err error
 		if out[i], err = insertUnique(ctx, store, r); err != nil {
 			return out[:i], fmt.Errorf("jobs: insert: job %d: %w", i, err)
-		}
-	}
-	woken := map[string]bool{}
-	for i := range out {
-		j := out[i].Job
-		j.present(now)
-		if !inTx && j.State == StateAvailable && !woken[j.Queue] {
-			woken[j.Queue] = true
-			c.wake(j.Queue)
 		}
 	}
 	return out, nil
@@ -309,6 +340,10 @@ func (c *Client) newRow(args Args, opts *InsertOpts, now time.Time) (*Row, error
 	if err := CheckKind(kind); err != nil {
 		return nil, err
 	}
+	if c.cfg.Workers != nil && !c.cfg.SkipUnknownJobCheck && c.cfg.Workers.lookup(kind) == nil {
+		return nil, fmt.Errorf("kind %q has no worker in the client's Workers (Config.SkipUnknownJobCheck inserts it for other clients): %w: %w",
+			kind, ErrUnknownKind, dao.ErrInvalidArgument)
+	}
 	o := merged(args, opts)
 	if o.Queue == "" {
 		o.Queue = DefaultQueue
@@ -328,13 +363,13 @@ func (c *Client) newRow(args Args, opts *InsertOpts, now time.Time) (*Row, error
 	if o.MaxAttempts < 1 {
 		return nil, invalid("max attempts %d: use 1 or more", o.MaxAttempts)
 	}
-	encoded, err := json.Marshal(args)
+	encoded, err := encodeArgs(kind, args, c.cfg.MaxArgsSize)
 	if err != nil {
-		return nil, invalid("args of kind %s do not encode as JSON: %v", kind, err)
+		return nil, err
 	}
 	r := &Row{
 		Kind: kind, Queue: o.Queue, State: StateAvailable, Priority: o.Priority,
-		EncodedArgs: string(encoded), MaxAttempts: o.MaxAttempts, ScheduledAt: now,
+		EncodedArgs: encoded, MaxAttempts: o.MaxAttempts, ScheduledAt: now,
 	}
 	if !o.ScheduledAt.IsZero() {
 		// A time in the past is kept: it orders the job among the
@@ -345,37 +380,82 @@ func (c *Client) newRow(args Args, opts *InsertOpts, now time.Time) (*Row, error
 		}
 	}
 	if len(o.Tags) > 0 {
-		for _, t := range o.Tags {
-			if len(t) > MaxTagLen || !nameRE.MatchString(t) {
-				return nil, invalid("tag %q: use 1-%d letters, digits, '_', '.', ':' or '-'", t, MaxTagLen)
-			}
+		if err := checkTags(o.Tags); err != nil {
+			return nil, err
 		}
 		b, _ := json.Marshal(o.Tags)
 		r.Tags = string(b)
 	}
 	if o.Metadata != nil {
-		m := bytes.TrimSpace(o.Metadata)
-		if !json.Valid(m) || len(m) == 0 || m[0] != '{' {
-			return nil, invalid("metadata is not a JSON object")
+		m, err := compactObject(o.Metadata)
+		if err != nil {
+			return nil, err
 		}
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, m); err != nil {
-			return nil, invalid("metadata: %v", err)
-		}
-		r.Metadata = buf.String()
+		r.Metadata = m
 	}
 	switch {
 	case o.uniqueKey != "":
 		r.UniqueKey = &o.uniqueKey
 		r.UniqueStates = stateMask(States())
 	case !o.UniqueOpts.isZero():
-		key, mask, err := uniqueKey(kind, r, o.UniqueOpts)
+		key, mask, err := uniqueKey(kind, args, r, o.UniqueOpts)
 		if err != nil {
 			return nil, err
 		}
 		r.UniqueKey, r.UniqueStates = &key, mask
 	}
 	return r, nil
+}
+
+// checkTags returns nil when every tag is valid. Errors wrap
+// dao.ErrInvalidArgument.
+func checkTags(tags []string) error {
+	for _, t := range tags {
+		if len(t) > MaxTagLen || !nameRE.MatchString(t) {
+			return invalid("tag %q: use 1-%d letters, digits, '_', '.', ':' or '-'", t, MaxTagLen)
+		}
+	}
+	return nil
+}
+
+// compactObject returns metadata, a JSON object, compacted. Errors wrap
+// dao.ErrInvalidArgument.
+func compactObject(metadata []byte) (string, error) {
+	m := bytes.TrimSpace(metadata)
+	if !json.Valid(m) || len(m) == 0 || m[0] != '{' {
+		return "", invalid("metadata is not a JSON object")
+	}
+	if !utf8.Valid(m) {
+		return "", invalid("metadata holds text that is not UTF-8")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, m); err != nil {
+		return "", invalid("metadata: %v", err)
+	}
+	return buf.String(), nil
+}
+
+// checkMutable checks again the columns of r that insert middleware may
+// change (Metadata and Tags), compacting its metadata. Errors wrap
+// dao.ErrInvalidArgument.
+func checkMutable(r *Row) error {
+	if r.Metadata != "" {
+		m, err := compactObject([]byte(r.Metadata))
+		if err != nil {
+			return err
+		}
+		r.Metadata = m
+	}
+	if r.Tags != "" {
+		var tags []string
+		if err := json.Unmarshal([]byte(r.Tags), &tags); err != nil {
+			return invalid("tags are not a JSON array of strings: %v", err)
+		}
+		if err := checkTags(tags); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stateMask returns the bit mask of states.
@@ -389,7 +469,7 @@ func stateMask(states []State) int {
 
 // uniqueKey returns the unique key of r (kind, and the properties u
 // chooses) and the mask of its unique states.
-func uniqueKey(kind string, r *Row, u UniqueOpts) (string, int, error) {
+func uniqueKey(kind string, args Args, r *Row, u UniqueOpts) (string, int, error) {
 	states := u.ByState
 	if len(states) == 0 {
 		states = DefaultUniqueStates()
@@ -410,7 +490,11 @@ func uniqueKey(kind string, r *Row, u UniqueOpts) (string, int, error) {
 	var b strings.Builder
 	b.WriteString("kind=" + kind)
 	if u.ByArgs {
-		b.WriteString("&args=" + r.EncodedArgs)
+		uniqueArgs, err := uniqueArgsOf(args, r.EncodedArgs)
+		if err != nil {
+			return "", 0, err
+		}
+		b.WriteString("&args=" + uniqueArgs)
 	}
 	if u.ByPeriod > 0 {
 		b.WriteString("&period=" + strconv.FormatInt(r.ScheduledAt.Truncate(u.ByPeriod).Unix(), 10))
@@ -420,4 +504,62 @@ func uniqueKey(kind string, r *Row, u UniqueOpts) (string, int, error) {
 	}
 	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:]), stateMask(states), nil
+}
+
+// uniqueFields caches, per args type, the JSON names and field indexes of
+// the fields tagged `jobs:"unique"` (none: the whole args).
+var uniqueFields sync.Map // reflect.Type -> []uniqueField
+
+// uniqueField is one field of an args type that a unique key includes.
+type uniqueField struct {
+	name  string // its JSON key
+	index int
+}
+
+// uniqueArgsOf returns the part of args that a unique key by args holds:
+// encoded, the whole args' JSON, when the type tags no field
+// `jobs:"unique"`, else a JSON object of the tagged fields by their JSON
+// names, keys sorted.
+func uniqueArgsOf(args Args, encoded string) (string, error) {
+	v := reflect.ValueOf(args)
+	for v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return encoded, nil
+	}
+	fields := fieldsOf(v.Type())
+	if len(fields) == 0 {
+		return encoded, nil
+	}
+	obj := make(map[string]any, len(fields))
+	for _, f := range fields {
+		obj[f.name] = v.Field(f.index).Interface()
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return "", invalid("unique args of kind %s do not encode as JSON: %v", args.Kind(), err)
+	}
+	return string(b), nil
+}
+
+// fieldsOf returns the fields of struct type t tagged `jobs:"unique"`.
+func fieldsOf(t reflect.Type) []uniqueField {
+	if f, ok := uniqueFields.Load(t); ok {
+		return f.([]uniqueField)
+	}
+	var out []uniqueField
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if !sf.IsExported() || !slices.Contains(strings.Split(sf.Tag.Get("jobs"), ","), "unique") {
+			continue
+		}
+		name := sf.Name
+		if tag, _, _ := strings.Cut(sf.Tag.Get("json"), ","); tag != "" && tag != "-" {
+			name = tag
+		}
+		out = append(out, uniqueField{name: name, index: i})
+	}
+	uniqueFields.Store(t, out)
+	return out
 }

@@ -97,7 +97,7 @@ type migration struct {
 // (a running job stays stored as available; see [Row]), so on PostgreSQL
 // it is a HOT update; the outcome write moves the job out of the index.
 //
-// Another store with a Migrate method (Elasticsearch) is migrated with it;
+// Another store with a Migrate method is migrated with it;
 // the memory store needs nothing. Errors: dao.ErrInvalidArgument for a
 // nil store or a bad table name; [ErrSchemaTooNew]; database errors,
 // wrapped.

@@ -15,13 +15,12 @@ type State string
 
 // The states of a job.
 const (
-	// StateAvailable: ready to run once its scheduled time has come; a
-	// worker claims it in queue order (priority, then scheduled time,
-	// then id). A retry or snooze due within [ScheduleAhead] is stored
-	// available with its future time.
+	// StateAvailable: ready to run; a worker claims it in queue order
+	// (priority, then scheduled time, then id).
 	StateAvailable State = "available"
-	// StateScheduled: inserted, or snoozed, to run at ScheduledAt; the
-	// scheduler makes it available when that time comes.
+	// StateScheduled: inserted, or snoozed, to run at ScheduledAt; it is
+	// made available when that time comes, by the scheduler or, for a
+	// snooze of at most [ScheduleAhead], by the client that wrote it.
 	StateScheduled State = "scheduled"
 	// StateRunning: a worker holds the job's lease and runs it. It is not
 	// a stored state: a running job is stored as available with a lease
@@ -29,15 +28,16 @@ const (
 	// index holds. Reads through [Client] report it as running.
 	StateRunning State = "running"
 	// StateRetryable: an attempt failed and attempts are left; it runs
-	// again at ScheduledAt, after the backoff.
+	// again at ScheduledAt, after the backoff, made available as a
+	// scheduled job is. It reads retryable until then, whatever the
+	// backoff's length.
 	StateRetryable State = "retryable"
 	// StateCompleted: an attempt succeeded. Final.
 	StateCompleted State = "completed"
 	// StateCancelled: cancelled by [Client.Cancel] or by its work
 	// function ([Cancel]). Final.
 	StateCancelled State = "cancelled"
-	// StateDiscarded: its last attempt failed, or no worker exists for
-	// its kind. Final.
+	// StateDiscarded: its last attempt failed or was lost. Final.
 	StateDiscarded State = "discarded"
 )
 
@@ -172,6 +172,9 @@ type Row struct {
 	// args is the decoded Args of a claimed job, set by the client
 	// before its work runs (see Client.prepare); not a column.
 	args decodedArgs
+	// info is what the client keeps of a claimed job's attempt for its
+	// event (see Client.written); not a column.
+	info attemptInfo
 }
 
 // decodedArgs is the result of decoding a row's args for its kind's
@@ -184,6 +187,17 @@ type decodedArgs struct {
 
 // TableName returns [DefaultTable].
 func (Row) TableName() string { return DefaultTable }
+
+// LibraryTable returns true: the job table and its indexes are created by
+// [Migrate] for the claim this package runs, so the row implements
+// dao.LibraryTable and a job store claims on its backend's fast path by
+// default. On MySQL 8.0.1+ and MariaDB 10.6+ that is one READ COMMITTED
+// transaction of SELECT … FOR UPDATE SKIP LOCKED over the fetch index and
+// one UPDATE by primary key, where a user's table keeps the portable
+// default (docs/jobs.md, "Backends"). A store built with
+// sqlstore.WithStrategy(dao.StrategyPortable) still claims with the
+// portable default.
+func (Row) LibraryTable() bool { return true }
 
 // AttemptError is the error of one failed attempt, as kept in
 // [Row].Errors.
@@ -237,12 +251,17 @@ func (r *Row) present(now time.Time) {
 }
 
 // Queue is one row of the queue table: the pause state of a named queue,
-// stored so that every process obeys it. A queue without a row is active.
+// stored so that every process obeys it, and the kinds the clients that
+// run it know. A queue without a row is active.
 type Queue struct {
 	// Name is the queue's name.
 	Name string `gorm:"primaryKey;size:128"`
 	// PausedAt is when the queue was paused; nil while it is active.
 	PausedAt *time.Time
+	// Kinds is a JSON object of the kinds the clients running the queue
+	// have workers for, each with when a client last recorded it (every
+	// [KindsRefresh]); nil before any client recorded one.
+	Kinds *string
 	// UpdatedAt is when the row last changed.
 	UpdatedAt time.Time `gorm:"not null"`
 }

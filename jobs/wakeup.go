@@ -10,10 +10,11 @@ import (
 // within one grain of each other share one timer firing.
 const wakeGrain = 10 * time.Millisecond
 
-// dueWakes wakes a queue's worker when jobs its own handlers put back
-// available with a later scheduled time (a short retry or snooze, see
-// [ScheduleAhead]) become due, so that they start then rather than at the
-// next tick. It keeps one timer, armed for the earliest pending time.
+// dueWakes calls wake when jobs a queue's own handlers made retryable or
+// scheduled a short time ahead (see [ScheduleAhead]) become due, so that
+// the client makes them available and claims them then rather than at
+// the scheduler's next tick. It keeps one timer, armed for the earliest
+// pending time.
 type dueWakes struct {
 	wake func()
 

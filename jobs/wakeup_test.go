@@ -11,9 +11,10 @@ import (
 	"github.com/claimstore/claimstore/jobs"
 )
 
-// A retry stored available with a short backoff runs when it comes due,
-// not at the next tick: with a tick of a minute, a job failing its first
-// attempt with a 200 ms backoff completes within seconds.
+// A retry with a short backoff (within ScheduleAhead) runs when it comes
+// due, not at the scheduler's next tick: with a tick of a minute, a job
+// failing its first attempt with a 200 ms backoff completes within
+// seconds, although it waited as retryable.
 func TestShortRetryWakesItsQueue(t *testing.T) {
 	ctx := context.Background()
 	store, _ := memstore.New[jobs.Row]()

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"time"
 
@@ -17,24 +16,27 @@ import (
 // maxErrorLen is the longest error text kept per attempt, in bytes.
 const maxErrorLen = 2000
 
-// ScheduleAhead is the longest wait of a retry or snooze that is stored
-// available with its future time, rather than retryable or scheduled: a
-// claim takes an available job only once its scheduled time has come, so
-// a short wait needs no scheduler to move the job, which would add up to
-// a tick to it and a write.
+// ScheduleAhead is the longest wait of a retry or snooze that the client
+// which wrote it ends itself: when the wait ends it makes the due jobs of
+// the queue available (one statement for the jobs due together) and
+// claims at once, where a longer wait ends at the scheduler's next tick
+// after it (see [Client.Schedule]). The job reads retryable, or
+// scheduled, until then either way.
 const ScheduleAhead = 5 * time.Second
 
 // handle runs one claimed job and returns the outcome the dispatch worker
 // writes, fenced by the job's lease:
 //
 //   - success: completed, finalized now;
-//   - [Snooze]: scheduled (available when the wait is 0) at now + d,
-//     the attempt given back;
+//   - [Snooze]: scheduled at now plus d (available at once when d is 0
+//     or less), the attempt given back;
 //   - [Cancel], or a cancel request seen while it ran: cancelled;
 //   - another error or a panic: retryable at now + backoff, or discarded
 //     after the last attempt, the attempt's error appended to Errors;
 //   - cancelled by the drain: the attempt given back and the lease
 //     released, so that another worker runs it at once;
+//   - of a kind without worker in this client (which its queue's claim
+//     leaves out): the attempt given back and the lease released;
 //   - its lease lost: nothing (the fence would refuse the write).
 //
 // Attempts that ended without an outcome (a worker that died, a lease
@@ -45,28 +47,27 @@ func (c *Client) handle(ctx context.Context, j *dispatch.Job[Row]) dao.Set {
 	row.State = StateRunning
 	kw := c.cfg.Workers.lookup(row.Kind)
 	if kw == nil {
-		c.stats.discarded.Add(1)
-		c.log.Error("job discarded: no worker for its kind", "id", row.ID, "kind", row.Kind)
-		return c.final(row, StateDiscarded, j.Now(), attemptErr(row, j.Now(), fmt.Errorf("%w %q", ErrUnknownKind, row.Kind), ""))
+		// Not claimed by the queue's criteria; should it come anyway, it
+		// is left, unspent, to a client that knows its kind.
+		c.log.Warn("job of a kind without worker released for a client that knows it", "id", row.ID, "kind", row.Kind)
+		return attemptBack
 	}
 	jctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	rj := runningJob{cancel: cancel}
-	switch {
-	case kw.timeout > 0 && kw.timeout < 2*c.cfg.Tick:
-		// A timeout shorter than two ticks has a timer of its own.
+	if kw.timeout > 0 {
+		// A deadline of the context package, so that the work and the
+		// contexts it derives see context.DeadlineExceeded at the
+		// timeout (cause ErrTimeout).
 		var stop context.CancelFunc
 		jctx, stop = context.WithTimeoutCause(jctx, kw.timeout, ErrTimeout)
 		defer stop()
-	case kw.timeout > 0:
-		// A longer one is checked at each tick (see expire): a timer
-		// per job would cost more than the work of a short job.
-		rj.deadline = time.Now().Add(kw.timeout)
 	}
 	c.mu.Lock()
-	c.running[row.ID] = rj
+	c.running[row.ID] = runningJob{cancel: cancel}
 	c.mu.Unlock()
-	err := c.call(jctx, kw, row)
+	row.info.began = time.Now()
+	err := runWork(context.WithValue(jctx, outputKey{}, row), c.workMW, kw, row)
+	row.info.ended = time.Now()
 	c.mu.Lock()
 	delete(c.running, row.ID)
 	c.mu.Unlock()
@@ -79,66 +80,62 @@ func (c *Client) handle(ctx context.Context, j *dispatch.Job[Row]) dao.Set {
 	case err != nil && errors.Is(context.Cause(ctx), dispatch.ErrDrained):
 		c.log.Info("job cancelled by the drain; released without spending its attempt", "id", row.ID, "kind", row.Kind)
 		return dao.Set{ColAttempt: row.Attempt - 1}
+	case row.info.settled:
+		return c.settledSet(row, now)
 	}
-	var snooze *snoozeError
-	var cancelled *cancelError
+	var snooze *SnoozeError
+	var cancelled *CancelError
 	switch {
 	case err == nil:
 		c.stats.completed.Add(1)
+		row.info.event = EventJobCompleted
 		return c.final(row, StateCompleted, now, nil)
 	case errors.As(err, &snooze):
 		c.stats.snoozed.Add(1)
-		at, state := now.Add(max(snooze.d, 0)), StateScheduled
-		if snooze.d <= ScheduleAhead {
+		row.info.event = EventJobSnoozed
+		at, state := now.Add(max(snooze.Duration, 0)), StateScheduled
+		if snooze.Duration <= 0 {
 			state = StateAvailable
 		}
-		if state == StateAvailable {
-			c.wakeAfter(row.Queue, snooze.d)
-		}
+		c.endWaitAfter(row.Queue, snooze.Duration)
 		set := dao.Set{ColState: string(state), ColScheduledAt: at, ColAttempt: row.Attempt - 1}
 		keepUniqueIn(row, state, set)
-		return set
+		return withOutput(row, set)
 	case errors.As(err, &cancelled), errors.Is(cause, ErrCancelled):
 		c.stats.cancelled.Add(1)
 		c.log.Info("job cancelled", "id", row.ID, "kind", row.Kind, "err", err)
+		row.info.event = EventJobCancelled
 		return c.final(row, StateCancelled, now, attemptErr(row, now, err, ""))
 	}
 	trace := ""
-	var p *panicError
+	var p *PanicError
 	if errors.As(err, &p) {
-		trace = p.trace
+		trace = p.Trace
 	}
 	if errors.Is(cause, ErrTimeout) && !errors.Is(err, ErrTimeout) {
 		err = fmt.Errorf("%w after %v: %w", ErrTimeout, kw.timeout, err)
 	}
 	ae := attemptErr(row, now, err, trace)
+	if c.handleError(ctx, row, err) {
+		c.stats.cancelled.Add(1)
+		c.log.Info("job cancelled by the error handler", "id", row.ID, "kind", row.Kind, "err", err)
+		row.info.event = EventJobCancelled
+		return c.final(row, StateCancelled, now, ae)
+	}
 	if row.Attempt >= row.MaxAttempts {
 		c.stats.discarded.Add(1)
+		row.info.event = EventJobDiscarded
 		c.log.Warn("job discarded after its last attempt", "id", row.ID, "kind", row.Kind, "attempt", row.Attempt, "err", err)
 		return c.final(row, StateDiscarded, now, ae)
 	}
 	c.stats.retried.Add(1)
+	row.info.event = EventJobFailed
 	wait := kw.backoff(row.Attempt)
 	c.log.Info("job attempt failed; retry after backoff", "id", row.ID, "kind", row.Kind, "attempt", row.Attempt, "retry_in", wait, "err", err)
-	state := StateRetryable
-	if wait <= ScheduleAhead {
-		state = StateAvailable
-		c.wakeAfter(row.Queue, wait)
-	}
-	set := dao.Set{ColState: string(state), ColScheduledAt: now.Add(wait), ColErrors: appendErrors(row, now, ae)}
-	keepUniqueIn(row, state, set)
-	return set
-}
-
-// call runs the kind's work on row, turning a panic into an error that
-// carries the stack.
-func (c *Client) call(ctx context.Context, kw *kindWorker, row *Row) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = &panicError{value: v, trace: string(debug.Stack())}
-		}
-	}()
-	return kw.run(ctx, row)
+	c.endWaitAfter(row.Queue, wait)
+	set := dao.Set{ColState: string(StateRetryable), ColScheduledAt: now.Add(wait), ColErrors: appendErrors(row, now, ae)}
+	keepUniqueIn(row, StateRetryable, set)
+	return withOutput(row, set)
 }
 
 // prepare decodes the args of each claimed row whose kind has a worker,
@@ -166,7 +163,7 @@ var completedSet = dao.Set{ColState: string(StateCompleted), ColFinalizedAt: dis
 // time of the outcome write, so that the outcomes of jobs that ended
 // alike are one statement.
 func (c *Client) final(row *Row, state State, now time.Time, ae *AttemptError) dao.Set {
-	if state == StateCompleted && ae == nil && row.UniqueKey == nil && row.Attempt == 1 {
+	if state == StateCompleted && ae == nil && row.UniqueKey == nil && row.Attempt == 1 && row.info.output == nil {
 		return completedSet
 	}
 	set := dao.Set{ColState: string(state), ColFinalizedAt: dispatch.WriteTime{}}
@@ -174,7 +171,7 @@ func (c *Client) final(row *Row, state State, now time.Time, ae *AttemptError) d
 		set[ColErrors] = appendErrors(row, now, ae)
 	}
 	keepUniqueIn(row, state, set)
-	return set
+	return withOutput(row, set)
 }
 
 // attemptErr returns the error record of row's current attempt.

@@ -78,8 +78,9 @@ func (r *Repository) prepare(m *Message, now time.Time) error {
 // Errors: [dao.ErrInvalidArgument] for a nil or malformed message (empty
 // MessageID or Topic, a field over its size limit, processing state already
 // set, an ID already set), or for a non-nil tx when the repository cannot
-// bind its store to a transaction (see [WithTxStore]); nothing is written
-// then. [dao.ErrDuplicate] when a message id already exists for the same
+// bind its store to a transaction (see [WithTxStore]) or tx is not inside
+// a transaction (a *gorm.DB of no Begin or Transaction: pass nil to write
+// without one); nothing is written then. [dao.ErrDuplicate] when a message id already exists for the same
 // target broker — on PostgreSQL that aborts the caller's transaction, which
 // must then be rolled back. Other store errors are returned wrapped.
 func (r *Repository) Add(ctx context.Context, tx *gorm.DB, msgs ...*Message) error {

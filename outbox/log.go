@@ -481,9 +481,14 @@ func (c *LogConsumer) leaseName(part int) string {
 	return "log:" + c.cfg.LogTable + ":" + c.cfg.Reader + ":" + strconv.Itoa(part)
 }
 
-// Run runs the reader until ctx ends; see [Log.Consume].
+// Run runs the reader until ctx ends; see [Log.Consume]. It returns once
+// the reader of every partition it started has returned, those of the
+// partitions whose lease it lost meanwhile included.
 func (c *LogConsumer) Run(ctx context.Context) error {
 	held := map[int]*heldPart{}
+	// readers counts the partition readers, whether held or let go.
+	var readers sync.WaitGroup
+	defer readers.Wait()
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
@@ -553,7 +558,7 @@ func (c *LogConsumer) Run(ctx context.Context) error {
 			c.mu.Lock()
 			delete(c.stopped, part)
 			c.mu.Unlock()
-			go func(part int, h *heldPart) {
+			readers.Go(func() {
 				defer close(h.done)
 				if err := c.runPartition(pctx, part, h.term); err != nil && pctx.Err() == nil {
 					c.cfg.Logger.Error("outbox: log reader: partition stopped", "reader", c.cfg.Reader, "partition", part, "err", err)
@@ -561,7 +566,7 @@ func (c *LogConsumer) Run(ctx context.Context) error {
 					c.stopped[part] = err
 					c.mu.Unlock()
 				}
-			}(part, h)
+			})
 		}
 		select {
 		case <-ctx.Done():

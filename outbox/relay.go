@@ -331,9 +331,11 @@ func (r *Relay) publish(ctx context.Context, log *slog.Logger, batch []Message, 
 		deadline = leaseEnd
 	}
 	pctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-	defer cancel()
-	// When ctx ends, the publish may go on for ShutdownTimeout more.
+	// When ctx ends, the publish may go on for ShutdownTimeout more. The
+	// watch ends before publish returns.
+	watched := make(chan struct{})
 	stopWatch := context.AfterFunc(ctx, func() {
+		defer close(watched)
 		t := time.NewTimer(r.cfg.ShutdownTimeout)
 		defer t.Stop()
 		select {
@@ -342,7 +344,13 @@ func (r *Relay) publish(ctx context.Context, log *slog.Logger, batch []Message, 
 		case <-pctx.Done():
 		}
 	})
-	defer stopWatch()
+	defer func() {
+		started := !stopWatch()
+		cancel()
+		if started {
+			<-watched
+		}
+	}()
 
 	results := r.pub.Publish(pctx, batch)
 	if r.hardStop && ctx.Err() != nil {

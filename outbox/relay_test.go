@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/leaktest"
 	"github.com/claimstore/claimstore/outbox"
 )
 
@@ -303,6 +304,9 @@ func TestRelayShutdownReleasesUnfinished(t *testing.T) {
 		waitFor(t, 10*time.Second, "the batch claimed", func() bool { return r.relay.Stats().Claimed == n })
 		time.Sleep(100 * time.Millisecond)
 		r.stop(t)
+		if live := leaktest.Remaining("claimstore/outbox.("); len(live) > 0 {
+			t.Fatalf("%d goroutines of the relay alive after Run returned:\n%s", len(live), strings.Join(live, "\n\n"))
+		}
 		if r.took < 300*time.Millisecond || r.took > 5*time.Second {
 			t.Fatalf("shutdown took %v; want the 300ms shutdown timeout plus the release", r.took)
 		}

@@ -78,5 +78,8 @@ func newLogPubSub(t *testing.T, _ *gorm.DB, lg *outbox.Log, leases driver.LeaseS
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The universal suite leaves some subscribers open: closed here, their
+	// subscriptions end with the test that made them.
+	t.Cleanup(func() { _ = sub.Close() })
 	return pub, sub
 }

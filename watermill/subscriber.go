@@ -283,7 +283,10 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	out := make(chan *message.Message)
 	worker := fmt.Sprintf("%s/%d", s.cfg.WorkerID, s.subs.Add(1))
 	runCtx, cancel := context.WithCancel(ctx)
+	// Close waits for both goroutines of the subscription.
+	s.wg.Add(1)
 	go func() {
+		defer s.wg.Done()
 		select {
 		case <-s.closing:
 			cancel()

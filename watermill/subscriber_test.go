@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/leaktest"
 	"github.com/claimstore/claimstore/outbox"
 	cswm "github.com/claimstore/claimstore/watermill"
 )
@@ -253,5 +255,33 @@ func TestSubscriberRefusesBadInput(t *testing.T) {
 	}
 	if _, err := sub.Subscribe(t.Context(), "t"); !errors.Is(err, cswm.ErrClosed) {
 		t.Errorf("after close: %v", err)
+	}
+}
+
+// TestCloseOutlivesTheSubscriptions: Close returns only once every
+// goroutine of the subscriber's subscriptions has ended, those ended by
+// their context and those ended by Close alike.
+func TestCloseOutlivesTheSubscriptions(t *testing.T) {
+	db := backends[2].open(t)
+	tables := newTables(t, db)
+	sub := newSubscriber(t, db, tables.Messages, "g", cswm.SubscriberConfig{})
+	ended, cancel := context.WithCancel(t.Context())
+	first, err := sub.Subscribe(ended, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sub.Subscribe(t.Context(), "b"); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	for range first {
+	}
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// This subscriber's goroutines: those of other tests' subscribers
+	// (a LogSubscriber of the universal suite, say) are not its own.
+	if live := leaktest.Remaining("claimstore/watermill.(*Subscriber)"); len(live) > 0 {
+		t.Fatalf("%d goroutines of the subscriber alive after Close returned:\n%s", len(live), strings.Join(live, "\n\n"))
 	}
 }

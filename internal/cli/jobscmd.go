@@ -178,27 +178,50 @@ func newJobsListCmd(f *jobFlags) *cobra.Command {
 	var (
 		states      string // comma-separated
 		queue, kind string
+		tags        string // comma-separated
+		priority    int
+		metadata    string
 		before      int64
 		limit       int
 	)
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List jobs, newest first, by state, queue and kind",
+		Short: "List jobs, newest first, by state, queue, kind, tags, priority and metadata",
 		Long: `list prints the jobs newest (highest id) first: id, kind, queue, state, attempt,
 priority, scheduled and created times, tags and the last attempt's error.
---state (one or more, comma-separated), --queue and --kind select; --limit
-bounds the page, and the last line says how to list the older jobs (--before).`,
+--state (one or more, comma-separated), --queue, --kind, --tag (jobs carrying
+every tag given), --priority and --metadata (a JSON object the jobs' metadata
+contains) select; --limit bounds the page, and the last line says how to list
+the older jobs (--before).`,
 		Example: `  claimstore jobs list --backend postgres --state discarded
-  claimstore jobs list --backend sqlite --dsn app.db --queue mail --state retryable,discarded --json`,
+  claimstore jobs list --backend sqlite --dsn app.db --queue mail --state retryable,discarded --json
+  claimstore jobs list --backend postgres --tag billing --metadata '{"tenant": 7}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var c FlagChecks
 			Between(&c, "limit", limit, 1, jobs.MaxListLimit-1)
 			AtLeast(&c, "before", before, 0)
+			if priority != 0 {
+				Between(&c, "priority", priority, 1, jobs.MaxPriority)
+			}
+			if metadata != "" && (!json.Valid([]byte(metadata)) || strings.TrimSpace(metadata)[0] != '{') {
+				c.Fail("metadata", "must be a JSON object, got %s", metadata)
+			}
 			if c.err != nil {
 				return c.err
 			}
 			p := jobs.ListParams{Queue: queue, Kind: kind, BeforeID: before, Limit: limit + 1}
+			for _, tag := range strings.Split(tags, ",") {
+				if tag = strings.TrimSpace(tag); tag != "" {
+					p.Tags = append(p.Tags, tag)
+				}
+			}
+			if priority != 0 {
+				p.Priorities = []int{priority}
+			}
+			if metadata != "" {
+				p.Metadata = json.RawMessage(metadata)
+			}
 			for _, s := range strings.Split(states, ",") {
 				if s = strings.TrimSpace(s); s == "" {
 					continue
@@ -219,14 +242,18 @@ bounds the page, and the last line says how to list the older jobs (--before).`,
 				}
 			}
 			return withJobs(cmd, f, false, func(c *jobs.Client) error {
-				rows, err := c.List(cmd.Context(), p)
+				res, err := c.ListPage(cmd.Context(), p)
 				if err != nil {
 					return err
 				}
+				rows := res.Jobs
 				var next int64
-				if len(rows) > limit {
+				switch {
+				case len(rows) > limit:
 					rows = rows[:limit]
 					next = rows[limit-1].ID
+				case res.Cursor != nil: // the tag or metadata match read its most jobs
+					next = res.Cursor.LastID()
 				}
 				return printJobs(cmd.OutOrStdout(), f.json, rows, next)
 			})
@@ -236,6 +263,9 @@ bounds the page, and the last line says how to list the older jobs (--before).`,
 	fl.StringVar(&states, "state", "", "list only jobs in these states, comma-separated")
 	fl.StringVar(&queue, "queue", "", "list only jobs of this queue")
 	fl.StringVar(&kind, "kind", "", "list only jobs of this kind")
+	fl.StringVar(&tags, "tag", "", "list only jobs carrying every one of these tags, comma-separated")
+	fl.IntVar(&priority, "priority", 0, "list only jobs of this priority (1 to 4)")
+	fl.StringVar(&metadata, "metadata", "", "list only jobs whose metadata contains this JSON object")
 	fl.Int64Var(&before, "before", 0, "list jobs whose id is smaller (the next page)")
 	fl.IntVar(&limit, "limit", 50, "most jobs listed")
 	return cmd
@@ -372,21 +402,40 @@ pause or resume reaches every client of the table within its tick.`,
 			return withJobs(cmd, f, true, func(c *jobs.Client) error { return listQueues(cmd, c, f.json) })
 		},
 	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "unknown-kinds",
+		Short: "List the kinds of available jobs that no running client knows, by queue",
+		Long: `unknown-kinds lists, by queue, the kinds of available jobs that no client running
+their queue has a worker for (clients record their kinds in the queue table when
+they start and every minute; a kind not recorded for 3 minutes is not known), or
+whose queue no client runs. No client claims such a job: it waits for a client
+that knows its kind (a rolling deploy not finished, a worker removed too early).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withJobs(cmd, f, true, func(c *jobs.Client) error { return listUnknownKinds(cmd, c, f.json) })
+		},
+	})
 	for _, op := range []struct {
 		name, short string
 		run         func(*jobs.Client, context.Context, string) error
 	}{
-		{"pause", "Pause a queue: within a tick no client claims its jobs; running jobs go on", (*jobs.Client).PauseQueue},
-		{"resume", "Resume a paused queue", (*jobs.Client).ResumeQueue},
+		{"pause", "Pause a queue ('*': every queue): within a tick no client claims its jobs; running jobs go on", (*jobs.Client).PauseQueue},
+		{"resume", "Resume a paused queue ('*': every queue)", (*jobs.Client).ResumeQueue},
 	} {
 		cmd.AddCommand(&cobra.Command{
-			Use:     op.name + " QUEUE",
-			Short:   op.short,
-			Example: fmt.Sprintf("  claimstore queues %s mail --backend postgres", op.name),
+			Use:   op.name + " QUEUE",
+			Short: op.short,
+			Long: op.short + `.
+QUEUE must be in the queue table (a client that ran it recorded it) or have
+a job: another name fails (not found) and changes nothing. '*' is every
+queue of the queue table.`,
+			Example: fmt.Sprintf("  claimstore queues %s mail --backend postgres\n  claimstore queues %s '*' --backend postgres", op.name, op.name),
 			Args:    cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				if err := jobs.CheckQueue(args[0]); err != nil {
-					return err
+				if args[0] != jobs.AllQueues {
+					if err := jobs.CheckQueue(args[0]); err != nil {
+						return err
+					}
 				}
 				return withJobs(cmd, f, true, func(c *jobs.Client) error {
 					if err := op.run(c, cmd.Context(), args[0]); err != nil {
@@ -409,7 +458,42 @@ type queueInfo struct {
 	Name     string               `json:"name"`
 	Paused   bool                 `json:"paused"`
 	PausedAt *time.Time           `json:"pausedAt,omitempty"`
+	Kinds    []string             `json:"kinds"`
 	Counts   map[jobs.State]int64 `json:"counts"`
+}
+
+// unknownKind is one kind as `claimstore queues unknown-kinds --json`
+// prints it.
+type unknownKind struct {
+	Queue string `json:"queue"`
+	Kind  string `json:"kind"`
+	Jobs  int64  `json:"jobs"`
+}
+
+// listUnknownKinds prints the kinds of available jobs that no running
+// client knows (jobs.Client.UnknownKinds).
+func listUnknownKinds(cmd *cobra.Command, c *jobs.Client, asJSON bool) error {
+	ks, err := c.UnknownKinds(cmd.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]unknownKind, len(ks))
+	for i, k := range ks {
+		out[i] = unknownKind{Queue: k.Queue, Kind: k.Kind, Jobs: k.Jobs}
+	}
+	if asJSON {
+		return writeJSONTo(cmd.OutOrStdout(), out)
+	}
+	if len(out) == 0 {
+		fmt.Fprintln(cmd.OutOrStdout(), "no kind waits without a client that knows it")
+		return nil
+	}
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tKIND\tJOBS")
+	for _, k := range out {
+		fmt.Fprintf(tw, "%s\t%s\t%d\n", k.Queue, k.Kind, k.Jobs)
+	}
+	return tw.Flush()
 }
 
 // listQueues prints the queues of c's queue table and their jobs by
@@ -421,7 +505,10 @@ func listQueues(cmd *cobra.Command, c *jobs.Client, asJSON bool) error {
 	}
 	out := make([]queueInfo, len(qs))
 	for i, q := range qs {
-		out[i] = queueInfo{Name: q.Name, Paused: q.Paused, PausedAt: q.PausedAt}
+		out[i] = queueInfo{Name: q.Name, Paused: q.Paused, PausedAt: q.PausedAt, Kinds: q.Kinds}
+		if out[i].Kinds == nil {
+			out[i].Kinds = []string{}
+		}
 		if out[i].Counts, err = c.Count(cmd.Context(), q.Name); err != nil {
 			return err
 		}

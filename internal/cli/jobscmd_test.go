@@ -86,7 +86,7 @@ func seedCLIJobs(t *testing.T, db *gorm.DB, table, queueT string, flags ...strin
 		return res.Job.ID
 	}
 	s.failed = insert(cliArgs{N: 1, Fail: 1}, &jobs.InsertOpts{MaxAttempts: 1})
-	s.mail = insert(cliArgs{N: 2}, &jobs.InsertOpts{Queue: "mail", Tags: []string{"x", "y"}})
+	s.mail = insert(cliArgs{N: 2}, &jobs.InsertOpts{Queue: "mail", Tags: []string{"x", "y"}, Metadata: []byte(`{"tenant":{"id":7},"team":"a"}`)})
 	s.later = insert(cliArgs{N: 3}, &jobs.InsertOpts{ScheduledAt: time.Now().Add(time.Hour)})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -198,6 +198,13 @@ func testJobsCommands(t *testing.T, s *cliJobs) {
 		"--kind other":                     {},
 		"--limit 2":                        {s.later, s.mail},
 		"--limit 2 --before " + id(s.mail): {s.failed},
+		"--tag x":                          {s.mail},
+		"--tag x,y":                        {s.mail},
+		"--tag x,z":                        {},
+		"--priority 1 --queue mail":        {s.mail},
+		"--priority 2":                     {},
+		`--metadata {"tenant":{"id":7}}`:   {s.mail},
+		`--metadata {"tenant":{"id":8}}`:   {},
 	} {
 		var l struct {
 			Jobs       []jobadmin.Job
@@ -273,16 +280,25 @@ func testJobsCommands(t *testing.T, s *cliJobs) {
 	}
 
 	// The client that ran the seed's jobs recorded queue default; mail
-	// is not in the queue table yet.
+	// is not in the queue table, and its job was deleted: it cannot be
+	// paused or resumed (not found) until it has a job again.
 	out = s.must(t, append([]string{"queues", "list"}, qflags...)...)
 	if !regexp.MustCompile(`^QUEUE\s+STATUS\s+AVAILABLE\s+SCHEDULED\s+RUNNING\s+RETRYABLE\s+COMPLETED\s+CANCELLED\s+DISCARDED\n` +
 		`default\s+active\s+0\s+0\s+1\s+0\s+0\s+0\s+0\n$`).MatchString(out) {
 		t.Errorf("queues list:\n%s", out)
 	}
+	for _, op := range []string{"pause", "resume"} {
+		if out, err := s.cli(t, append([]string{"queues", op, "mail"}, qflags...)...); !errors.Is(err, dao.ErrNotFound) || out != "" {
+			t.Errorf("queues %s of a queue without row or job: %q, %v; want no output and dao.ErrNotFound", op, out, err)
+		}
+	}
+	if _, err := s.c.Insert(context.Background(), cliArgs{N: 9}, &jobs.InsertOpts{Queue: "mail", ScheduledAt: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
 	if out := s.must(t, append([]string{"queues", "pause", "mail"}, qflags...)...); out != "paused: mail\n" {
 		t.Errorf("queues pause: %q", out)
 	}
-	if out := s.must(t, append([]string{"queues", "list"}, qflags...)...); !regexp.MustCompile(`(?m)^mail\s+paused since \S+Z\s+0\s+0\s+0\s+0\s+0\s+0\s+0$`).MatchString(out) {
+	if out := s.must(t, append([]string{"queues", "list"}, qflags...)...); !regexp.MustCompile(`(?m)^mail\s+paused since \S+Z\s+0\s+1\s+0\s+0\s+0\s+0\s+0$`).MatchString(out) {
 		t.Errorf("queues list after the pause:\n%s", out)
 	}
 	s.must(t, append([]string{"queues", "pause", "default"}, qflags...)...)
@@ -291,6 +307,37 @@ func testJobsCommands(t *testing.T, s *cliJobs) {
 	if err := json.Unmarshal([]byte(s.must(t, append([]string{"queues", "list", "--json"}, qflags...)...)), &qs); err != nil ||
 		len(qs) != 2 || qs[0].Name != "default" || !qs[0].Paused || qs[0].Counts[jobs.StateRunning] != 1 || qs[1].Name != "mail" || qs[1].Paused {
 		t.Errorf("queues list --json: %+v, %v", qs, err)
+	}
+	// "*": every queue.
+	if out := s.must(t, append([]string{"queues", "pause", "*"}, qflags...)...); out != "paused: *\n" {
+		t.Errorf("queues pause *: %q", out)
+	}
+	qs = nil
+	if err := json.Unmarshal([]byte(s.must(t, append([]string{"queues", "list", "--json"}, qflags...)...)), &qs); err != nil ||
+		len(qs) != 2 || !qs[0].Paused || !qs[1].Paused {
+		t.Errorf("queues list --json after pause *: %+v, %v", qs, err)
+	}
+	s.must(t, append([]string{"queues", "resume", "*"}, qflags...)...)
+	// A job of a queue no client runs waits with a kind no running
+	// client knows.
+	if out := s.must(t, append([]string{"queues", "unknown-kinds"}, qflags...)...); out != "no kind waits without a client that knows it\n" {
+		t.Errorf("queues unknown-kinds: %q", out)
+	}
+	if _, err := s.c.Insert(context.Background(), cliArgs{N: 10}, &jobs.InsertOpts{Queue: "nobody"}); err != nil {
+		t.Fatal(err)
+	}
+	if out := s.must(t, append([]string{"queues", "unknown-kinds"}, qflags...)...); !regexp.MustCompile(`^QUEUE\s+KIND\s+JOBS\nnobody\s+cli_note\s+1\n$`).MatchString(out) {
+		t.Errorf("queues unknown-kinds:\n%s", out)
+	}
+	var uk []unknownKind
+	if err := json.Unmarshal([]byte(s.must(t, append([]string{"queues", "unknown-kinds", "--json"}, qflags...)...)), &uk); err != nil ||
+		len(uk) != 1 || uk[0] != (unknownKind{Queue: "nobody", Kind: "cli_note", Jobs: 1}) {
+		t.Errorf("queues unknown-kinds --json: %+v, %v", uk, err)
+	}
+	qs = nil
+	if err := json.Unmarshal([]byte(s.must(t, append([]string{"queues", "list", "--json"}, qflags...)...)), &qs); err != nil ||
+		len(qs) != 2 || qs[0].Paused || qs[1].Paused {
+		t.Errorf("queues list --json after resume *: %+v, %v", qs, err)
 	}
 }
 
@@ -303,6 +350,8 @@ func TestJobsCommandsRefuse(t *testing.T) {
 		{"jobs", "list", "--limit", "0"},
 		{"jobs", "list", "--before", "-1"},
 		{"jobs", "list", "--queue", "bad queue"},
+		{"jobs", "list", "--priority", "9"},
+		{"jobs", "list", "--metadata", "[1]"},
 		{"jobs", "list", "--kind", "<b>"},
 		{"jobs", "list", "--table", "bad;name"},
 		{"jobs", "get", "x"},

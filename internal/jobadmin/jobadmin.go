@@ -29,7 +29,10 @@ type Job struct {
 	// the stored text when it is not JSON. Metadata is absent when none.
 	Args     json.RawMessage `json:"args"`
 	Metadata json.RawMessage `json:"metadata,omitempty"`
-	Tags     []string        `json:"tags"`
+	// Output is the output the job's work recorded (jobs.RecordOutput),
+	// absent when none.
+	Output json.RawMessage `json:"output,omitempty"`
+	Tags   []string        `json:"tags"`
 	// Attempt is the number of attempts started; MaxAttempts the number
 	// after which a failing job is discarded.
 	Attempt     int `json:"attempt"`
@@ -60,6 +63,7 @@ func View(r *jobs.Row) Job {
 	if r.Metadata != "" {
 		j.Metadata = rawJSON(r.Metadata)
 	}
+	j.Output = r.Output()
 	if r.UniqueKey != nil {
 		j.UniqueKey = *r.UniqueKey
 	}

@@ -194,3 +194,22 @@ func HoldLock(t testing.TB, db *gorm.DB, table string, id int64) (release func()
 	t.Helper()
 	return sqlstoretest.HoldLock(t, db, table, id)
 }
+
+// Reopen opens a second connection pool over the database of db, as
+// another process would reach it: the same SQLite file (PRAGMA
+// database_list), or the PostgreSQL or MySQL/MariaDB test database. The
+// pool is closed at cleanup.
+func Reopen(t testing.TB, db *gorm.DB) *gorm.DB {
+	t.Helper()
+	switch name := db.Dialector.Name(); name {
+	case "sqlite":
+		return open(t, "sqlite", gormlite.Open(SQLiteDSN(sqlstoretest.SQLiteFile(t, db))))
+	case "postgres":
+		return Postgres(t)
+	case "mysql":
+		return MySQL(t)
+	default:
+		t.Fatalf("testdb: reopen: unknown dialect %s", name)
+		return nil
+	}
+}

@@ -1,7 +1,10 @@
 // Package jobstest helps a program's tests check the jobs its code
-// inserts, in the manner of net/http/httptest: [RequireInserted] asserts
-// that a job of a kind with given args was inserted, through the store
-// or inside the transaction under test, and returns it decoded.
+// inserts and the work functions it registers, in the manner of
+// net/http/httptest: [RequireInserted] asserts that a job of a kind with
+// given args was inserted, through the store or inside the transaction
+// under test, and returns it decoded; [RequireManyInserted] asserts the
+// whole sequence of jobs of some kinds; [Work] runs a work function on a
+// job without a database and says what the job's state would become.
 //
 //	func TestSignUpQueuesTheWelcomeMail(t *testing.T) {
 //		tx := db.Begin()
@@ -77,6 +80,86 @@ func RequireNotInserted(ctx context.Context, tb testing.TB, store dao.Store[jobs
 	if len(rows) > 0 {
 		tb.Fatalf("jobstest: want no job of kind %s, found %d: %s", kind, len(rows), describe(rows))
 	}
+}
+
+// ExpectedJob is one job [RequireManyInserted] expects: a job of Args'
+// kind whose args equal Args (unless Opts.AnyArgs) and that has the
+// properties of Opts (nil: none).
+type ExpectedJob struct {
+	Args jobs.Args
+	Opts *Opts
+}
+
+// RequireManyInserted fails tb (Fatalf) unless the jobs that store holds
+// of the kinds in expected are exactly the expected ones, in the order
+// they were inserted (by id), each with its args (decoded into the type
+// of the expected args and compared with reflect.DeepEqual) and the
+// properties of its Opts; jobs of other kinds are not looked at. It
+// returns the jobs found, in order. On failure it lists the jobs of those
+// kinds.
+func RequireManyInserted(ctx context.Context, tb testing.TB, store dao.Store[jobs.Row], expected []ExpectedJob) []*jobs.Row {
+	tb.Helper()
+	return findMany(ctx, tb, store, expected)
+}
+
+// RequireManyInsertedTx is [RequireManyInserted] inside tx, the
+// caller's open transaction (a *gorm.DB for the SQL backends).
+func RequireManyInsertedTx(ctx context.Context, tb testing.TB, store dao.Store[jobs.Row], tx any, expected []ExpectedJob) []*jobs.Row {
+	tb.Helper()
+	t, ok := store.(dao.TxBinder[jobs.Row])
+	if !ok {
+		tb.Fatalf("jobstest: store %T runs no caller transactions", store)
+	}
+	return findMany(ctx, tb, t.WithTx(tx), expected)
+}
+
+// findMany checks that the jobs of expected's kinds are expected, in
+// order.
+func findMany(ctx context.Context, tb testing.TB, store dao.Store[jobs.Row], expected []ExpectedJob) []*jobs.Row {
+	tb.Helper()
+	if len(expected) == 0 {
+		tb.Fatalf("jobstest: RequireManyInserted without expected jobs")
+	}
+	var kinds []any
+	for _, e := range expected {
+		if e.Args == nil {
+			tb.Fatalf("jobstest: an expected job without args")
+		}
+		if k := e.Args.Kind(); !slices.Contains(kinds, any(k)) {
+			kinds = append(kinds, k)
+		}
+	}
+	rows, err := store.Find(ctx, dao.Query{Where: dao.In(jobs.ColKind, kinds...), OrderBy: []dao.Order{dao.Asc(jobs.ColID)}, Limit: len(expected) + 10})
+	if err != nil {
+		tb.Fatalf("jobstest: read jobs of kinds %v: %v", kinds, err)
+	}
+	if len(rows) != len(expected) {
+		tb.Fatalf("jobstest: want %d jobs of kinds %v, found %d: %s", len(expected), kinds, len(rows), describe(rows))
+	}
+	out := make([]*jobs.Row, len(rows))
+	for i := range rows {
+		r, e := &rows[i], expected[i]
+		opts := e.Opts
+		if opts == nil {
+			opts = &Opts{}
+		}
+		if r.Kind != e.Args.Kind() {
+			tb.Fatalf("jobstest: job %d of the expected is of kind %s, want %s: %s", i, r.Kind, e.Args.Kind(), describe(rows))
+		}
+		got := reflect.New(reflect.TypeOf(e.Args))
+		if err := json.Unmarshal([]byte(r.EncodedArgs), got.Interface()); err != nil {
+			tb.Fatalf("jobstest: job %d: decode args %s: %v", r.ID, r.EncodedArgs, err)
+		}
+		if !opts.AnyArgs && !reflect.DeepEqual(got.Elem().Interface(), e.Args) {
+			want, _ := json.Marshal(e.Args)
+			tb.Fatalf("jobstest: job %d of the expected (id %d) has args %s, want %s", i, r.ID, r.EncodedArgs, want)
+		}
+		if !matches(r, opts) {
+			tb.Fatalf("jobstest: job %d of the expected (id %d) lacks %+v: %s", i, r.ID, *opts, describe(rows[i:i+1]))
+		}
+		out[i] = r
+	}
+	return out
 }
 
 // find returns the newest job of want's kind matching want and opts.
