@@ -118,10 +118,17 @@
 // processes of the test binary; it runs by default.
 //
 // [RunJobs] runs the job queue's group (package jobs) over a
-// [JobsHarness]: lifecycle, retries and their errors, unknown kinds,
-// snooze, cancel, unique jobs under concurrent inserts, transactions,
-// pauses, the rescuer, retention, periodic jobs, and across three
-// processes every job exactly once and a killed process's jobs run again.
+// [JobsHarness]: lifecycle, retries and their errors, timeouts, unknown
+// kinds, args limits, snooze, the state of waiting jobs, cancel, unique
+// jobs under concurrent inserts (by args and by tagged fields),
+// transactions (refused outside one, woken at commit), pauses (of
+// unknown queues too), the rescuer, claims released before their work
+// started, drain, Stop and StopAndCancel, queues and periodic jobs
+// changed at run time, retention, periodic jobs (and clients listing
+// different ones), events, the error handler, middleware, listings
+// against an oracle, recorded output, CompleteTx, and across three
+// processes every job exactly once and a killed process's jobs run
+// again.
 //
 // [RunStress] repeats the no-double-claim check across operating-system
 // processes (three processes of eight workers over 100,000 rows by

@@ -43,19 +43,32 @@ func (procArgs) Kind() string { return "conformance_proc" }
 // never let one of their leases lapse.
 const procLease = 2 * time.Second
 
-func testJobProcesses(t *testing.T, h JobsHarness) {
+// processTables is the start of a multi-process check. In a child
+// process (the test binary run again for t) it runs the child's role and
+// reports false; in the test process it creates the tables the
+// processes share (skipping or failing t without Setup and Open) and
+// returns their target and stores, reporting true.
+func processTables(t *testing.T, h JobsHarness) (target string, st JobStores, parent bool) {
+	t.Helper()
 	if name := os.Getenv(envJobsChild); name != "" {
 		if name != t.Name() {
 			t.Skipf("jobs child for %s", name)
 		}
 		jobsChild(t, h)
-		return
+		return "", JobStores{}, false
 	}
 	if h.Setup == nil || h.Open == nil {
 		h.skipOrFail(t, CheckJobsProcesses, "JobsHarness.Setup and Open")
 	}
-	target := h.Setup(t)
-	st := h.Open(t, target)
+	target = h.Setup(t)
+	return target, h.Open(t, target), true
+}
+
+func testJobProcesses(t *testing.T, h JobsHarness) {
+	target, st, parent := processTables(t, h)
+	if !parent {
+		return
+	}
 	c := newJobClient(t, st)
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -204,8 +217,9 @@ func (s *syncBuffer) String() string {
 }
 
 // startJobsChild starts the test binary again as a child of role
-// ("worker": runs the jobs; "hanger": blocks in them until killed) whose
-// client has lease (0: the default).
+// ("worker": runs the jobs; "hanger": blocks in them until killed;
+// "sleeper": runs them on a client that ticks once an hour) whose client
+// has lease (0: the default).
 func startJobsChild(t *testing.T, dir, target, name, role string, lease time.Duration) *jobsChildProc {
 	t.Helper()
 	exe, err := os.Executable()
@@ -276,7 +290,9 @@ func (c *jobsChildProc) ran(t *testing.T) []int64 {
 
 // jobsChild is the child role: it runs a client over the parent's
 // tables, records each job it runs (one line per run, written before the
-// work returns), and drains and exits when its stop file appears.
+// work returns), and drains and exits when its stop file appears. A
+// sleeper's client ticks once an hour and writes its ready file once its
+// first claims are done.
 func jobsChild(t *testing.T, h JobsHarness) {
 	dir, name, role := os.Getenv(envJobsDir), os.Getenv(envJobsName), os.Getenv(envJobsRole)
 	lease, err := time.ParseDuration(os.Getenv(envJobsLease))
@@ -307,15 +323,29 @@ func jobsChild(t *testing.T, h JobsHarness) {
 	if err := jobs.AddWorker(ws, work, jobs.WithTimeout(jobs.NoTimeout)); err != nil {
 		t.Fatal(err)
 	}
+	tick := jobsTick
+	if role == roleSleeper {
+		tick, lease = wakeTick, wakeLease
+	}
 	c, err := jobs.NewClient(jobs.Config{
 		Store: st.Jobs, QueueStore: st.Queues, Workers: ws, ID: name,
 		Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 50, BatchSize: 25}},
-		Tick:   jobsTick, Lease: lease, RescueInterval: 200 * time.Millisecond, DrainTimeout: 5 * time.Second,
+		Tick:   tick, Lease: lease, RescueInterval: 200 * time.Millisecond, DrainTimeout: 5 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if role == roleSleeper {
+		// Ready once its first claims are done: the parent's job then
+		// comes to an idle queue.
+		go func() {
+			time.Sleep(wakeIdle)
+			if err := os.WriteFile(filepath.Join(dir, "ready-"+name), nil, 0o600); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
 	go func() {
 		for {
 			if _, err := os.Stat(filepath.Join(dir, "stop-"+name)); err == nil {

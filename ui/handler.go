@@ -8,9 +8,11 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/jobs"
 )
 
 //go:embed templates/*.html
@@ -123,6 +125,14 @@ func (h *Handler) parse() error {
 		"age":     age,
 		"until":   func(t, now time.Time) string { return age(t.Sub(now).Seconds()) },
 		"seconds": func(s float64) string { return age(s) },
+		"join":    strings.Join,
+		"priorities": func() []int {
+			out := make([]int, jobs.MaxPriority)
+			for i := range out {
+				out[i] = i + 1
+			}
+			return out
+		},
 		"timep": func(t *time.Time) string {
 			if t == nil {
 				return ""

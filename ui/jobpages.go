@@ -93,8 +93,13 @@ type jobList struct {
 	States []string `json:"states,omitempty"`
 	Queue  string   `json:"queue,omitempty"`
 	Kind   string   `json:"kind,omitempty"`
-	Before int64    `json:"before,omitempty"`
-	Limit  int      `json:"limit"`
+	// Tags, Priority and Metadata select jobs carrying every tag, of one
+	// priority, whose metadata contains the JSON object.
+	Tags     []string `json:"tags,omitempty"`
+	Priority int      `json:"priority,omitempty"`
+	Metadata string   `json:"metadata,omitempty"`
+	Before   int64    `json:"before,omitempty"`
+	Limit    int      `json:"limit"`
 	// Counts are the jobs of each state, of the queue selected (all
 	// queues when none).
 	Counts []Count        `json:"counts"`
@@ -123,8 +128,11 @@ type stateTab struct {
 }
 
 // jobFilter reads the job list's parameters from q: t (the table), state
-// (any number of them, repeated or comma-separated), queue, kind, before (an id) and limit. Errors
-// wrap dao.ErrInvalidArgument, or dao.ErrNotFound for an unknown table.
+// (any number of them, repeated or comma-separated), queue, kind, tag
+// (any number, repeated or separated by commas or spaces), priority,
+// metadata (a JSON object the jobs' metadata contains), before (an id)
+// and limit. Errors wrap dao.ErrInvalidArgument, or dao.ErrNotFound for
+// an unknown table.
 func (h *Handler) jobFilter(q url.Values) (*jobSource, jobList, error) {
 	var l jobList
 	s, err := h.jobTable(q.Get("t"))
@@ -152,6 +160,22 @@ func (h *Handler) jobFilter(q url.Values) (*jobSource, jobList, error) {
 		if err := jobs.CheckKind(l.Kind); err != nil {
 			return nil, l, err
 		}
+	}
+	for _, tag := range strings.FieldsFunc(strings.Join(q["tag"], ","), func(r rune) bool { return r == ',' || r == ' ' }) {
+		if !slices.Contains(l.Tags, tag) {
+			l.Tags = append(l.Tags, tag)
+		}
+	}
+	if v := strings.TrimSpace(q.Get("priority")); v != "" {
+		if l.Priority, err = strconv.Atoi(v); err != nil || l.Priority < 1 || l.Priority > jobs.MaxPriority {
+			return nil, l, fmt.Errorf("%w: priority %q: give 1 to %d", dao.ErrInvalidArgument, v, jobs.MaxPriority)
+		}
+	}
+	if v := strings.TrimSpace(q.Get("metadata")); v != "" {
+		if !json.Valid([]byte(v)) || v[0] != '{' {
+			return nil, l, fmt.Errorf("%w: metadata %q: give a JSON object", dao.ErrInvalidArgument, v)
+		}
+		l.Metadata = v
 	}
 	if v := q.Get("before"); v != "" {
 		if l.Before, err = parseJobID(v); err != nil {
@@ -187,6 +211,15 @@ func (l *jobList) query(states ...string) url.Values {
 	if l.Kind != "" {
 		v.Set("kind", l.Kind)
 	}
+	if len(l.Tags) > 0 {
+		v.Set("tag", strings.Join(l.Tags, ","))
+	}
+	if l.Priority > 0 {
+		v.Set("priority", strconv.Itoa(l.Priority))
+	}
+	if l.Metadata != "" {
+		v.Set("metadata", l.Metadata)
+	}
 	if l.Limit != defaultJobPage {
 		v.Set("limit", strconv.Itoa(l.Limit))
 	}
@@ -203,17 +236,29 @@ func (s *jobSource) list(ctx context.Context, l *jobList) error {
 	for _, st := range jobs.States() {
 		l.Counts = append(l.Counts, Count{Status: string(st), N: counts[st]})
 	}
-	p := jobs.ListParams{Queue: l.Queue, Kind: l.Kind, BeforeID: l.Before, Limit: l.Limit + 1}
+	p := jobs.ListParams{Queue: l.Queue, Kind: l.Kind, Tags: l.Tags, BeforeID: l.Before, Limit: l.Limit + 1}
+	if l.Priority > 0 {
+		p.Priorities = []int{l.Priority}
+	}
+	if l.Metadata != "" {
+		p.Metadata = json.RawMessage(l.Metadata)
+	}
 	for _, st := range l.States {
 		p.States = append(p.States, jobs.State(st))
 	}
-	rows, err := s.c.List(ctx, p)
+	res, err := s.c.ListPage(ctx, p)
 	if err != nil {
 		return err
 	}
-	if len(rows) > l.Limit {
+	rows := res.Jobs
+	switch {
+	case len(rows) > l.Limit:
 		rows = rows[:l.Limit]
 		l.NextBefore = rows[len(rows)-1].ID
+	case res.Cursor != nil:
+		// The tags or metadata filter read its most jobs: go on after
+		// the last one it read.
+		l.NextBefore = res.Cursor.LastID()
 	}
 	l.Jobs = make([]jobadmin.Job, len(rows))
 	for i := range rows {
@@ -292,6 +337,7 @@ type jobPageData struct {
 	// The page's own fields: the args and metadata as indented text.
 	Args     string `json:"-"`
 	Metadata string `json:"-"`
+	Output   string `json:"-"` // the output the job's work recorded
 	Here     string `json:"-"`
 	List     string `json:"-"` // the list of the job's table
 }
@@ -311,6 +357,9 @@ func (h *Handler) readJob(ctx context.Context, q url.Values) (jobPageData, error
 		return jobPageData{}, err
 	}
 	d := jobPageData{Table: s.name, Job: jobadmin.View(row), Args: jobadmin.Indent(row.EncodedArgs), Metadata: jobadmin.Indent(row.Metadata)}
+	if out := row.Output(); out != nil {
+		d.Output = jobadmin.Indent(string(out))
+	}
 	d.Here = "job?" + url.Values{"t": {s.name}, "id": {strconv.FormatInt(id, 10)}}.Encode()
 	d.List = "jobs?" + url.Values{"t": {s.name}}.Encode()
 	return d, nil
@@ -341,32 +390,47 @@ func (h *Handler) jobAPI(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, d)
 }
 
-// queueTable is the queues of one job table.
+// queueTable is the queues of one job table, and the kinds of its
+// available jobs that no running client knows.
 type queueTable struct {
-	Table  string     `json:"table"`
-	Queues []queueRow `json:"queues"`
-	Error  string     `json:"error,omitempty"`
+	Table        string        `json:"table"`
+	Queues       []queueRow    `json:"queues"`
+	UnknownKinds []unknownKind `json:"unknownKinds"`
+	Error        string        `json:"error,omitempty"`
 }
 
-// queueRow is one queue: its pause state and its jobs by state.
+// queueRow is one queue: its pause state, the kinds its running clients
+// know and its jobs by state.
 type queueRow struct {
 	Name     string     `json:"name"`
 	Paused   bool       `json:"paused"`
 	PausedAt *time.Time `json:"pausedAt,omitempty"`
+	Kinds    []string   `json:"kinds"`
 	Counts   []Count    `json:"counts"`
+}
+
+// unknownKind is a kind of available jobs of a queue that no running
+// client knows (jobs.Client.UnknownKinds).
+type unknownKind struct {
+	Queue string `json:"queue"`
+	Kind  string `json:"kind"`
+	Jobs  int64  `json:"jobs"`
 }
 
 // queues reads the queues of every job table with their counts.
 func (h *Handler) queues(ctx context.Context) []queueTable {
 	out := []queueTable{}
 	for _, s := range h.jobSources() {
-		qt := queueTable{Table: s.name, Queues: []queueRow{}}
+		qt := queueTable{Table: s.name, Queues: []queueRow{}, UnknownKinds: []unknownKind{}}
 		qs, err := s.c.Queues(ctx)
 		for _, q := range qs {
 			if err != nil {
 				break
 			}
-			row := queueRow{Name: q.Name, Paused: q.Paused, PausedAt: q.PausedAt}
+			row := queueRow{Name: q.Name, Paused: q.Paused, PausedAt: q.PausedAt, Kinds: q.Kinds}
+			if row.Kinds == nil {
+				row.Kinds = []string{}
+			}
 			var counts map[jobs.State]int64
 			if counts, err = s.c.Count(ctx, q.Name); err == nil {
 				for _, st := range jobs.States() {
@@ -374,6 +438,14 @@ func (h *Handler) queues(ctx context.Context) []queueTable {
 				}
 			}
 			qt.Queues = append(qt.Queues, row)
+		}
+		if err == nil {
+			var ks []jobs.WaitingKind
+			if ks, err = s.c.UnknownKinds(ctx); err == nil {
+				for _, k := range ks {
+					qt.UnknownKinds = append(qt.UnknownKinds, unknownKind{Queue: k.Queue, Kind: k.Kind, Jobs: k.Jobs})
+				}
+			}
 		}
 		switch {
 		case errors.Is(err, jobs.ErrNoQueueStore):

@@ -113,7 +113,12 @@ func seedJobs(t testing.TB, name string, db *gorm.DB) *jobEnv {
 func (e *jobEnv) run(t testing.TB) (stop func()) {
 	t.Helper()
 	ws := jobs.NewWorkers()
-	err := jobs.AddWorker(ws, jobs.WorkFunc[flakyArgs](func(_ context.Context, j *jobs.Job[flakyArgs]) error {
+	err := jobs.AddWorker(ws, jobs.WorkFunc[flakyArgs](func(ctx context.Context, j *jobs.Job[flakyArgs]) error {
+		if j.Args.N == 3 {
+			if err := jobs.RecordOutput(ctx, map[string]string{"note": xssScript}); err != nil {
+				return err
+			}
+		}
 		if j.Attempt > j.Args.Fail {
 			return nil
 		}

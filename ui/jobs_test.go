@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -84,6 +85,12 @@ func TestJobPages(t *testing.T) {
 			{"limit=2", all[:2], e.scheduled},
 			{"limit=2&before=" + itoa(e.scheduled), all[2:4], e.panicked},
 			{"limit=2&before=" + itoa(e.panicked), all[4:], 0},
+			{"tag=billing", []int64{e.discarded}, 0},
+			{"tag=a,b", []int64{e.mail}, 0},
+			{"tag=a&tag=billing", []int64{}, 0},
+			{"priority=2", []int64{e.mail}, 0},
+			{"metadata=" + url.QueryEscape(`{"source":`+strconv.Quote(xssScript)+`}`), []int64{e.discarded}, 0},
+			{"metadata=" + url.QueryEscape(`{"source":"other"}`), []int64{}, 0},
 		} {
 			var l jobList
 			if code := getJSON(t, api+"&"+tc.q, &l); code != http.StatusOK {
@@ -95,6 +102,7 @@ func TestJobPages(t *testing.T) {
 		}
 		for q, code := range map[string]int{
 			"state=done": 400, "queue=bad+queue": 400, "kind=%3Cb%3E": 400, "limit=0": 400, "limit=501": 400, "before=x": 400,
+			"priority=9": 400, "metadata=%5B1%5D": 400,
 		} {
 			var v struct{ Error string }
 			if got := getJSON(t, api+"&"+q, &v); got != code || v.Error == "" {
@@ -152,6 +160,14 @@ func TestJobPages(t *testing.T) {
 			!strings.Contains(d.Job.Errors[0].Error, xssImg) || !strings.Contains(d.Job.Errors[0].Trace, "goroutine") {
 			t.Errorf("panicked job's errors: %+v", d.Job.Errors)
 		}
+		// The output the completed job's work recorded, as JSON and on
+		// its page, escaped.
+		if getJSON(t, srv.URL+"/api/job?t="+e.table+"&id="+itoa(e.completed), &d); string(d.Job.Output) != `{"note":`+jsonString(xssScript)+`}` {
+			t.Errorf("completed job's output: %s", d.Job.Output)
+		}
+		if _, _, page := get(t, client(t), srv.URL+"/job?t="+e.table+"&id="+itoa(e.completed)); !strings.Contains(page, `<pre id="job-output">`) || strings.Contains(page, xssScript) {
+			t.Errorf("job page of a job with output: want the output, escaped\n%s", page)
+		}
 		code, _, page := get(t, client(t), srv.URL+"/job?t="+e.table+"&id="+itoa(e.panicked))
 		if code != http.StatusOK || !strings.Contains(page, `<pre class="trace">goroutine`) || !strings.Contains(page, `data-attempt="1"`) {
 			t.Errorf("job page of the panicked job: %d\n%s", code, page)
@@ -188,7 +204,12 @@ func TestJobPages(t *testing.T) {
 				Queues []struct {
 					Name   string
 					Paused bool
+					Kinds  []string
 					Counts []ui.Count
+				}
+				UnknownKinds []struct {
+					Queue, Kind string
+					Jobs        int64
 				}
 				Error string
 			}
@@ -197,15 +218,30 @@ func TestJobPages(t *testing.T) {
 		if len(qs.Tables) != 1 || qs.Tables[0].Error != "" || len(qs.Tables[0].Queues) != 1 || qs.Tables[0].Queues[0].Name != "default" || !qs.Tables[0].Queues[0].Paused {
 			t.Fatalf("queues: %+v", qs)
 		}
+		// The seed's client recorded its kind for queue default; no
+		// client runs queue mail, so its job's kind waits unknown.
+		if k := qs.Tables[0].Queues[0].Kinds; len(k) != 1 || k[0] != "ui_flaky" {
+			t.Errorf("kinds known in queue default: %v, want [ui_flaky]", k)
+		}
+		if u := qs.Tables[0].UnknownKinds; len(u) != 1 || u[0].Queue != "mail" || u[0].Kind != "ui_flaky" || u[0].Jobs != 1 {
+			t.Errorf("unknown kinds: %+v, want ui_flaky in queue mail, 1 job", u)
+		}
 		for _, c := range qs.Tables[0].Queues[0].Counts {
 			if c.N != map[string]int64{"scheduled": 1, "completed": 1, "discarded": 2}[c.Status] {
 				t.Errorf("queue default, %s: %d", c.Status, c.N)
 			}
 		}
-		if _, _, page := get(t, client(t), srv.URL+"/queues"); !strings.Contains(page, `<tr data-queue="default">`) || !strings.Contains(page, `value="resume-queue"`) {
+		if _, _, page := get(t, client(t), srv.URL+"/queues"); !strings.Contains(page, `<tr data-queue="default">`) || !strings.Contains(page, `value="resume-queue"`) ||
+			!strings.Contains(page, "Kinds waiting with no client that knows them") || !strings.Contains(page, `<tr data-queue="mail" data-kind="ui_flaky">`) {
 			t.Errorf("queues page:\n%s", page)
 		}
 	})
+}
+
+// jsonString returns s as Go's JSON encoder writes it.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 // TestJobActions: retry, cancel and delete of one job or many, and the

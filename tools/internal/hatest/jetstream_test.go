@@ -25,10 +25,10 @@ import (
 )
 
 // haEnabled skips t unless CLAIMSTORE_HA=1.
-func haEnabled(t *testing.T) {
+func haEnabled(t testing.TB) {
 	t.Helper()
 	if os.Getenv("CLAIMSTORE_HA") != "1" {
-		t.Skip("starts server processes on 127.0.0.1 (a 3-node nats-server cluster on ports 14222-14224, a pg_auto_failover formation on 15500-15502) and needs PostgreSQL: run with CLAIMSTORE_HA=1 (make ha)")
+		t.Skip("starts server processes on 127.0.0.1 (a 3-node nats-server cluster on ports 14222-14224, a pg_auto_failover formation on 15500-15502, a MariaDB Galera Cluster on 14306-14308) and needs PostgreSQL: run with CLAIMSTORE_HA=1 (make ha)")
 	}
 }
 

@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 	if pgf.f != nil {
 		pgf.f.Close()
 	}
+	if galera.c != nil {
+		galera.c.Close()
+	}
 	os.Exit(code)
 }
 

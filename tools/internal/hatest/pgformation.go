@@ -3,11 +3,9 @@
 package hatest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -35,8 +33,7 @@ type PGFormationOptions struct {
 // outlive a killed test process: Close stops them, and the next
 // [StartPGFormation] on the same directory stops what is left.
 type PGFormation struct {
-	script, dir string
-	port        int
+	*clusterScript
 }
 
 // StartPGFormation stops and removes what a previous run left in o.Dir,
@@ -47,49 +44,20 @@ type PGFormation struct {
 // by another server (stop it with scripts/pg-failover.sh stop), or the
 // script failing; its output and the log directory are in the error.
 func StartPGFormation(ctx context.Context, o PGFormationOptions) (*PGFormation, error) {
-	if o.Script == "" {
-		return nil, fmt.Errorf("hatest: pg formation: no script")
-	}
-	script, err := filepath.Abs(o.Script)
-	if err != nil {
-		return nil, fmt.Errorf("hatest: pg formation: %w", err)
-	}
-	if _, err := os.Stat(script); err != nil {
-		return nil, fmt.Errorf("hatest: pg formation: %w", err)
-	}
 	if o.Dir == "" {
 		o.Dir = filepath.Join(os.TempDir(), "claimstore-pgaf-ha")
 	}
 	if o.Port == 0 {
 		o.Port = 15500
 	}
-	f := &PGFormation{script: script, dir: o.Dir, port: o.Port}
-	if _, err := f.run(ctx, "clean"); err != nil {
+	script, err := newClusterScript(o.Script, o.Dir, "PGAF_DIR", o.Port, "PGAF_PORT")
+	if err != nil {
+		return nil, fmt.Errorf("hatest: pg formation: %w", err)
+	}
+	if err := script.restart(ctx, 3); err != nil {
 		return nil, err
 	}
-	for i := range 3 {
-		if err := portFree("127.0.0.1", o.Port+i); err != nil {
-			return nil, fmt.Errorf("hatest: pg formation: %w (a formation started by hand? scripts/pg-failover.sh stop)", err)
-		}
-	}
-	if _, err := f.run(ctx, "start"); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
-}
-
-// run runs the script with args and PGAF_DIR and PGAF_PORT set, and
-// returns its standard output; the error carries its whole output.
-func (f *PGFormation) run(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, f.script, args...)
-	cmd.Env = append(os.Environ(), "PGAF_DIR="+f.dir, fmt.Sprintf("PGAF_PORT=%d", f.port))
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return out.String(), fmt.Errorf("hatest: pg-failover.sh %s: %w\n%s%s(logs under %s)", strings.Join(args, " "), err, out.String(), errb.String(), f.dir)
-	}
-	return out.String(), nil
+	return &PGFormation{script}, nil
 }
 
 // DSN returns the multi-host connection URL of the formation: both nodes,
