@@ -96,8 +96,11 @@ conformance:
 ## local PostgreSQL publishes; a pg_auto_failover formation
 ## (scripts/pg-failover.sh: monitor 127.0.0.1:15500, nodes 15501-15502, run as
 ## the postgres user; installs postgresql-15-auto-failover when missing) whose
-## primary is killed during a claim burn-down and during an outbox relay run.
-## HA_RUN narrows the tests (HA_RUN=TestPostgresFailover, HA_RUN=TestJetStream),
+## primary is killed during a claim burn-down and during an outbox relay run;
+## a MariaDB Galera Cluster (scripts/galera-cluster.sh: nodes 127.0.0.1:14306-14308,
+## run as the mysql user; installs galera-4 and rsync when missing) with the
+## try-lock, a claim burn-down, leases and fencing through all three nodes.
+## HA_RUN narrows the tests (HA_RUN=TestPostgresFailover, HA_RUN=TestJetStream, HA_RUN=TestGalera),
 ## HA_MESSAGES sets the messages per run, HA_ROWS the burn-down's rows,
 ## NATS_SERVER the nats-server binary.
 HA_RUN      ?= .

@@ -125,11 +125,13 @@ func run(ctx context.Context, cfg config, out io.Writer) (err error) {
 	if err := jobs.Migrate(ctx, store, queues); err != nil {
 		return err
 	}
-	if err := dispatch.MigrateSchedules(ctx, db, scheduleTable); err != nil {
-		return err
-	}
+	// Periodic jobs are schedules of package dispatch, in a table of
+	// their own that MigrateScheduleStore creates.
 	schedules, err := sqlstore.New[dispatch.Schedule](db, sqlstore.WithTable(scheduleTable))
 	if err != nil {
+		return err
+	}
+	if err := dispatch.MigrateScheduleStore(ctx, schedules); err != nil {
 		return err
 	}
 	if err := db.WithContext(ctx).AutoMigrate(&Signup{}); err != nil {
