@@ -103,6 +103,10 @@ type JobsHarness struct {
 //   - Cancel: a queued job cancelled never runs; a running one has its
 //     context cancelled (cause jobs.ErrCancelled) and ends cancelled; a
 //     work function's jobs.Cancel ends it cancelled.
+//   - CancelRequested: a running job whose cancel request its work never
+//     saw (a client whose tick is an hour) ends cancelled when its work
+//     fails or snoozes, without waiting for a tick or the rescuer and
+//     without an "attempt lost" record, and completed when it succeeds.
 //   - Unique: 8 concurrent inserts of one unique job leave one row, and
 //     every insert returns it; a unique job that left its unique states
 //     lets a new one in; unique by period.
@@ -182,6 +186,7 @@ func RunJobs(t *testing.T, h JobsHarness) {
 		t.Run("Snooze", func(t *testing.T) { testJobSnooze(t, h) })
 		t.Run("WaitState", func(t *testing.T) { testJobWaitState(t, h) })
 		t.Run("Cancel", func(t *testing.T) { testJobCancel(t, h) })
+		t.Run("CancelRequested", func(t *testing.T) { testJobCancelRequested(t, h) })
 		t.Run("Unique", func(t *testing.T) { testJobUnique(t, h) })
 		t.Run("Tx", func(t *testing.T) { testJobTx(t, h) })
 		t.Run("TxWake", func(t *testing.T) { testJobTxWake(t, h) })
@@ -913,6 +918,76 @@ func testJobCancel(t *testing.T, h JobsHarness) {
 	}
 	if _, err := c.Cancel(ctx, 1<<40); !errors.Is(err, dao.ErrNotFound) {
 		t.Errorf("cancel of a missing job: %v, want dao.ErrNotFound", err)
+	}
+}
+
+// requestedArgs is the args of a job whose work, once started, waits
+// until the test releases it and then ends as Mode says: "fail",
+// "snooze" (an hour) or "" (success).
+type requestedArgs struct {
+	Mode string `json:"mode"`
+}
+
+func (requestedArgs) Kind() string { return "conformance_cancel_requested" }
+
+// testJobCancelRequested: the cancel request of a running job decides its
+// outcome even when the work returns on its own: failed or snoozed, it
+// ends cancelled at once; completed, it stays completed. The client's
+// tick is an hour, so that neither its read of cancel requests nor its
+// rescuer acts within the check.
+func testJobCancelRequested(t *testing.T, h JobsHarness) {
+	st := h.NewStores(t)
+	started := make(chan int64, 3)
+	var releases sync.Map // job id -> chan struct{}
+	release := func(id int64) chan struct{} {
+		ch, _ := releases.LoadOrStore(id, make(chan struct{}))
+		return ch.(chan struct{})
+	}
+	c := startJobs(t, st, func(cfg *jobs.Config, ws *jobs.Workers) {
+		cfg.Tick, cfg.Lease = time.Hour, 3*time.Hour
+		w := jobs.WorkFunc[requestedArgs](func(_ context.Context, j *jobs.Job[requestedArgs]) error {
+			started <- j.ID
+			<-release(j.ID)
+			switch j.Args.Mode {
+			case "fail":
+				return errors.New("work failed after the cancel request")
+			case "snooze":
+				return jobs.Snooze(time.Hour)
+			}
+			return nil
+		})
+		if err := jobs.AddWorker(ws, w, jobs.WithBackoff(func(int) time.Duration { return time.Hour })); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		mode string
+		want jobs.State
+	}{{"fail", jobs.StateCancelled}, {"snooze", jobs.StateCancelled}, {"", jobs.StateCompleted}} {
+		j := insert(t, c.Client, requestedArgs{Mode: tc.mode}, nil)
+		select {
+		case id := <-started:
+			if id != j.ID {
+				t.Fatalf("job %d started, want %d", id, j.ID)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("job %d (mode %q) did not start within 30s", j.ID, tc.mode)
+		}
+		r, err := c.Cancel(ctx, j.ID)
+		if err != nil || r.State != jobs.StateRunning || r.CancelRequestedAt == nil {
+			t.Fatalf("cancel of running job %d: %+v, %v; want it running with a cancel request", j.ID, r, err)
+		}
+		close(release(j.ID))
+		got := waitJob(t, c.Client, j.ID, 10*time.Second, "final", func(r *jobs.Row) bool { return r.State.Final() })
+		if got.State != tc.want {
+			t.Errorf("job (mode %q) whose cancel was requested while it ran ended %s, want %s", tc.mode, got.State, tc.want)
+		}
+		for _, e := range attemptErrors(t, got) {
+			if strings.Contains(e.Error, "attempt lost") {
+				t.Errorf("job (mode %q): errors record a lost attempt: %+v", tc.mode, e)
+			}
+		}
 	}
 }
 

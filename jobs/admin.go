@@ -418,8 +418,10 @@ const maxChangeTries = 10
 // scheduled, retryable) becomes cancelled at once and never runs; a
 // running job gets a cancel request, and the client running it cancels
 // its context (cause [ErrCancelled]) within a tick and ends it
-// cancelled, unless it completes first. A final job is returned as it
-// is. Errors: dao.ErrNotFound; the store's errors, mapped.
+// cancelled, unless it completes first. A job whose work fails or
+// snoozes on its own after the request also ends cancelled: its client
+// finalizes it right after writing that outcome (the rescuer does,
+// should the client stop first). A final job is returned as it is. Errors: dao.ErrNotFound; the store's errors, mapped.
 func (c *Client) Cancel(ctx context.Context, id int64) (*Row, error) {
 	r, changed, err := c.change(ctx, "cancel", id, func(r *Row, now time.Time) (dao.Criteria, dao.Set, error) {
 		switch {

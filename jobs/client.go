@@ -194,6 +194,9 @@ type Client struct {
 
 	mu      sync.Mutex
 	running map[int64]runningJob // jobs running in this client
+	// recheck holds the jobs whose outcome made them wait again, for
+	// finishCancelled.
+	recheck *recheck
 
 	pausedMu sync.RWMutex
 	paused   map[string]bool
@@ -310,6 +313,7 @@ func NewClient(cfg Config) (*Client, error) {
 		log:      cfg.Logger.With("component", "jobs", "client", cfg.ID),
 		queues:   map[string]*queue{},
 		running:  map[int64]runningJob{},
+		recheck:  newRecheck(),
 		paused:   map[string]bool{},
 	}
 	for name, qc := range cfg.Queues {
@@ -677,6 +681,7 @@ func (c *Client) Run(ctx context.Context) error {
 	pollCtx, stopPoll := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopPoll()
 	bg.Go(func() { c.pollLoop(pollCtx) })
+	bg.Go(func() { c.recheckLoop(pollCtx) })
 	if e := c.elector; e != nil {
 		bg.Go(func() { _ = e.Run(bgCtx) })
 	}

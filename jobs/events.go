@@ -203,9 +203,14 @@ type attemptInfo struct {
 }
 
 // written is the worker's Config.Written: it emits the event of a job
-// whose outcome write committed.
+// whose outcome write committed, and hands a job that the outcome made
+// wait again (retryable, scheduled, available) to finishCancelled, since
+// a cancel request may have come while its work ran.
 func (c *Client) written(j *dispatch.Job[Row], set dao.Set) {
 	row := &j.Row
+	if state, _ := set[ColState].(string); set != nil && !row.info.settled && !State(state).Final() {
+		c.recheck.add(row.ID)
+	}
 	if set == nil || row.info.event == "" || !c.events.active() {
 		return
 	}

@@ -3,6 +3,8 @@ package jobs
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
@@ -97,47 +99,72 @@ func dueWaiting(now time.Time) dao.Criteria {
 // Rescue finalizes the jobs no worker can run any more, which no claim
 // takes: an available job whose attempts are all spent and whose lease
 // ended or was released (its worker stopped or lost the database on its
-// last attempt, or its work ignored the drain) is discarded, and one
-// whose cancel request was never answered is cancelled, each with the
-// lost attempt recorded in its errors. (A job whose lease ended with
-// attempts left needs no rescue: it is claimable again, and the lost
-// attempt is recorded with its next outcome.) So no job is left where
-// neither a claim nor the rescuer reaches it. It changes at most
-// [MaintenanceBatch] jobs per call, each guarded by the lease it read, and
-// returns how many it changed. Errors: the store's, mapped.
+// last attempt, or its work ignored the drain) is discarded, and a job
+// with a cancel request that still waits (available, retryable or
+// scheduled: its work ended on its own after the request, and its client
+// stopped before it could finalize it, see finishCancelled) is
+// cancelled. An attempt that ended without an outcome is recorded in the
+// job's errors as lost. (A job whose lease ended with attempts left needs
+// no rescue: it is claimable again, and the lost attempt is recorded with
+// its next outcome.) So no job is left where neither a claim nor the
+// rescuer reaches it. It changes at most [MaintenanceBatch] jobs per
+// call, each guarded by the lease it read, and returns how many it
+// changed. Errors: the store's, mapped.
 func (c *Client) Rescue(ctx context.Context) (int64, error) {
+	return c.finalizeStuck(ctx, dao.Criteria{})
+}
+
+// stuck is the criteria, at now, of the jobs that no claim takes and
+// that wait for nothing: attempts spent, or a cancel request that its
+// work ended without answering. A job whose cancel request is answered
+// is final already.
+func stuck(now time.Time) dao.Criteria {
+	return dao.And(
+		leaseFree(now),
+		dao.Or(
+			dao.And(dao.Eq(ColState, string(StateAvailable)), dao.Or(dao.GeField(ColAttempt, ColMaxAttempts), dao.NotNull(ColCancelRequestedAt))),
+			dao.And(dao.In(ColState, string(StateRetryable), string(StateScheduled)), dao.NotNull(ColCancelRequestedAt)),
+		),
+	)
+}
+
+// finalizeStuck finalizes at most [MaintenanceBatch] of the stuck jobs
+// (see stuck) that also match only: cancelled when a cancel request
+// waits, discarded otherwise, the attempt recorded as lost when its
+// outcome is not in the job's errors, each write guarded by the lease it
+// read. It returns how many it changed. Errors: the store's, mapped.
+func (c *Client) finalizeStuck(ctx context.Context, only dao.Criteria) (int64, error) {
 	now, err := c.now(ctx)
 	if err != nil {
 		return 0, err
 	}
-	stuck := dao.And(
-		dao.Eq(ColState, string(StateAvailable)),
-		leaseFree(now),
-		dao.Or(dao.GeField(ColAttempt, ColMaxAttempts), dao.NotNull(ColCancelRequestedAt)),
-	)
-	rows, err := c.store.Find(ctx, dao.Query{Where: stuck, Limit: MaintenanceBatch})
+	where := dao.And(only, stuck(now))
+	rows, err := c.store.Find(ctx, dao.Query{Where: where, Limit: MaintenanceBatch})
 	if err != nil {
 		return 0, err
 	}
 	var total int64
 	for i := range rows {
 		r := &rows[i]
-		state := StateDiscarded
+		state, kind := StateDiscarded, EventJobDiscarded
 		if r.CancelRequestedAt != nil {
-			state = StateCancelled
+			state, kind = StateCancelled, EventJobCancelled
 		}
-		lost := &AttemptError{Attempt: r.Attempt, At: now, Error: "attempt lost: its lease ended before an outcome was written (worker stopped or unreachable)"}
+		var lost *AttemptError
+		if !attemptRecorded(r) {
+			lost = &AttemptError{Attempt: r.Attempt, At: now, Error: attemptLost}
+		}
 		set := dao.Set{ColState: string(state), ColFinalizedAt: now, ColErrors: appendErrors(r, now, lost), ColLeaseOwner: ""}
 		keepUniqueIn(r, state, set)
-		n, err := c.store.Update(ctx, dao.And(dao.Eq(ColID, r.ID), dao.Eq(ColLeaseOwner, r.LeaseOwner), stuck), set)
+		n, err := c.store.Update(ctx, dao.And(dao.Eq(ColID, r.ID), dao.Eq(ColLeaseOwner, r.LeaseOwner), where), set)
 		if err != nil {
 			return total, err
 		}
 		if n == 1 {
-			c.log.Warn("job rescued: its lease ended on its last attempt", "id", r.ID, "kind", r.Kind, "state", state)
-			kind := EventJobDiscarded
-			if state == StateCancelled {
-				kind = EventJobCancelled
+			if lost != nil {
+				c.log.Warn("job rescued: its last attempt ended without an outcome", "id", r.ID, "kind", r.Kind, "state", state)
+			} else {
+				c.log.Info("job cancelled: its cancel request came while it ran", "id", r.ID, "kind", r.Kind, "was", r.State)
 			}
 			r.applyOutcome(set, now)
 			c.emitJob(kind, r, now)
@@ -147,11 +174,90 @@ func (c *Client) Rescue(ctx context.Context) (int64, error) {
 	return total, nil
 }
 
+// attemptRecorded reports whether r's errors hold a record of its current
+// attempt (or it never ran).
+func attemptRecorded(r *Row) bool {
+	if r.Attempt == 0 {
+		return true
+	}
+	errs, _ := r.AttemptErrors()
+	return slices.ContainsFunc(errs, func(e AttemptError) bool { return e.Attempt == r.Attempt })
+}
+
+// finishCancelled finalizes, as finalizeStuck does, the jobs of ids that
+// a cancel request left waiting: their work failed, snoozed or was
+// released after [Client.Cancel] asked for it and before this client
+// read the request, so the outcome its worker wrote made them wait
+// again. Run calls it right after those outcomes are written (see
+// written), so the job reads cancelled at once rather than after the
+// rescuer's next run. Errors: the store's, mapped.
+func (c *Client) finishCancelled(ctx context.Context, ids []int64) error {
+	for len(ids) > 0 {
+		n := min(len(ids), MaintenanceBatch)
+		keys := make([]any, n)
+		for i, id := range ids[:n] {
+			keys[i] = id
+		}
+		if _, err := c.finalizeStuck(ctx, dao.In(ColID, keys...)); err != nil {
+			return err
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
+
+// recheck collects the ids of jobs whose outcome made them wait again
+// (see written), for finishCancelled.
+type recheck struct {
+	mu    sync.Mutex
+	ids   []int64
+	ready chan struct{} // capacity 1: ids were added
+}
+
+func newRecheck() *recheck { return &recheck{ready: make(chan struct{}, 1)} }
+
+// add adds id; it never blocks.
+func (q *recheck) add(id int64) {
+	q.mu.Lock()
+	q.ids = append(q.ids, id)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take returns the ids added since the last take.
+func (q *recheck) take() []int64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ids := q.ids
+	q.ids = nil
+	return ids
+}
+
+// recheckLoop runs finishCancelled on the ids written adds, until ctx
+// ends; what is left then the rescuer finalizes.
+func (c *Client) recheckLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.recheck.ready:
+		}
+		if err := c.finishCancelled(ctx, c.recheck.take()); err != nil && ctx.Err() == nil {
+			c.log.Warn("finalizing the jobs whose cancel request came while they ran failed; the rescuer will", "err", err)
+		}
+	}
+}
+
 // Sweep deletes the final jobs older than their retention
 // (CompletedRetention, CancelledRetention, DiscardedRetention after
 // FinalizedAt), in statements of at most [MaintenanceBatch] jobs, until
-// none is left, and returns how many it deleted. Errors: the store's,
-// mapped.
+// none is left, and returns how many it deleted. A statement the database
+// ends as a deadlock victim runs again (retryConflict): on MySQL and
+// MariaDB its next-key locks on the state index meet the outcome writes
+// that move jobs into a final state. Errors: the store's, mapped.
 func (c *Client) Sweep(ctx context.Context) (int64, error) {
 	var total int64
 	for _, s := range []struct {
@@ -170,7 +276,8 @@ func (c *Client) Sweep(ctx context.Context) (int64, error) {
 			if err != nil {
 				return total, err
 			}
-			n, err := c.store.Delete(ctx, dao.And(dao.Eq(ColState, string(s.state)), dao.Lt(ColFinalizedAt, now.Add(-s.keep))), MaintenanceBatch)
+			old := dao.And(dao.Eq(ColState, string(s.state)), dao.Lt(ColFinalizedAt, now.Add(-s.keep)))
+			n, err := retryConflict(ctx, func() (int64, error) { return c.store.Delete(ctx, old, MaintenanceBatch) })
 			total += n
 			if err != nil {
 				return total, err
@@ -183,8 +290,8 @@ func (c *Client) Sweep(ctx context.Context) (int64, error) {
 	return total, nil
 }
 
-// conflictAttempts is how many times the scheduler runs one of its
-// statements that the database ended with [dao.ErrConflict].
+// conflictAttempts is how many times the scheduler or the sweep runs one
+// of its statements that the database ended with [dao.ErrConflict].
 const conflictAttempts = 8
 
 // conflictLongestWait bounds the wait between two runs of such a

@@ -194,6 +194,10 @@ func lostAttempts(row *Row) int {
 	return max(row.Attempt-1-len(errs), 0)
 }
 
+// attemptLost is the error recorded for an attempt that ended without an
+// outcome.
+const attemptLost = "attempt lost: its lease ended before an outcome was written (worker stopped or unreachable)"
+
 // appendErrors returns row's Errors with a record for each lost attempt
 // and then ae (when not nil) appended.
 func appendErrors(row *Row, now time.Time, ae *AttemptError) string {
@@ -207,7 +211,7 @@ func appendErrors(row *Row, now time.Time, ae *AttemptError) string {
 	}
 	for a := 1; a < row.Attempt; a++ {
 		if !seen[a] && len(errs) < row.Attempt-1 {
-			errs = append(errs, AttemptError{Attempt: a, At: now, Error: "attempt lost: its lease ended before an outcome was written (worker stopped or unreachable)"})
+			errs = append(errs, AttemptError{Attempt: a, At: now, Error: attemptLost})
 		}
 	}
 	if ae != nil {
