@@ -139,11 +139,18 @@ soak: build-dev build-soaksub
 build-soaksub:
 	cd watermill && $(WORK) $(GO) build -o ../bin/claimstore-soaksub ./internal/soaksub
 
-## check-deps: fails when the operator's tool links test code: `go list -deps
-## ./cmd/claimstore` must not name testing, a test helper package or tools/.
+## check-deps: fails when a binary or library links code it must not:
+## `go list -deps ./cmd/claimstore` must not name testing, a test helper package
+## (internal/testutil, sqlstoretest) or tools/, and no library package (every
+## package but commands, tools, examples, the command's tree internal/cmd, the
+## test trees internal/testutil, conformance, sqlstoretest, jobstest and
+## fakees) may link testing, internal/cmd, internal/testutil or tools/.
 check-deps:
-	@bad=$$($(GO) list -deps ./cmd/claimstore | grep -Ex 'testing|.*/sqlstoretest|.*/internal/testdb|github.com/claimstore/claimstore/tools/.*'); \
+	@bad=$$($(GO) list -deps ./cmd/claimstore | grep -Ex 'testing|.*/sqlstoretest|github.com/claimstore/claimstore/(internal/testutil|tools)/.*'); \
 	if [ -n "$$bad" ]; then echo "cmd/claimstore links test code:"; echo "$$bad"; exit 1; fi
+	@lib=$$($(GO) list ./... | grep -vE '/(tools|cmd|examples)/|/internal/(cmd|testutil)/|/(sqlstoretest|jobstest|fakees)$$|/conformance(/|$$)'); \
+	bad=$$($(GO) list -deps $$lib | grep -Ex 'testing|github.com/claimstore/claimstore/(internal/(cmd|testutil)|tools)/.*'); \
+	if [ -n "$$bad" ]; then echo "a library package links the command's or the tests' code:"; echo "$$bad"; exit 1; fi
 
 ## cross-build: builds every package of the three modules and cmd/claimstore for
 ## GOOS and GOARCH (make cross-build GOOS=windows GOARCH=amd64), discarding the

@@ -11,7 +11,7 @@ import (
 	_ "github.com/claimstore/claimstore/adapters/sqlite"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/coord"
-	"github.com/claimstore/claimstore/internal/readme"
+	"github.com/claimstore/claimstore/internal/testutil/readme"
 )
 
 // elected receives the leader of the snippet's run in the test.

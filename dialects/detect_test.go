@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/claimstore/claimstore/dialects"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 func TestDetect(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/syncbuf"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/syncbuf"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // logRecords decodes the JSON log lines of buf, failing t on one that is not.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // The claim of due schedules orders by next_fire_at and then the primary

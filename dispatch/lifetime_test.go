@@ -9,7 +9,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/memstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/leaktest"
+	"github.com/claimstore/claimstore/internal/testutil/leaktest"
 )
 
 // dispatchFuncs are what the stack of a goroutine the worker started

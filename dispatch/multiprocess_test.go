@@ -20,8 +20,8 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/syncbuf"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/syncbuf"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // envChild carries "backend|sqlite path|table|longest run time|stop file"

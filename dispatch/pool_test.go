@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/syncbuf"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/syncbuf"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // TestPoolWarnings: a worker over a pool of 2 connections that keeps none

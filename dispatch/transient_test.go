@@ -9,7 +9,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/memstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/faultstore"
+	"github.com/claimstore/claimstore/internal/testutil/faultstore"
 )
 
 // An outcome write that fails for a reason a retry can cure is tried

@@ -10,7 +10,7 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/memstore"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/leaktest"
+	"github.com/claimstore/claimstore/internal/testutil/leaktest"
 	"github.com/claimstore/claimstore/jobs"
 )
 

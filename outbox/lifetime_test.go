@@ -9,8 +9,8 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/sqlstore/sqlstoretest"
 	"github.com/claimstore/claimstore/dao/driver"
-	"github.com/claimstore/claimstore/internal/leaktest"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/leaktest"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	"github.com/claimstore/claimstore/outbox"
 )
 

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore/sqlstoretest"
-	"github.com/claimstore/claimstore/internal/syncbuf"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/syncbuf"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	"github.com/claimstore/claimstore/outbox"
 )
 

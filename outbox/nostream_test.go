@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/adapters/memstore"
-	"github.com/claimstore/claimstore/internal/syncbuf"
+	"github.com/claimstore/claimstore/internal/testutil/syncbuf"
 	"github.com/claimstore/claimstore/outbox"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	_ "github.com/claimstore/claimstore/adapters/postgres"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
-	"github.com/claimstore/claimstore/internal/readme"
+	"github.com/claimstore/claimstore/internal/testutil/readme"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/outbox/natspub"
 )

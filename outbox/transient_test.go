@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/adapters/memstore"
-	"github.com/claimstore/claimstore/internal/faultstore"
+	"github.com/claimstore/claimstore/internal/testutil/faultstore"
 	"github.com/claimstore/claimstore/outbox"
 )
 

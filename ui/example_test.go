@@ -16,7 +16,7 @@ import (
 	_ "github.com/claimstore/claimstore/adapters/sqlite"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/readme"
+	"github.com/claimstore/claimstore/internal/testutil/readme"
 	"github.com/claimstore/claimstore/jobs"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/ui"

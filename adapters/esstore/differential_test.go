@@ -4,12 +4,12 @@ import (
 	"testing"
 
 	"github.com/claimstore/claimstore/adapters/esstore"
-	"github.com/claimstore/claimstore/internal/difftest"
+	"github.com/claimstore/claimstore/internal/testutil/difftest"
 )
 
 // TestDifferential runs random call sequences on a store over the
 // in-process fake server and on the memory store, and compares results
-// and documents after every call (see internal/difftest). The fake
+// and documents after every call (see internal/testutil/difftest). The fake
 // evaluates the query DSL and the write script in Go, so the test checks
 // the translation of criteria, orderings and sets, not Elasticsearch
 // itself. CLAIMSTORE_DIFF_SEED and

@@ -14,7 +14,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/esstore"
 	"github.com/claimstore/claimstore/adapters/esstore/internal/fakees"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // envURL names the Elasticsearch server the real-server tests use.

@@ -3,7 +3,7 @@ package esstore_test
 import (
 	"testing"
 
-	"github.com/claimstore/claimstore/internal/hooktest"
+	"github.com/claimstore/claimstore/internal/testutil/hooktest"
 )
 
 // GORM model hooks are GORM's: they run around the statements GORM runs,

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/claimstore/claimstore/adapters/memstore"
-	"github.com/claimstore/claimstore/internal/hooktest"
+	"github.com/claimstore/claimstore/internal/testutil/hooktest"
 )
 
 // GORM model hooks are GORM's: they run around the statements GORM runs,

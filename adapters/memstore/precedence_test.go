@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/claimstore/claimstore/adapters/memstore"
-	"github.com/claimstore/claimstore/internal/difftest"
+	"github.com/claimstore/claimstore/internal/testutil/difftest"
 )
 
 // Criteria with compound operands, an Or wrapped in a single-operand Or

@@ -23,7 +23,7 @@ type Job struct {
 
 // Opening PostgreSQL and claiming up to 100 ready jobs (compiled, not run:
 // it needs a server; the README's first example, run on PostgreSQL and
-// SQLite by internal/readme's tests, shows the whole cycle).
+// SQLite by internal/testutil/readme's tests, shows the whole cycle).
 func Example() {
 	ctx := context.Background()
 	db, err := sqlstore.Open(ctx, "postgres", "postgres://postgres@127.0.0.1:5432/test?sslmode=disable")

@@ -13,7 +13,7 @@ import (
 	"github.com/claimstore/claimstore/conformance"
 	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	"gorm.io/gorm"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/roundtrip"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/roundtrip"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // contendedJob is the row of the contention test: a status with an index,

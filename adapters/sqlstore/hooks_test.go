@@ -6,8 +6,8 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/hooktest"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/hooktest"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // GORM runs a model's hooks around the statements it runs itself. On the

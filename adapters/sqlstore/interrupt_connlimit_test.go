@@ -9,7 +9,7 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	gomysql "github.com/go-sql-driver/mysql"
 	gormmysql "gorm.io/driver/mysql"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // Several servers starting at once each migrate the lease table: every

@@ -13,7 +13,7 @@ import (
 	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	"gorm.io/driver/sqlserver"
 	"gorm.io/gorm"
 )

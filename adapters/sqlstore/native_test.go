@@ -19,8 +19,8 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/roundtrip"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/roundtrip"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // claimLog is a pgx query tracer that tells, for every claim statement a

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // A SQLite write whose caller's context ends while it waits for the

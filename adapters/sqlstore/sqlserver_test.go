@@ -15,7 +15,7 @@ import (
 	"github.com/claimstore/claimstore/conformance"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	mssql "github.com/microsoft/go-mssqldb"
 	"gorm.io/driver/sqlserver"
 	"gorm.io/gorm"

@@ -8,6 +8,6 @@
 // demos and the soak are in the developers' tool, tools/claimstore-dev.
 package main
 
-import "github.com/claimstore/claimstore/internal/cli"
+import "github.com/claimstore/claimstore/internal/cmd/cli"
 
 func main() { cli.Main(cli.Root()) }

@@ -19,7 +19,7 @@ import (
 	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	"github.com/elastic/go-elasticsearch/v8"
 	"gorm.io/gorm"
 	"gorm.io/gorm/schema"

@@ -50,7 +50,7 @@
 // parent can read each group's outcome from the child's verbose output.
 // The parent then forces one lost race itself and, on SQL backends, counts
 // the round trips of one claim with the counting driver of package
-// internal/roundtrip, and prints the report: every top-level group of the suite
+// internal/testutil/roundtrip, and prints the report: every top-level group of the suite
 // with pass, fail or skip; the lost-race behaviour observed next to the
 // one the store declares in its Capabilities; the round trips per claim
 // declared and measured. The test fails when any group fails or the

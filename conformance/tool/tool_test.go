@@ -20,8 +20,8 @@ import (
 	"github.com/claimstore/claimstore/conformance"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
-	"github.com/claimstore/claimstore/internal/roundtrip"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/roundtrip"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // TestConformanceTool runs the whole conformance suite against the

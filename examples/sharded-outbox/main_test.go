@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // The example on the local PostgreSQL server with NATS inside the process:

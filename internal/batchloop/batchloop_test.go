@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/syncbuf"
+	"github.com/claimstore/claimstore/internal/testutil/syncbuf"
 )
 
 // records decodes the JSON log lines of buf, failing t on one that is not.

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	"github.com/claimstore/claimstore/jobs"
 	"github.com/claimstore/claimstore/jobs/jobstest"
 )

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/syncbuf"
+	"github.com/claimstore/claimstore/internal/testutil/syncbuf"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/outbox/natsembed"
 	"github.com/claimstore/claimstore/outbox/natspub"

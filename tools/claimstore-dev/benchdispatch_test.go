@@ -13,8 +13,8 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/cli"
-	"github.com/claimstore/claimstore/internal/cli/clitest"
+	"github.com/claimstore/claimstore/internal/cmd/cli"
+	"github.com/claimstore/claimstore/internal/cmd/cli/clitest"
 	"github.com/claimstore/claimstore/tools/internal/bench/dispatchbench"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/claimstore/claimstore/internal/cli/clitest"
+	"github.com/claimstore/claimstore/internal/cmd/cli/clitest"
 )
 
 // execCLI runs the root command with args under ctx and returns stdout,

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/cli"
+	"github.com/claimstore/claimstore/internal/cmd/cli"
 	"github.com/claimstore/claimstore/tools/internal/demo"
 )
 

@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // TestDemoDispatch runs a shortened dispatch demo on SQLite (worker

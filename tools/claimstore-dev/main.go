@@ -11,7 +11,7 @@
 // them, as in the tests) and on SQLite in a temporary file.
 package main
 
-import "github.com/claimstore/claimstore/internal/cli"
+import "github.com/claimstore/claimstore/internal/cmd/cli"
 
 // rootCmd is the operator's command tree; the files of this package add
 // the developers' commands to it in their init functions.

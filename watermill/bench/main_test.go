@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // TestRunCountsEveryMessageOnce runs one small round of every phase on

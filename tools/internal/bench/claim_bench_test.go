@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // BenchmarkClaim compares, on PostgreSQL, the library's Store.Claim (fast

@@ -8,7 +8,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/mysql"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
-	"github.com/claimstore/claimstore/internal/roundtrip"
+	"github.com/claimstore/claimstore/internal/testutil/roundtrip"
 	"gorm.io/gorm"
 )
 

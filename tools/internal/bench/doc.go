@@ -4,7 +4,7 @@
 // so that a row claimed twice (a duplicate) or never claimed (lost) is
 // detected exactly. It measures wall time, claim calls and rows per second,
 // claim latency percentiles and database round trips per claim, the latter
-// counted exactly by a driver hook: the internal/roundtrip package for
+// counted exactly by a driver hook: the internal/testutil/roundtrip package for
 // database/sql (and so for GORM; on PostgreSQL a pgx tracer inside pgx's
 // database/sql driver, which also sees the statements the library runs
 // with pgx natively on those connections), a pgx QueryTracer for the raw

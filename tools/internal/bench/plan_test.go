@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // planOf prepares a loaded table like a run does and returns the query plan

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // checkReport asserts what every run must show: each expected variant

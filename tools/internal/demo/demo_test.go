@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	"github.com/claimstore/claimstore/outbox/natsembed"
 	"github.com/claimstore/claimstore/tools/internal/demo"
 )

@@ -20,8 +20,8 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/cli"
-	"github.com/claimstore/claimstore/internal/outboxenv"
+	"github.com/claimstore/claimstore/internal/cmd/cli"
+	"github.com/claimstore/claimstore/internal/cmd/outboxenv"
 	"github.com/claimstore/claimstore/tools/internal/bench"
 )
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/cli"
+	"github.com/claimstore/claimstore/internal/cmd/cli"
 )
 
 // endSlack is how far past a fire's reported end its outcome write may

@@ -7,7 +7,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/claimstore/claimstore/internal/outboxenv"
+	"github.com/claimstore/claimstore/internal/cmd/outboxenv"
 	"github.com/claimstore/claimstore/outbox"
 )
 

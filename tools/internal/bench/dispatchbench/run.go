@@ -21,8 +21,8 @@ import (
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/cli"
-	"github.com/claimstore/claimstore/internal/outboxenv"
+	"github.com/claimstore/claimstore/internal/cmd/cli"
+	"github.com/claimstore/claimstore/internal/cmd/outboxenv"
 	"github.com/claimstore/claimstore/tools/internal/bench"
 	"github.com/claimstore/claimstore/tools/internal/demo"
 )

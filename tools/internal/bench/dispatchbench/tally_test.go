@@ -10,7 +10,7 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/cli"
+	"github.com/claimstore/claimstore/internal/cmd/cli"
 )
 
 // tallyRun returns a run over a fresh SQLite table holding schedules

@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
-	"github.com/claimstore/claimstore/internal/outboxenv"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/cmd/outboxenv"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 
 	_ "github.com/claimstore/claimstore/adapters/postgres"
 	_ "github.com/claimstore/claimstore/adapters/sqlite"

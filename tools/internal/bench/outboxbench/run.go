@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/claimstore/claimstore/internal/outboxenv"
+	"github.com/claimstore/claimstore/internal/cmd/outboxenv"
 )
 
 // Variants of the benchmark.

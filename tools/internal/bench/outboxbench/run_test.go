@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	"github.com/claimstore/claimstore/tools/internal/bench/outboxbench"
 )
 

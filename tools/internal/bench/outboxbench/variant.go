@@ -15,7 +15,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
-	"github.com/claimstore/claimstore/internal/outboxenv"
+	"github.com/claimstore/claimstore/internal/cmd/outboxenv"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/outbox/natspub"
 	"github.com/claimstore/claimstore/tools/internal/bench"

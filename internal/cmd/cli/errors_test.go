@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/cli/clitest"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/cmd/cli/clitest"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // execFresh runs the root command like execCLI, with every flag at its

@@ -16,7 +16,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/cli/clitest"
+	"github.com/claimstore/claimstore/internal/cmd/cli/clitest"
 	"github.com/claimstore/claimstore/outbox"
 )
 

@@ -21,7 +21,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/memstore"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
-	cmddsn "github.com/claimstore/claimstore/internal/dsn"
+	cmddsn "github.com/claimstore/claimstore/internal/cmd/dsn"
 	"github.com/claimstore/claimstore/outbox"
 )
 

@@ -14,7 +14,7 @@ import (
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dao/driver"
 	"github.com/claimstore/claimstore/dialects"
-	"github.com/claimstore/claimstore/internal/dsn"
+	"github.com/claimstore/claimstore/internal/cmd/dsn"
 )
 
 func init() { rootCmd.AddCommand(newLeaderCmd()) }

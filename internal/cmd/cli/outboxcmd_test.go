@@ -11,7 +11,7 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/cli/clitest"
+	"github.com/claimstore/claimstore/internal/cmd/cli/clitest"
 	"github.com/claimstore/claimstore/outbox"
 )
 

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/cli/clitest"
-	"github.com/claimstore/claimstore/internal/dsn"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/cmd/cli/clitest"
+	"github.com/claimstore/claimstore/internal/cmd/dsn"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // Without --dsn and CLAIMSTORE_DSN a command that opens a server refuses

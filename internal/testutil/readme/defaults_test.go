@@ -42,7 +42,7 @@ func docValue(v any) string {
 // docs/defaults.md gives each named default the value the code has: the
 // row that names the constant shows its value, as a whole number.
 func TestDefaultsTable(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/defaults.md")
+	doc, err := os.ReadFile("../../../docs/defaults.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,5 +7,5 @@
 //
 // It links the library, the SQL drivers and NATS, never test code: a
 // command's data source name comes from --dsn or CLAIMSTORE_DSN
-// (internal/dsn), never from the test servers' defaults.
+// (internal/cmd/dsn), never from the test servers' defaults.
 package cli

@@ -1,5 +1,5 @@
 // Package clitest runs a cobra command tree in the tests of the claimstore
-// command-line tools (internal/cli, tools/claimstore-dev): one run at a
+// command-line tools (internal/cmd/cli, tools/claimstore-dev): one run at a
 // time, with its output captured and every flag back at its default when
 // asked, and checks that every numeric flag of a tree is range-checked.
 package clitest

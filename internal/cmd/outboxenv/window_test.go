@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/claimstore/claimstore/internal/outboxenv"
+	"github.com/claimstore/claimstore/internal/cmd/outboxenv"
 	"github.com/claimstore/claimstore/outbox"
 )
 

@@ -12,8 +12,8 @@ import (
 	_ "github.com/claimstore/claimstore/adapters/sqlite"
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/readme"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/readme"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	"gorm.io/gorm"
 )
 
@@ -102,7 +102,7 @@ func Example() {
 // The README shows Job, claimJobs and run exactly as this file defines
 // them.
 func TestREADMEFirstSnippet(t *testing.T) {
-	readme.Holds(t, "../../README.md", "firstexample_test.go", "type Job struct", "func claimJobs(", "func run(")
+	readme.Holds(t, "../../../README.md", "firstexample_test.go", "type Job struct", "func claimJobs(", "func run(")
 }
 
 // TestClaimJobs runs the README's first example on SQLite and PostgreSQL

@@ -3,7 +3,7 @@ package outboxenv_test
 import (
 	"testing"
 
-	"github.com/claimstore/claimstore/internal/outboxenv"
+	"github.com/claimstore/claimstore/internal/cmd/outboxenv"
 )
 
 // TestConnectNATSKeepAlive: a connection from ConnectNATS pings the

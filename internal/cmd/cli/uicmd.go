@@ -21,7 +21,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/dsn"
+	"github.com/claimstore/claimstore/internal/cmd/dsn"
 	"github.com/claimstore/claimstore/outbox"
 	"github.com/claimstore/claimstore/ui"
 )

@@ -9,8 +9,8 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/roundtrip"
-	"github.com/claimstore/claimstore/internal/testdb"
+	"github.com/claimstore/claimstore/internal/testutil/roundtrip"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	"github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 )
@@ -23,7 +23,7 @@ type task struct {
 }
 
 // open returns a counting GORM handle on backend, skipping (or failing,
-// when required) like internal/testdb when the server is unreachable.
+// when required) like internal/testutil/testdb when the server is unreachable.
 func open(t *testing.T, backend string, c *roundtrip.Counter) *gorm.DB {
 	t.Helper()
 	var dsn string

@@ -16,7 +16,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/cli/clitest"
+	"github.com/claimstore/claimstore/internal/cmd/cli/clitest"
 )
 
 // TestScheduleCommands: add (idempotent, upsert), list, pause, resume and

@@ -15,7 +15,7 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/dsn"
+	"github.com/claimstore/claimstore/internal/cmd/dsn"
 	"github.com/claimstore/claimstore/internal/jobadmin"
 	"github.com/claimstore/claimstore/jobs"
 )
