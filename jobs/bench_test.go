@@ -73,7 +73,8 @@ const cycleJobs = 20000
 
 // BenchmarkJobCycle measures, on SQLite, PostgreSQL and MariaDB, the job
 // cycle of a jobs.Client at its defaults (one queue of 100 workers, claims
-// of 100, a no-op work function, every job completed) next to the claim
+// of at most 50, half of them, a no-op work function, every job completed)
+// next to the claim
 // burn-down of the same table on the same backend (8 claimers taking 100
 // jobs a claim with the queue's criteria and lease until none is left),
 // each over cycleJobs jobs per iteration, and reports both rates and their
