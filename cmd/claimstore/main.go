@@ -10,4 +10,4 @@ package main
 
 import "github.com/claimstore/claimstore/internal/cmd/cli"
 
-func main() { cli.Main(cli.Root()) }
+func main() { cli.Main(cli.NewRoot()) }

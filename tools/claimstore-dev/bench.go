@@ -15,21 +15,6 @@ import (
 	"github.com/claimstore/claimstore/tools/internal/bench"
 )
 
-func init() { rootCmd.AddCommand(newBenchCmd()) }
-
-// addBenchCommand adds sub under the bench command. The bench command is
-// created in this file, whose init runs before those of the files that
-// add subcommands (the go tool compiles a package's files in name order).
-func addBenchCommand(sub *cobra.Command) {
-	for _, c := range rootCmd.Commands() {
-		if c.Name() == "bench" {
-			c.AddCommand(sub)
-			return
-		}
-	}
-	panic("claimstore-dev: bench command not registered before bench " + sub.Name())
-}
-
 // benchOptions are the flags of `claimstore-dev bench`.
 type benchOptions struct {
 	rows       int64
@@ -160,7 +145,7 @@ func runBench(cmd *cobra.Command, o benchOptions) error {
 		defer stop()
 	}
 	rep, err := bench.Run(cmd.Context(), bench.Config{
-		Backend: cli.GlobalFlags().Backend, DSN: cli.GlobalFlags().DSN,
+		Backend: cli.GlobalFlags(cmd).Backend, DSN: cli.GlobalFlags(cmd).DSN,
 		Rows: o.rows, Workers: o.workers, Batch: o.batch, LoadBatch: o.loadBatch, Repeat: o.repeat,
 		Variants: variants, Baseline: o.baseline, Portable: o.portable, Budget: o.budget,
 		Keep: o.keep, Progress: progress,

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,26 +12,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spf13/pflag"
-
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/cmd/cli"
 	"github.com/claimstore/claimstore/tools/internal/bench"
 )
 
-// runCLI runs the root command with args and returns stdout, stderr and
-// the error. Flags keep their values between runs, so every test passes
-// the flags it depends on.
+// runCLI runs a command tree of its own like execCLI, under a context
+// that does not end.
 func runCLI(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	rootCmd.SetOut(&out)
-	rootCmd.SetErr(&errOut)
-	rootCmd.SetArgs(args)
-	t.Cleanup(func() { rootCmd.SetArgs(nil); rootCmd.SetOut(nil); rootCmd.SetErr(nil) })
-	err := rootCmd.ExecuteContext(context.Background())
-	return out.String(), errOut.String(), err
+	return execCLI(context.Background(), args...)
 }
 
 func TestBenchCommandSQLite(t *testing.T) {
@@ -73,23 +63,10 @@ func TestBenchCommandRejectsBadFlags(t *testing.T) {
 	}
 }
 
-// benchCLI runs `claimstore bench` with args after setting every flag of
-// the command and the root's persistent flags back to its default, so that
-// no flag of an earlier test leaks in.
+// benchCLI runs `claimstore bench` with args on a command tree of its own,
+// so that no flag of an earlier test leaks in.
 func benchCLI(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
-	cmd, _, err := rootCmd.Find([]string{"bench"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reset := func(f *pflag.Flag) {
-		if err := f.Value.Set(f.DefValue); err != nil {
-			t.Fatalf("reset --%s: %v", f.Name, err)
-		}
-		f.Changed = false
-	}
-	cmd.Flags().VisitAll(reset)
-	rootCmd.PersistentFlags().VisitAll(reset)
 	return runCLI(t, append([]string{"bench"}, args...)...)
 }
 

@@ -14,8 +14,6 @@ import (
 	"github.com/claimstore/claimstore/tools/internal/bench/dispatchbench"
 )
 
-func init() { addBenchCommand(newBenchDispatchCmd()) }
-
 // benchDispatchOptions are the flags of `claimstore-dev bench dispatch`: the
 // run's options, and the flags the command handles itself.
 type benchDispatchOptions struct {
@@ -94,7 +92,7 @@ func checkBenchDispatch(cmd *cobra.Command, o *benchDispatchOptions) error {
 	if c.Err() != nil {
 		return c.Err()
 	}
-	r.Backend, r.DSN = strings.ToLower(cli.GlobalFlags().Backend), cli.GlobalFlags().DSN
+	r.Backend, r.DSN = strings.ToLower(cli.GlobalFlags(cmd).Backend), cli.GlobalFlags(cmd).DSN
 	if f := cmd.Flags().Lookup("backend"); f == nil || !f.Changed {
 		r.Backend = "postgres"
 	}

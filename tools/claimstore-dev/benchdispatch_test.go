@@ -18,11 +18,11 @@ import (
 	"github.com/claimstore/claimstore/tools/internal/bench/dispatchbench"
 )
 
-// benchDispatchCLI runs the root command with every flag at its default
-// before and after, stopped after timeout.
+// benchDispatchCLI runs a command tree of its own (newRoot), every flag at
+// its default, stopped after timeout.
 func benchDispatchCLI(t *testing.T, timeout time.Duration, args ...string) (string, string, error) {
 	t.Helper()
-	return clitest.RunFresh(t, rootCmd, timeout, args...)
+	return clitest.RunFresh(t, newRoot(), timeout, args...)
 }
 
 // TestBenchDispatchSQLite runs the dispatch benchmark small on an SQLite

@@ -14,8 +14,6 @@ import (
 	"github.com/claimstore/claimstore/tools/internal/bench/logbench"
 )
 
-func init() { addBenchCommand(newBenchLogCmd()) }
-
 func newBenchLogCmd() *cobra.Command {
 	var o logbench.Options
 	var (
@@ -58,11 +56,11 @@ relay to the ceiling.`,
 			if c.Err() != nil {
 				return c.Err()
 			}
-			o.Backend = strings.ToLower(cli.GlobalFlags().Backend)
+			o.Backend = strings.ToLower(cli.GlobalFlags(cmd).Backend)
 			if o.Backend != "postgres" && o.Backend != "sqlite" {
 				return fmt.Errorf("%w: --backend %q: the outbox log is on postgres or sqlite", dao.ErrInvalidArgument, o.Backend)
 			}
-			d, cleanup, err := bench.CommandDSN(o.Backend, cli.GlobalFlags().DSN)
+			d, cleanup, err := bench.CommandDSN(o.Backend, cli.GlobalFlags(cmd).DSN)
 			if err != nil {
 				return err
 			}

@@ -14,8 +14,6 @@ import (
 	"github.com/claimstore/claimstore/tools/internal/bench/outboxbench"
 )
 
-func init() { addBenchCommand(newBenchOutboxCmd()) }
-
 // benchOutboxOptions are the flags of `claimstore-dev bench outbox`: the run's
 // options, and the flags the command handles itself.
 type benchOutboxOptions struct {
@@ -127,7 +125,7 @@ func runBenchOutbox(cmd *cobra.Command, o benchOutboxOptions) error {
 		defer stop()
 	}
 	r := o.run
-	r.Backend, r.DSN, r.Variants, r.Logger = cli.GlobalFlags().Backend, cli.GlobalFlags().DSN, variants, relayLogger(cmd)
+	r.Backend, r.DSN, r.Variants, r.Logger = cli.GlobalFlags(cmd).Backend, cli.GlobalFlags(cmd).DSN, variants, relayLogger(cmd)
 	r.Progress = cmd.ErrOrStderr()
 	if o.quiet {
 		r.Progress = io.Discard

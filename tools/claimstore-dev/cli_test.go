@@ -13,26 +13,27 @@ import (
 	"github.com/claimstore/claimstore/internal/cmd/cli/clitest"
 )
 
-// execCLI runs the root command with args under ctx and returns stdout,
-// stderr and the error (clitest.Run).
+// execCLI runs a command tree of its own (newRoot), every flag at its
+// default, with args under ctx and returns stdout, stderr and the error
+// (clitest.Run).
 func execCLI(ctx context.Context, args ...string) (string, string, error) {
-	return clitest.Run(ctx, rootCmd, args...)
+	return clitest.Run(ctx, newRoot(), args...)
 }
 
-// execFresh runs the root command like execCLI, with every flag at its
-// default before and after, and stops it after 30 s.
+// execFresh runs a command tree of its own like execCLI and stops it
+// after 30 s.
 func execFresh(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
-	return clitest.RunFresh(t, rootCmd, 30*time.Second, args...)
+	return clitest.RunFresh(t, newRoot(), 30*time.Second, args...)
 }
 
-// devCommands are the commands this tool adds to the operator's.
-func devCommands(t *testing.T) []*cobra.Command {
+// devCommands are the commands this tool adds to the operator's, in root.
+func devCommands(t *testing.T, root *cobra.Command) []*cobra.Command {
 	t.Helper()
 	var cmds []*cobra.Command
 	for _, name := range []string{"bench", "demo", "soak"} {
-		c, _, err := rootCmd.Find([]string{name})
-		if err != nil || c == rootCmd {
+		c, _, err := root.Find([]string{name})
+		if err != nil || c == root {
 			t.Fatalf("command %s: %v", name, err)
 		}
 		cmds = append(cmds, c)
@@ -56,7 +57,8 @@ func TestNumericFlagsNamed(t *testing.T) {
 		"claimstore-dev soak":           {"--backend", "postgres"},
 		"claimstore-dev soak child":     {"--dir", dir, "--slot", "w1"},
 	}
-	if checked := clitest.CheckFlagRanges(t, rootCmd, devCommands(t), base); checked < 20 {
+	root := newRoot()
+	if checked := clitest.CheckFlagRanges(t, root, devCommands(t, root), base); checked < 20 {
 		t.Errorf("checked %d flags; the walk missed some", checked)
 	}
 	if _, err := os.Stat(none); !errors.Is(err, os.ErrNotExist) {
@@ -66,7 +68,7 @@ func TestNumericFlagsNamed(t *testing.T) {
 
 // No flag's help shows its default twice.
 func TestHelpDefaultsOnce(t *testing.T) {
-	for _, c := range devCommands(t) {
+	for _, c := range devCommands(t, newRoot()) {
 		clitest.CheckHelpDefaults(t, c)
 	}
 }

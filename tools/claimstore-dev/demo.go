@@ -11,12 +11,6 @@ import (
 	"github.com/claimstore/claimstore/tools/internal/demo"
 )
 
-func init() {
-	demo := newDemoCmd()
-	demo.AddCommand(newDemoDispatchCmd())
-	rootCmd.AddCommand(demo)
-}
-
 // demoOptions are the flags of `claimstore-dev demo`: the run's options, and
 // whether progress lines are shown.
 type demoOptions struct {
@@ -70,7 +64,7 @@ memory), --nats-url an external NATS server instead of the embedded one.`,
 // stay readable, unless --log-level is debug.
 func relayLogger(cmd *cobra.Command) *slog.Logger {
 	level := slog.LevelWarn
-	if cli.GlobalFlags().LogLevel == "debug" {
+	if cli.GlobalFlags(cmd).LogLevel == "debug" {
 		level = slog.LevelDebug
 	}
 	return slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
@@ -91,7 +85,7 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 	if c.Err() != nil {
 		return c.Err()
 	}
-	r.Backend, r.DSN, r.Logger = cli.GlobalFlags().Backend, cli.GlobalFlags().DSN, relayLogger(cmd)
+	r.Backend, r.DSN, r.Logger = cli.GlobalFlags(cmd).Backend, cli.GlobalFlags(cmd).DSN, relayLogger(cmd)
 	r.Progress = cmd.ErrOrStderr()
 	if o.quiet {
 		r.Progress = io.Discard

@@ -52,14 +52,14 @@ unless nothing was fired twice and nothing missed.`,
 			if c.Err() != nil {
 				return c.Err()
 			}
-			if cli.GlobalFlags().Backend == "memory" {
+			if cli.GlobalFlags(cmd).Backend == "memory" {
 				return fmt.Errorf("%w: --backend memory lives inside one process; the demo runs several", dao.ErrInvalidArgument)
 			}
 			exe, err := os.Executable()
 			if err != nil {
 				return err
 			}
-			o.Backend, o.DSN = cli.GlobalFlags().Backend, cli.GlobalFlags().DSN
+			o.Backend, o.DSN = cli.GlobalFlags(cmd).Backend, cli.GlobalFlags(cmd).DSN
 			o.Command, o.Env = []string{exe}, []string{envChildCLI + "=1"}
 			o.Progress, o.Logs = cmd.ErrOrStderr(), cmd.ErrOrStderr()
 			if quiet {

@@ -11,16 +11,20 @@
 // them, as in the tests) and on SQLite in a temporary file.
 package main
 
-import "github.com/claimstore/claimstore/internal/cmd/cli"
+import (
+	"github.com/spf13/cobra"
 
-// rootCmd is the operator's command tree; the files of this package add
-// the developers' commands to it in their init functions.
-var rootCmd = cli.Root()
+	"github.com/claimstore/claimstore/internal/cmd/cli"
+)
 
-func init() {
-	rootCmd.Use = "claimstore-dev"
-	rootCmd.Short = "The claimstore tool with the benchmarks, the demos and the soak"
-	rootCmd.Long = `claimstore-dev is the claimstore command with the developers' commands added:
+// newRoot returns a fresh command tree of the tool: the operator's tree
+// (cli.NewRoot) under the name claimstore-dev, with the benchmarks, the
+// demos and the soak added.
+func newRoot() *cobra.Command {
+	root := cli.NewRoot()
+	root.Use = "claimstore-dev"
+	root.Short = "The claimstore tool with the benchmarks, the demos and the soak"
+	root.Long = `claimstore-dev is the claimstore command with the developers' commands added:
 bench (claim, dispatch and outbox benchmarks), demo (the outbox and the
 dispatcher end to end) and soak (the chaos soak).
 
@@ -28,8 +32,14 @@ Every command takes --backend and --dsn. The developers' commands default,
 without --dsn, to the local test servers (CLAIMSTORE_POSTGRES_DSN and
 CLAIMSTORE_MYSQL_DSN override them) and to SQLite in a temporary file; the
 operator's commands need a DSN as in claimstore (--dsn or CLAIMSTORE_DSN).`
-	rootCmd.PersistentFlags().Lookup("dsn").Usage = "data source name of the backend; SQLite: the database file " +
+	root.PersistentFlags().Lookup("dsn").Usage = "data source name of the backend; SQLite: the database file " +
 		"(default: the developers' commands the local test server or a temporary SQLite file, the operator's $CLAIMSTORE_DSN)"
+	bench := newBenchCmd()
+	bench.AddCommand(newBenchDispatchCmd(), newBenchLogCmd(), newBenchOutboxCmd())
+	demo := newDemoCmd()
+	demo.AddCommand(newDemoDispatchCmd())
+	root.AddCommand(bench, demo, newSoakCmd())
+	return root
 }
 
-func main() { cli.Main(rootCmd) }
+func main() { cli.Main(newRoot()) }

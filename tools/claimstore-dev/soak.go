@@ -18,10 +18,6 @@ import (
 	"github.com/claimstore/claimstore/tools/internal/soak"
 )
 
-func init() {
-	rootCmd.AddCommand(newSoakCmd())
-}
-
 func newSoakCmd() *cobra.Command {
 	var o soak.Options
 	var quiet bool
@@ -89,7 +85,7 @@ histories and logs is kept when the run fails (or with --keep).`,
 				return err
 			}
 			o.ClusterPort, o.MonitorPort = o.ClientPort+2000, o.ClientPort+4000
-			o.Backend, o.DSN = cli.GlobalFlags().Backend, cli.GlobalFlags().DSN
+			o.Backend, o.DSN = cli.GlobalFlags(cmd).Backend, cli.GlobalFlags(cmd).DSN
 			o.Command, o.Env = []string{exe}, []string{envChildCLI + "=1"}
 			if subCmd != "" {
 				path, err := exec.LookPath(subCmd)

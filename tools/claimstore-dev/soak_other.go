@@ -11,13 +11,15 @@ import (
 	"github.com/claimstore/claimstore/dao"
 )
 
-func init() {
-	rootCmd.AddCommand(&cobra.Command{
+// newSoakCmd returns the soak command of a system other than Linux, which
+// refuses to run.
+func newSoakCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "soak",
 		Short: "The chaos soak (Linux only)",
 		Args:  cobra.ArbitraryArgs,
 		RunE: func(*cobra.Command, []string) error {
 			return fmt.Errorf("%w: the soak runs on Linux only (its children get a parent-death signal and its faults use SIGSTOP); this is %s", dao.ErrInvalidArgument, runtime.GOOS)
 		},
-	})
+	}
 }

@@ -22,8 +22,6 @@ import (
 	"github.com/claimstore/claimstore/outbox"
 )
 
-func init() { rootCmd.AddCommand(newDispatchCmd()) }
-
 // dispatchRunOptions are the flags of `claimstore dispatch run`.
 type dispatchRunOptions struct {
 	table        string
@@ -49,17 +47,17 @@ type dispatchRunOptions struct {
 	work         time.Duration
 }
 
-func newDispatchCmd() *cobra.Command {
+func newDispatchCmd(g *Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dispatch",
 		Short: "Run a schedule worker (package dispatch)",
 		Args:  cobra.NoArgs,
 	}
-	cmd.AddCommand(newDispatchRunCmd())
+	cmd.AddCommand(newDispatchRunCmd(g))
 	return cmd
 }
 
-func newDispatchRunCmd() *cobra.Command {
+func newDispatchRunCmd(g *Globals) *cobra.Command {
 	var o dispatchRunOptions
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -85,7 +83,7 @@ and tests.`,
   claimstore dispatch run --backend sqlite --dsn app.db --concurrency 20 --retention 720h`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDispatch(cmd, o)
+			return runDispatch(cmd, *g, o)
 		},
 	}
 	f := cmd.Flags()
@@ -113,7 +111,8 @@ and tests.`,
 	return cmd
 }
 
-func (o *dispatchRunOptions) check() error {
+// check checks the flags of the run and its target, g.
+func (o *dispatchRunOptions) check(g Globals) error {
 	var c FlagChecks
 	AtLeast(&c, "concurrency", o.concurrency, 1)
 	AtLeast(&c, "batch", o.batch, 0)
@@ -145,7 +144,7 @@ func (o *dispatchRunOptions) check() error {
 	if err := dispatch.CheckTable(o.leaderTable); err != nil {
 		return fmt.Errorf("--leader-table: %w", err)
 	}
-	return checkScheduleTarget(o.table)
+	return checkScheduleTarget(g, o.table)
 }
 
 // eventWriter writes [Event] lines, one at a time.
@@ -166,12 +165,12 @@ func (w *eventWriter) write(e Event) {
 // none, so eight leave room without holding a connection per fire.
 const dispatchRunPool = 8
 
-func runDispatch(cmd *cobra.Command, o dispatchRunOptions) error {
-	if err := o.check(); err != nil {
+func runDispatch(cmd *cobra.Command, g Globals, o dispatchRunOptions) error {
+	if err := o.check(g); err != nil {
 		return err
 	}
 	ctx := cmd.Context()
-	s, err := openSchedules(ctx, o.table, o.migrate, dispatchRunPool)
+	s, err := openSchedules(ctx, g, o.table, o.migrate, dispatchRunPool)
 	if err != nil {
 		return err
 	}

@@ -17,12 +17,11 @@ import (
 	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
-// execFresh runs the root command like execCLI, with every flag at its
-// default before and after, and stops it after 30 s: none of these runs
-// should take that long.
+// execFresh runs a command tree of its own like execCLI and stops it after
+// 30 s: none of these runs should take that long.
 func execFresh(t *testing.T, args ...string) (string, string, error) {
 	t.Helper()
-	return clitest.RunFresh(t, rootCmd, 30*time.Second, args...)
+	return clitest.RunFresh(t, NewRoot(), 30*time.Second, args...)
 }
 
 func TestErrorTextOnePrefix(t *testing.T) {
@@ -73,7 +72,8 @@ func TestNumericFlagsNamed(t *testing.T) {
 		"claimstore jobs list":      {"--backend", "sqlite", "--dsn", none},
 		"claimstore outbox log":     {"--backend", "sqlite", "--dsn", none},
 	}
-	checked := clitest.CheckFlagRanges(t, rootCmd, []*cobra.Command{rootCmd}, base)
+	root := NewRoot()
+	checked := clitest.CheckFlagRanges(t, root, []*cobra.Command{root}, base)
 	if checked < 30 {
 		t.Errorf("checked %d flags; the walk missed some", checked)
 	}
@@ -100,7 +100,7 @@ func TestNumericFlagsNamed(t *testing.T) {
 }
 
 // No flag's help shows its default twice.
-func TestHelpDefaultsOnce(t *testing.T) { clitest.CheckHelpDefaults(t, rootCmd) }
+func TestHelpDefaultsOnce(t *testing.T) { clitest.CheckHelpDefaults(t, NewRoot()) }
 
 // status and purge check their flags before they open anything or print.
 func TestOutboxCommandsValidateFirst(t *testing.T) {

@@ -20,10 +20,10 @@ import (
 	"github.com/claimstore/claimstore/jobs"
 )
 
-func init() { rootCmd.AddCommand(newJobsCmd(), newQueuesCmd()) }
-
-// jobFlags are the flags `claimstore jobs` and `claimstore queues` share.
+// jobFlags are the flags `claimstore jobs` and `claimstore queues` share,
+// with the tree's shared flags (--backend, --dsn).
 type jobFlags struct {
+	globals    *Globals
 	table      string // the job table
 	queueTable string // the queue table (queues only)
 	json       bool
@@ -36,20 +36,20 @@ type jobsDB struct {
 	close func()
 }
 
-// checkJobsTarget checks the table names, --backend and --dsn before
+// checkJobsTarget checks the table names, --backend and --dsn (g) before
 // anything is opened: the memory backend lives in one process only, and
 // SQLite needs the file's path.
-func checkJobsTarget(tables ...string) error {
+func checkJobsTarget(g Globals, tables ...string) error {
 	for _, t := range tables {
 		if err := jobs.CheckTable(t); err != nil {
 			return fmt.Errorf("--table: %w", err)
 		}
 	}
-	backend := strings.ToLower(globalFlags.Backend)
+	backend := strings.ToLower(g.Backend)
 	if !slices.Contains([]string{"postgres", "mysql", "mariadb", "sqlite"}, backend) {
-		return fmt.Errorf("%w: --backend %q: the job table is on postgres, mysql, mariadb or sqlite (memory lives inside one process only)", dao.ErrInvalidArgument, globalFlags.Backend)
+		return fmt.Errorf("%w: --backend %q: the job table is on postgres, mysql, mariadb or sqlite (memory lives inside one process only)", dao.ErrInvalidArgument, g.Backend)
 	}
-	_, err := dsn.Resolve(backend, globalFlags.DSN)
+	_, err := dsn.Resolve(backend, g.DSN)
 	return err
 }
 
@@ -57,7 +57,7 @@ func checkJobsTarget(tables ...string) error {
 // queues its queue table too; each must exist. Call checkJobsTarget
 // first.
 func openJobs(ctx context.Context, f *jobFlags, queues bool) (*jobsDB, error) {
-	db, backend, closeDB, err := openDB(ctx, false, 2)
+	db, backend, closeDB, err := openDB(ctx, *f.globals, false, 2)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +96,7 @@ func withJobs(cmd *cobra.Command, f *jobFlags, queues bool, do func(*jobs.Client
 	if queues {
 		tables = append(tables, f.queueTable)
 	}
-	if err := checkJobsTarget(tables...); err != nil {
+	if err := checkJobsTarget(*f.globals, tables...); err != nil {
 		return err
 	}
 	j, err := openJobs(cmd.Context(), f, queues)
@@ -122,8 +122,8 @@ func utcOr(t *time.Time, none string) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func newJobsCmd() *cobra.Command {
-	f := &jobFlags{}
+func newJobsCmd(g *Globals) *cobra.Command {
+	f := &jobFlags{globals: g}
 	cmd := &cobra.Command{
 		Use:   "jobs",
 		Short: "List, show, retry, cancel and delete the jobs of a job table (package jobs)",
@@ -378,8 +378,8 @@ func indentText(s string) string {
 	return "    " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n    ")
 }
 
-func newQueuesCmd() *cobra.Command {
-	f := &jobFlags{}
+func newQueuesCmd(g *Globals) *cobra.Command {
+	f := &jobFlags{globals: g}
 	cmd := &cobra.Command{
 		Use:   "queues",
 		Short: "List, pause and resume the queues of a job table (package jobs)",

@@ -17,9 +17,7 @@ import (
 	"github.com/claimstore/claimstore/internal/cmd/dsn"
 )
 
-func init() { rootCmd.AddCommand(newLeaderCmd()) }
-
-func newLeaderCmd() *cobra.Command {
+func newLeaderCmd(g *Globals) *cobra.Command {
 	var table string
 	cmd := &cobra.Command{
 		Use:   "leader",
@@ -30,11 +28,11 @@ with --dsn naming the file).`,
 		Args: cobra.NoArgs,
 	}
 	cmd.PersistentFlags().StringVar(&table, "table", dialects.DefaultLeaseTable, "lease table name")
-	cmd.AddCommand(newLeaderStatusCmd(&table))
+	cmd.AddCommand(newLeaderStatusCmd(g, &table))
 	return cmd
 }
 
-func newLeaderStatusCmd(table *string) *cobra.Command {
+func newLeaderStatusCmd(g *Globals, table *string) *cobra.Command {
 	var name string
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -46,7 +44,7 @@ left by the database's clock ("expired" once it has run out or was released).`,
   claimstore leader status --backend sqlite --dsn app.db --name cron`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			leases, closeDB, err := openLeases(cmd.Context(), *table)
+			leases, closeDB, err := openLeases(cmd.Context(), *g, *table)
 			if err != nil {
 				return err
 			}
@@ -71,13 +69,13 @@ left by the database's clock ("expired" once it has run out or was released).`,
 	return cmd
 }
 
-// openLeases opens the lease table of --backend and --dsn.
-func openLeases(ctx context.Context, table string) (*sqlstore.Leases, func(), error) {
-	backend := strings.ToLower(globalFlags.Backend)
+// openLeases opens the lease table of --backend and --dsn, g.
+func openLeases(ctx context.Context, g Globals, table string) (*sqlstore.Leases, func(), error) {
+	backend := strings.ToLower(g.Backend)
 	if backend == "memory" {
 		return nil, nil, fmt.Errorf("%w: the memory backend lives only inside one process; use --backend postgres, mysql, mariadb or sqlite", dao.ErrInvalidArgument)
 	}
-	d, err := dsn.Resolve(backend, globalFlags.DSN)
+	d, err := dsn.Resolve(backend, g.DSN)
 	if err != nil {
 		return nil, nil, err
 	}

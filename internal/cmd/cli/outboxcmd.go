@@ -30,11 +30,11 @@ func defaultNATSURL() string {
 }
 
 // openOutbox opens the message table o describes on the command line's
-// --backend and --dsn (o.Backend and o.DSN are set from them; see
+// --backend and --dsn, g (o.Backend and o.DSN are set from them; see
 // dsn.Resolve).
-func openOutbox(ctx context.Context, o outboxenv.Options) (*outboxenv.Env, error) {
-	o.Backend = strings.ToLower(globalFlags.Backend)
-	d, err := dsn.Resolve(o.Backend, globalFlags.DSN)
+func openOutbox(ctx context.Context, g Globals, o outboxenv.Options) (*outboxenv.Env, error) {
+	o.Backend = strings.ToLower(g.Backend)
+	d, err := dsn.Resolve(o.Backend, g.DSN)
 	if err != nil {
 		return nil, err
 	}
@@ -51,9 +51,7 @@ func checkTable(ctx context.Context, env *outboxenv.Env) *missingTableError {
 	return &missingTableError{table: env.Table, backend: env.Backend}
 }
 
-func init() { rootCmd.AddCommand(newOutboxCmd()) }
-
-func newOutboxCmd() *cobra.Command {
+func newOutboxCmd(g *Globals) *cobra.Command {
 	var table string
 	cmd := &cobra.Command{
 		Use:   "outbox",
@@ -65,19 +63,20 @@ the outbox's log mode with their lag.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.PersistentFlags().StringVar(&table, "table", outbox.DefaultTable, "message table name")
-	cmd.AddCommand(newOutboxStatusCmd(&table), newOutboxRequeueCmd(&table), newOutboxPurgeCmd(&table), newOutboxLogCmd())
+	cmd.AddCommand(newOutboxStatusCmd(g, &table), newOutboxRequeueCmd(g, &table), newOutboxPurgeCmd(g, &table), newOutboxLogCmd(g))
 	return cmd
 }
 
-// openExisting opens the table of an outbox subcommand.
-func openExisting(cmd *cobra.Command, table string) (*outboxenv.Env, error) {
-	if strings.EqualFold(globalFlags.Backend, "memory") {
+// openExisting opens the table of an outbox subcommand on --backend and
+// --dsn, g.
+func openExisting(cmd *cobra.Command, g Globals, table string) (*outboxenv.Env, error) {
+	if strings.EqualFold(g.Backend, "memory") {
 		return nil, fmt.Errorf("%w: the memory backend lives only inside one process; use --backend postgres, mysql, mariadb or sqlite", dao.ErrInvalidArgument)
 	}
-	return openOutbox(cmd.Context(), outboxenv.Options{Table: table, Pool: 4})
+	return openOutbox(cmd.Context(), g, outboxenv.Options{Table: table, Pool: 4})
 }
 
-func newOutboxStatusCmd(table *string) *cobra.Command {
+func newOutboxStatusCmd(g *Globals, table *string) *cobra.Command {
 	var list string
 	var limit int
 	var broker string
@@ -97,7 +96,7 @@ func newOutboxStatusCmd(table *string) *cobra.Command {
 			if c.err != nil {
 				return c.err
 			}
-			env, err := openExisting(cmd, *table)
+			env, err := openExisting(cmd, *g, *table)
 			if err != nil {
 				return err
 			}
@@ -166,7 +165,7 @@ func oneLine(s string, n int) string {
 	return s
 }
 
-func newOutboxRequeueCmd(table *string) *cobra.Command {
+func newOutboxRequeueCmd(g *Globals, table *string) *cobra.Command {
 	var status string
 	var all bool
 	cmd := &cobra.Command{
@@ -197,7 +196,7 @@ func newOutboxRequeueCmd(table *string) *cobra.Command {
 			default:
 				return fmt.Errorf("--status: %w: %q (want failed, abandoned or any)", dao.ErrInvalidArgument, status)
 			}
-			env, err := openExisting(cmd, *table)
+			env, err := openExisting(cmd, *g, *table)
 			if err != nil {
 				return err
 			}
@@ -215,7 +214,7 @@ func newOutboxRequeueCmd(table *string) *cobra.Command {
 	return cmd
 }
 
-func newOutboxPurgeCmd(table *string) *cobra.Command {
+func newOutboxPurgeCmd(g *Globals, table *string) *cobra.Command {
 	var status string
 	var olderThan time.Duration
 	var batch, maxBatches int
@@ -238,7 +237,7 @@ number of servers may purge at the same time; each row is deleted once.`,
 			if c.err != nil {
 				return c.err
 			}
-			env, err := openExisting(cmd, *table)
+			env, err := openExisting(cmd, *g, *table)
 			if err != nil {
 				return err
 			}

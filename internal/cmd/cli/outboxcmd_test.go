@@ -15,10 +15,11 @@ import (
 	"github.com/claimstore/claimstore/outbox"
 )
 
-// execCLI runs the root command with args under ctx and returns stdout,
-// stderr and the error (clitest.Run).
+// execCLI runs a command tree of its own (NewRoot), every flag at its
+// default, with args under ctx and returns stdout, stderr and the error
+// (clitest.Run).
 func execCLI(ctx context.Context, args ...string) (string, string, error) {
-	return clitest.Run(ctx, rootCmd, args...)
+	return clitest.Run(ctx, NewRoot(), args...)
 }
 
 // sqliteOutbox creates an SQLite file with a message table and returns its

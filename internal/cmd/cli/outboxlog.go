@@ -56,7 +56,7 @@ type logDeadReport struct {
 	LastError string    `json:"last_error"`
 }
 
-func newOutboxLogCmd() *cobra.Command {
+func newOutboxLogCmd(g *Globals) *cobra.Command {
 	var (
 		table       string
 		limit, dead int
@@ -81,7 +81,7 @@ then the first --dead dead letters. --json prints JSON instead of tables.`,
 			if c.err != nil {
 				return c.err
 			}
-			rep, err := readLog(cmd.Context(), table, limit, dead)
+			rep, err := readLog(cmd.Context(), *g, table, limit, dead)
 			if err != nil {
 				return err
 			}
@@ -96,14 +96,14 @@ then the first --dead dead letters. --json prints JSON instead of tables.`,
 }
 
 // readLog reads the cursors, their lags and up to dead dead letters of
-// the log table on --backend and --dsn.
-func readLog(ctx context.Context, table string, limit, dead int) (logReport, error) {
+// the log table on --backend and --dsn, g.
+func readLog(ctx context.Context, g Globals, table string, limit, dead int) (logReport, error) {
 	rep := logReport{Table: table, Cursors: []logCursorReport{}, DeadLetters: []logDeadReport{}}
-	name, err := dialects.Parse(strings.ToLower(globalFlags.Backend))
+	name, err := dialects.Parse(strings.ToLower(g.Backend))
 	if err != nil || !dialects.LogOffered(name) {
-		return rep, fmt.Errorf("%w: --backend %q: the outbox log is on postgres or sqlite", dao.ErrInvalidArgument, globalFlags.Backend)
+		return rep, fmt.Errorf("%w: --backend %q: the outbox log is on postgres or sqlite", dao.ErrInvalidArgument, g.Backend)
 	}
-	db, backend, closeDB, err := openDB(ctx, false, 2)
+	db, backend, closeDB, err := openDB(ctx, g, false, 2)
 	if err != nil {
 		return rep, err
 	}

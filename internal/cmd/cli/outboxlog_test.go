@@ -11,7 +11,6 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dao/driver"
-	"github.com/claimstore/claimstore/internal/cmd/cli/clitest"
 	"github.com/claimstore/claimstore/outbox"
 )
 
@@ -67,9 +66,8 @@ func TestOutboxLogShowsLagAndDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Each run starts from the flags' defaults.
+	// Each run starts from the flags' defaults (a tree of its own).
 	run := func(args ...string) (string, error) {
-		clitest.Fresh(t, rootCmd)
 		out, _, err := execCLI(ctx, append([]string{"outbox", "log"}, args...)...)
 		return out, err
 	}

@@ -18,8 +18,6 @@ import (
 	"github.com/claimstore/claimstore/outbox/natspub"
 )
 
-func init() { rootCmd.AddCommand(newRelayCmd()) }
-
 // relayOptions are the flags of `claimstore relay`.
 type relayOptions struct {
 	table           string
@@ -40,7 +38,7 @@ type relayOptions struct {
 	report          time.Duration
 }
 
-func newRelayCmd() *cobra.Command {
+func newRelayCmd(g *Globals) *cobra.Command {
 	o := relayOptions{retry: outbox.DefaultRetryPolicy()}
 	cmd := &cobra.Command{
 		Use:   "relay",
@@ -62,7 +60,7 @@ relay warns about any stream it stores into whose window is shorter.`,
 		Example: `  claimstore relay --backend postgres --nats-url nats://127.0.0.1:4222 --workers 4 --batch 200
   claimstore relay --backend sqlite --dsn app.db --stream ORDERS --subjects 'orders.>'`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runRelayCmd(cmd, o) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return runRelayCmd(cmd, *g, o) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.table, "table", outbox.DefaultTable, "message table name")
@@ -87,9 +85,9 @@ relay warns about any stream it stores into whose window is shorter.`,
 	return cmd
 }
 
-// checkRelay checks the flags of `claimstore relay`.
-func checkRelay(o relayOptions) error {
-	if strings.EqualFold(globalFlags.Backend, "memory") {
+// checkRelay checks the flags of `claimstore relay`, g its shared ones.
+func checkRelay(g Globals, o relayOptions) error {
+	if strings.EqualFold(g.Backend, "memory") {
 		return fmt.Errorf("%w: the memory backend lives only inside one process; use --backend postgres, mysql, mariadb or sqlite", dao.ErrInvalidArgument)
 	}
 	if (o.stream == "") != (o.subjects == "") {
@@ -112,9 +110,9 @@ func checkRelay(o relayOptions) error {
 }
 
 // runRelayCmd checks the flags, connects to NATS, opens the message table
-// and runs the relay until ctx ends.
-func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
-	if err := checkRelay(o); err != nil {
+// of --backend and --dsn (g) and runs the relay until ctx ends.
+func runRelayCmd(cmd *cobra.Command, g Globals, o relayOptions) error {
+	if err := checkRelay(g, o); err != nil {
 		return err
 	}
 	if o.natsURL == "" {
@@ -143,7 +141,7 @@ func runRelayCmd(cmd *cobra.Command, o relayOptions) error {
 	if err := ensureStream(ctx, pub, o, horizon); err != nil {
 		return err
 	}
-	env, err := openOutbox(ctx, outboxenv.Options{
+	env, err := openOutbox(ctx, g, outboxenv.Options{
 		Table: o.table, Migrate: o.migrate, Pool: o.workers + 2,
 		Repository: []outbox.Option{outbox.WithRetryPolicy(o.retry), outbox.WithLease(o.lease)},
 	})

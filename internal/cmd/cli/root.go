@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -16,28 +15,51 @@ import (
 	"github.com/claimstore/claimstore/dao"
 )
 
-// rootCmd is the claimstore command. Each subcommand lives in its own file
-// and adds itself with rootCmd.AddCommand in that file's init function.
-var rootCmd = &cobra.Command{
-	Use:   "claimstore",
-	Short: "Atomic find-and-claim over SQL, Elasticsearch and in-memory stores",
-	Long: `claimstore is the operator's command-line tool of the claimstore library: the
+// rootLong is the long help of the claimstore command.
+const rootLong = `claimstore is the operator's command-line tool of the claimstore library: the
 outbox relay and outbox inspection, schedules and the dispatcher, leader
 election status, and the operator's console.
 
 Every command takes --backend and --dsn. Without --dsn the CLAIMSTORE_DSN
 environment variable gives the data source name; a command that opens a
 database refuses to start with neither. For SQLite the DSN is the database
-file's path (the recommended settings are added) or a "file:" URI.`,
-	SilenceUsage:      true,
-	SilenceErrors:     true,
-	PersistentPreRunE: setupLogging,
-}
+file's path (the recommended settings are added) or a "file:" URI.`
 
-// Root returns the claimstore command with its subcommands. A program
-// that adds commands of its own (the developers' tool) adds them to it
-// before it runs [Main].
-func Root() *cobra.Command { return rootCmd }
+// NewRoot returns the claimstore command with its subcommands. Each call
+// builds a fresh command tree, independent of every other one: its flags
+// are bound to values of its own and no state is shared between trees, so
+// tests and the developers' tool (tools/claimstore-dev, which adds its
+// commands to the tree before it runs [Main]) compose it without globals.
+// A run of a tree installs the process's default slog logger on the
+// tree's error output at --log-level.
+func NewRoot() *cobra.Command {
+	g := &Globals{}
+	root := &cobra.Command{
+		Use:           "claimstore",
+		Short:         "Atomic find-and-claim over SQL, Elasticsearch and in-memory stores",
+		Long:          rootLong,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return setupLogging(cmd, g.LogLevel)
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.Backend, "backend", "sqlite", "store backend: sqlite, postgres, mysql, mariadb, memory (each command says which it supports)")
+	pf.StringVar(&g.DSN, "dsn", "", "data source name of the backend; SQLite: the database file (default: $CLAIMSTORE_DSN)")
+	pf.StringVar(&g.LogLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
+	root.AddCommand(
+		newDispatchCmd(g),
+		newJobsCmd(g),
+		newQueuesCmd(g),
+		newLeaderCmd(g),
+		newOutboxCmd(g),
+		newRelayCmd(g),
+		newScheduleCmd(g),
+		newUICmd(g),
+	)
+	return root
+}
 
 // Main runs root on the process's arguments until it returns or SIGINT or
 // SIGTERM cancels its context, prints an error as [ErrorText] does on
@@ -63,37 +85,39 @@ type Globals struct {
 	LogLevel string
 }
 
-// GlobalFlags returns the shared flags' values of the command running.
-func GlobalFlags() Globals { return globalFlags }
-
-// globalFlags holds the flags every subcommand shares.
-var globalFlags Globals
+// GlobalFlags returns the values of the shared flags of cmd's tree, a
+// tree [NewRoot] built (the zero Globals for a tree without them). A
+// command the developers' tool adds reads --backend, --dsn and
+// --log-level with it.
+func GlobalFlags(cmd *cobra.Command) Globals {
+	pf := cmd.Root().PersistentFlags()
+	value := func(name string) string {
+		if f := pf.Lookup(name); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	return Globals{Backend: value("backend"), DSN: value("dsn"), LogLevel: value("log-level")}
+}
 
 func init() {
 	// Run the root's PersistentPreRunE even when a subcommand defines its
-	// own persistent hooks.
+	// own persistent hooks. This is cobra's setting for the whole process,
+	// the same for every tree.
 	cobra.EnableTraverseRunHooks = true
-	pf := rootCmd.PersistentFlags()
-	pf.StringVar(&globalFlags.Backend, "backend", "sqlite", "store backend: sqlite, postgres, mysql, mariadb, memory (each command says which it supports)")
-	pf.StringVar(&globalFlags.DSN, "dsn", "", "data source name of the backend; SQLite: the database file (default: $CLAIMSTORE_DSN)")
-	pf.StringVar(&globalFlags.LogLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 }
 
-// logOut is where the command's logs go: the root command's error output
-// (stderr unless a test redirects it), set by setupLogging.
-var logOut io.Writer = os.Stderr
-
-// setupLogging checks --log-level and installs a text slog handler on the
-// command's error output at --log-level as the default logger. It also
-// routes the MySQL driver's own log lines, which it would otherwise print
-// on stderr past --log-level, through that logger (see mysqlLogger).
-func setupLogging(cmd *cobra.Command, _ []string) error {
+// setupLogging checks level, the value of --log-level, and installs a
+// text slog handler on the command's error output (stderr unless a test
+// redirects it) at that level as the default logger. It also routes the
+// MySQL driver's own log lines, which it would otherwise print on stderr
+// past --log-level, through that logger (see mysqlLogger).
+func setupLogging(cmd *cobra.Command, logLevel string) error {
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(globalFlags.LogLevel)); err != nil {
-		return fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", dao.ErrInvalidArgument, globalFlags.LogLevel)
+	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
+		return fmt.Errorf("%w: --log-level %q: want debug, info, warn or error", dao.ErrInvalidArgument, logLevel)
 	}
-	logOut = cmd.ErrOrStderr()
-	slog.SetDefault(slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: level})))
+	slog.SetDefault(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})))
 	return mysql.SetLogger(mysqlLogger{})
 }
 

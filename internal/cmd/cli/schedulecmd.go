@@ -18,8 +18,6 @@ import (
 	"github.com/claimstore/claimstore/internal/cmd/dsn"
 )
 
-func init() { rootCmd.AddCommand(newScheduleCmd()) }
-
 // scheduleDB is an open schedule table of --backend and --dsn.
 type scheduleDB struct {
 	db      *gorm.DB
@@ -30,23 +28,23 @@ type scheduleDB struct {
 	close   func()
 }
 
-// checkScheduleTarget checks --backend, --dsn and the table name before
-// anything is opened: the memory backend lives in one process only, and
-// every other needs a DSN (dsn.Resolve).
-func checkScheduleTarget(table string) error {
+// checkScheduleTarget checks --backend and --dsn (g) and the table name
+// before anything is opened: the memory backend lives in one process
+// only, and every other needs a DSN (dsn.Resolve).
+func checkScheduleTarget(g Globals, table string) error {
 	if err := dispatch.CheckTable(table); err != nil {
 		return fmt.Errorf("--table: %w", err)
 	}
-	backend := strings.ToLower(globalFlags.Backend)
+	backend := strings.ToLower(g.Backend)
 	switch backend {
 	case "memory":
 		return fmt.Errorf("%w: --backend memory lives inside one process only; use postgres, mysql, mariadb or sqlite", dao.ErrInvalidArgument)
 	case "sqlite", "postgres", "mysql", "mariadb":
-		if _, err := dsn.Resolve(backend, globalFlags.DSN); err != nil {
+		if _, err := dsn.Resolve(backend, g.DSN); err != nil {
 			return err
 		}
 	default:
-		return fmt.Errorf("%w: --backend %q: want postgres, mysql, mariadb or sqlite", dao.ErrInvalidArgument, globalFlags.Backend)
+		return fmt.Errorf("%w: --backend %q: want postgres, mysql, mariadb or sqlite", dao.ErrInvalidArgument, g.Backend)
 	}
 	return nil
 }
@@ -63,12 +61,12 @@ func sqliteFileExists(d string) error {
 }
 
 // openDB opens the database of --backend (lower case, returned) and
-// --dsn with a pool of pool connections (0: database/sql's default) and
-// returns it with the function that closes it. An SQLite file must exist
-// unless create is set.
-func openDB(ctx context.Context, create bool, pool int) (db *gorm.DB, backend string, closeDB func(), err error) {
-	backend = strings.ToLower(globalFlags.Backend)
-	d, err := dsn.Resolve(backend, globalFlags.DSN)
+// --dsn (g) with a pool of pool connections (0: database/sql's default)
+// and returns it with the function that closes it. An SQLite file must
+// exist unless create is set.
+func openDB(ctx context.Context, g Globals, create bool, pool int) (db *gorm.DB, backend string, closeDB func(), err error) {
+	backend = strings.ToLower(g.Backend)
+	d, err := dsn.Resolve(backend, g.DSN)
 	if err != nil {
 		return nil, backend, nil, err
 	}
@@ -91,10 +89,10 @@ func openDB(ctx context.Context, create bool, pool int) (db *gorm.DB, backend st
 	return db, backend, func() { _ = sqlDB.Close() }, nil
 }
 
-// openSchedules opens the schedule table of --backend and --dsn, creating
+// openSchedules opens the schedule table of --backend and --dsn (g), creating
 // it when migrate is set. Call checkScheduleTarget first.
-func openSchedules(ctx context.Context, table string, migrate bool, pool int) (*scheduleDB, error) {
-	db, backend, closeDB, err := openDB(ctx, migrate, pool)
+func openSchedules(ctx context.Context, g Globals, table string, migrate bool, pool int) (*scheduleDB, error) {
+	db, backend, closeDB, err := openDB(ctx, g, migrate, pool)
 	if err != nil {
 		return nil, err
 	}
@@ -120,7 +118,7 @@ func openSchedules(ctx context.Context, table string, migrate bool, pool int) (*
 	return s, nil
 }
 
-func newScheduleCmd() *cobra.Command {
+func newScheduleCmd(g *Globals) *cobra.Command {
 	var table string
 	cmd := &cobra.Command{
 		Use:   "schedule",
@@ -132,7 +130,7 @@ need it.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.PersistentFlags().StringVar(&table, "table", dispatch.DefaultScheduleTable, "schedule table name")
-	cmd.AddCommand(newScheduleAddCmd(&table), newScheduleListCmd(&table))
+	cmd.AddCommand(newScheduleAddCmd(g, &table), newScheduleListCmd(g, &table))
 	for _, op := range []struct {
 		name, short string
 		run         func(*dispatch.Schedules, context.Context, string) error
@@ -149,10 +147,10 @@ need it.`,
 				if err := checkKey(args[0]); err != nil {
 					return err
 				}
-				if err := checkScheduleTarget(table); err != nil {
+				if err := checkScheduleTarget(*g, table); err != nil {
 					return err
 				}
-				s, err := openSchedules(cmd.Context(), table, false, 2)
+				s, err := openSchedules(cmd.Context(), *g, table, false, 2)
 				if err != nil {
 					return err
 				}
@@ -185,7 +183,7 @@ type scheduleAddOptions struct {
 	upsert      bool
 }
 
-func newScheduleAddCmd(table *string) *cobra.Command {
+func newScheduleAddCmd(g *Globals, table *string) *cobra.Command {
 	var o scheduleAddOptions
 	cmd := &cobra.Command{
 		Use:   "add KEY",
@@ -200,7 +198,7 @@ definition and re-arms it.`,
   claimstore schedule add nightly-report --cron '0 3 * * *' --tz Europe/Berlin --backend sqlite --dsn app.db`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runScheduleAdd(cmd, *table, args[0], o)
+			return runScheduleAdd(cmd, *g, *table, args[0], o)
 		},
 	}
 	f := cmd.Flags()
@@ -214,7 +212,7 @@ definition and re-arms it.`,
 	return cmd
 }
 
-func runScheduleAdd(cmd *cobra.Command, table, key string, o scheduleAddOptions) error {
+func runScheduleAdd(cmd *cobra.Command, g Globals, table, key string, o scheduleAddOptions) error {
 	if err := checkKey(key); err != nil {
 		return err
 	}
@@ -229,10 +227,10 @@ func runScheduleAdd(cmd *cobra.Command, table, key string, o scheduleAddOptions)
 	if err != nil {
 		return err
 	}
-	if err := checkScheduleTarget(table); err != nil {
+	if err := checkScheduleTarget(g, table); err != nil {
 		return err
 	}
-	s, err := openSchedules(cmd.Context(), table, true, 2)
+	s, err := openSchedules(cmd.Context(), g, table, true, 2)
 	if err != nil {
 		return err
 	}
@@ -256,7 +254,7 @@ func runScheduleAdd(cmd *cobra.Command, table, key string, o scheduleAddOptions)
 	return printSchedules(cmd, []dispatch.Schedule{got}, false)
 }
 
-func newScheduleListCmd(table *string) *cobra.Command {
+func newScheduleListCmd(g *Globals, table *string) *cobra.Command {
 	var status, after string
 	var limit int
 	cmd := &cobra.Command{
@@ -277,10 +275,10 @@ fire time, failure count, last fire and last error. --after pages on.`,
 			default:
 				return fmt.Errorf("%w: --status %q: want active, paused, fired or failed", dao.ErrInvalidArgument, status)
 			}
-			if err := checkScheduleTarget(*table); err != nil {
+			if err := checkScheduleTarget(*g, *table); err != nil {
 				return err
 			}
-			s, err := openSchedules(cmd.Context(), *table, false, 2)
+			s, err := openSchedules(cmd.Context(), *g, *table, false, 2)
 			if err != nil {
 				return err
 			}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/cmd/cli/clitest"
 )
 
 // TestScheduleCommands: add (idempotent, upsert), list, pause, resume and
@@ -148,7 +147,6 @@ func TestDispatchRun(t *testing.T) {
 		ready <- 0
 		cancel()
 	}()
-	clitest.Fresh(t, rootCmd)
 	out, errOut, err := execCLI(ctx, "dispatch", "run", "--backend", "sqlite", "--dsn", path, "--http", addr,
 		"--tick", "50ms", "--lease", "1s", "--worker-id", "cli-1", "--log-level", "warn")
 	if err != nil {

@@ -26,8 +26,6 @@ import (
 	"github.com/claimstore/claimstore/ui"
 )
 
-func init() { rootCmd.AddCommand(newUICmd()) }
-
 // uiOptions are the flags of `claimstore ui`.
 type uiOptions struct {
 	addr     string
@@ -42,7 +40,7 @@ type uiOptions struct {
 	jobsNamed    bool
 }
 
-func newUICmd() *cobra.Command {
+func newUICmd(g *Globals) *cobra.Command {
 	var o uiOptions
 	cmd := &cobra.Command{
 		Use:   "ui",
@@ -71,7 +69,7 @@ site made to resolve to 127.0.0.1 sends). --read-only serves no action.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.jobsNamed = cmd.Flags().Changed("jobs-table")
-			return runUI(cmd.Context(), o, func(addr string) {
+			return runUI(cmd.Context(), *g, o, func(addr string) {
 				fmt.Fprintf(cmd.OutOrStdout(), "claimstore console on http://%s/\n", addr)
 			})
 		},
@@ -188,9 +186,10 @@ func readPrivateFile(path string) ([]byte, error) {
 	return io.ReadAll(f)
 }
 
-// runUI opens the database, finds its tables and serves the console until
-// ctx ends; listening calls ready with the address.
-func runUI(ctx context.Context, o uiOptions, ready func(addr string)) error {
+// runUI opens the database of --backend and --dsn (g), finds its tables
+// and serves the console until ctx ends; listening calls ready with the
+// address.
+func runUI(ctx context.Context, g Globals, o uiOptions, ready func(addr string)) error {
 	var c FlagChecks
 	Between(&c, "pool", o.pool, 1, 50)
 	if c.err != nil {
@@ -209,11 +208,11 @@ func runUI(ctx context.Context, o uiOptions, ready func(addr string)) error {
 	} else if !loopback(o.addr) {
 		return errNeedAuth(o.addr)
 	}
-	backend := strings.ToLower(globalFlags.Backend)
+	backend := strings.ToLower(g.Backend)
 	if backend == "memory" {
 		return fmt.Errorf("%w: the memory backend lives only inside one process; use --backend postgres, mysql, mariadb or sqlite", dao.ErrInvalidArgument)
 	}
-	d, err := dsn.Resolve(backend, globalFlags.DSN)
+	d, err := dsn.Resolve(backend, g.DSN)
 	if err != nil {
 		return err
 	}

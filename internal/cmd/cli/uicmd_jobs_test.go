@@ -13,7 +13,6 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/cmd/cli/clitest"
 	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	"github.com/claimstore/claimstore/jobs"
 )
@@ -39,12 +38,7 @@ func TestUIFindsJobTable(t *testing.T) {
 	if err := dispatch.MigrateSchedules(ctx, db, ""); err != nil {
 		t.Fatal(err)
 	}
-	var saved Globals
-	clitest.Locked(func() {
-		saved = globalFlags
-		globalFlags.Backend, globalFlags.DSN = "sqlite", path
-	})
-	t.Cleanup(func() { clitest.Locked(func() { globalFlags = saved }) })
+	g := Globals{Backend: "sqlite", DSN: path}
 
 	serve := func(o uiOptions, check func(read func(string) string)) {
 		t.Helper()
@@ -53,7 +47,7 @@ func TestUIFindsJobTable(t *testing.T) {
 		defer cancel()
 		addrs := make(chan string, 1)
 		done := make(chan error, 1)
-		go func() { done <- runUI(runCtx, o, func(a string) { addrs <- a }) }()
+		go func() { done <- runUI(runCtx, g, o, func(a string) { addrs <- a }) }()
 		var addr string
 		select {
 		case addr = <-addrs:
@@ -109,7 +103,7 @@ func TestUIFindsJobTable(t *testing.T) {
 	} {
 		o.addr, o.pool = "127.0.0.1:0", 2
 		runCtx, cancel := context.WithCancel(ctx)
-		err := runUI(runCtx, o, func(string) { t.Errorf("ui %+v served", o); cancel() })
+		err := runUI(runCtx, g, o, func(string) { t.Errorf("ui %+v served", o); cancel() })
 		cancel()
 		if !errors.Is(err, dao.ErrNotFound) && !errors.Is(err, dao.ErrInvalidArgument) {
 			t.Errorf("ui %+v: %v, want a refusal", o, err)

@@ -16,7 +16,6 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
-	"github.com/claimstore/claimstore/internal/cmd/cli/clitest"
 	"github.com/claimstore/claimstore/outbox"
 )
 
@@ -115,19 +114,14 @@ func TestUIServesFoundTables(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var saved Globals
-	clitest.Locked(func() {
-		saved = globalFlags
-		globalFlags.Backend, globalFlags.DSN = "sqlite", path
-	})
-	t.Cleanup(func() { clitest.Locked(func() { globalFlags = saved }) })
+	g := Globals{Backend: "sqlite", DSN: path}
 
 	for _, readOnly := range []bool{false, true} {
 		runCtx, cancel := context.WithCancel(ctx)
 		addrs := make(chan string, 1)
 		done := make(chan error, 1)
 		go func() {
-			done <- runUI(runCtx, uiOptions{addr: "127.0.0.1:0", readOnly: readOnly, pool: 2}, func(a string) { addrs <- a })
+			done <- runUI(runCtx, g, uiOptions{addr: "127.0.0.1:0", readOnly: readOnly, pool: 2}, func(a string) { addrs <- a })
 		}()
 		var addr string
 		select {

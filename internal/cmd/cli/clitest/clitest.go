@@ -21,13 +21,15 @@ import (
 	"github.com/claimstore/claimstore/outbox/natsembed"
 )
 
-// mu serialises runs of a command tree, whose flags and outputs are
-// package state.
+// mu serialises runs of command trees: a run installs the process's
+// default logger on its tree's error output, and the runs of one tree
+// share its flags.
 var mu sync.Mutex
 
 // Run runs root with args under ctx and returns stdout, stderr and the
-// error. Flags keep their values between runs, so every caller passes the
-// flags it depends on (or uses [RunFresh]).
+// error. A tree's flags keep their values between its runs, so every
+// caller passes the flags it depends on, builds a tree for the run, or
+// uses [RunFresh].
 func Run(ctx context.Context, root *cobra.Command, args ...string) (string, string, error) {
 	mu.Lock()
 	defer mu.Unlock()
@@ -166,12 +168,4 @@ func CheckHelpDefaults(t *testing.T, cmd *cobra.Command) {
 	for _, sub := range cmd.Commands() {
 		CheckHelpDefaults(t, sub)
 	}
-}
-
-// Locked runs fn while no run of a command tree is under way, for a test
-// that sets package state of the commands directly.
-func Locked(fn func()) {
-	mu.Lock()
-	defer mu.Unlock()
-	fn()
 }
