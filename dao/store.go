@@ -122,15 +122,28 @@ type Capabilities struct {
 }
 
 // ClaimTrace holds callbacks that observe the stages of a claim, in the
-// manner of net/http/httptrace. Tests use it to force a lost race
-// deterministically; production code has no need of it. Any callback may be
-// nil.
+// manner of net/http/httptrace. Tests use CandidatesRead to force a lost
+// race deterministically; package dispatch uses Conflict to count the
+// conflicts its claims absorb (dispatch.Stats.ConflictRetries). Any
+// callback may be nil. Callbacks run on the claiming goroutine, so they
+// must be quick and safe for concurrent use when the context is shared.
 type ClaimTrace struct {
 	// CandidatesRead is called by a claim that reads candidates before it
 	// writes them (the portable default; the memory store's claim, under
 	// its lock) after it has read the candidate rows and before its first
 	// write. ids are the candidates' primary keys in claim order.
 	CandidatesRead func(ctx context.Context, ids []any)
+	// Conflict is called once each time the database ends one of the
+	// claim's writes with a conflict ([ErrConflict]: a deadlock victim, a
+	// serialization failure, or a certification failure on MariaDB Galera
+	// Cluster, returned there as deadlock error 1213) that the claim
+	// absorbs instead of returning it: the portable default counts that
+	// row as a lost race and goes on with its other candidates; the MySQL
+	// and MariaDB fast path runs its transaction again (three runs at
+	// most, the last lost one returning no rows and no error); the SQL
+	// Server fast path runs its statement again likewise. The SQL
+	// backends (package sqlstore) call it; other backends may not.
+	Conflict func(ctx context.Context)
 }
 
 type claimTraceKey struct{}

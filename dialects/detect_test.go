@@ -7,6 +7,7 @@ import (
 
 	"github.com/claimstore/claimstore/dialects"
 	"github.com/claimstore/claimstore/internal/testutil/testdb"
+	"gorm.io/gorm"
 )
 
 func TestDetect(t *testing.T) {
@@ -59,5 +60,27 @@ func TestDetectGalera(t *testing.T) {
 	}
 	if on, err := dialects.DetectGalera(ctx, nil); err != nil || on {
 		t.Errorf("DetectGalera(nil) = %v, %v; want false, nil", on, err)
+	}
+}
+
+// DetectVariant reports a lone server as Detect does, and Galera only for
+// a node of a Galera cluster (tools/internal/hatest checks a node).
+func TestDetectVariant(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		open func(testing.TB) *gorm.DB
+	}{{"postgres", testdb.Postgres}, {"sqlite", testdb.SQLite}, {"mysql", testdb.MySQL}} {
+		t.Run(c.name, func(t *testing.T) {
+			db := c.open(t)
+			want, err := dialects.Detect(ctx, db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := dialects.DetectVariant(ctx, db)
+			if err != nil || got != want {
+				t.Fatalf("DetectVariant = %q, %v; want %q as Detect (a lone server)", got, err, want)
+			}
+		})
 	}
 }

@@ -27,6 +27,18 @@ const (
 	YugabyteDB  Name = "yugabytedb"
 )
 
+// Galera names MariaDB Galera Cluster: MariaDB servers that replicate
+// synchronously, every node accepting writes. It stands beside [MariaDB]
+// as [CockroachDB] and [YugabyteDB] stand beside [Postgres], with one
+// difference: its SQL is MariaDB's statement for statement, so it is a
+// variant, not a dialect of its own. It is not in [All] and [Parse] does
+// not take it; [Detect] reports a node as [MariaDB], whose statements a
+// store runs there; [DetectVariant] (or [DetectGalera]) tells a node from
+// a lone server; [Family] returns [MySQL] for it; [Behaviours] lists how
+// it differs from a lone MariaDB server and what claimstore does about
+// each difference, with the sources.
+const Galera Name = "galera"
+
 // All returns every dialect this package knows, in a fixed order.
 func All() []Name {
 	return []Name{Postgres, MySQL, MariaDB, SQLite, SQLServer, CockroachDB, YugabyteDB}
@@ -34,14 +46,14 @@ func All() []Name {
 
 // Family returns the dialect whose wire protocol, GORM dialector and
 // database driver n uses: [Postgres] for CockroachDB and YugabyteDB,
-// [MySQL] for MariaDB, n itself otherwise. Code that depends on the driver
+// [MySQL] for MariaDB and [Galera], n itself otherwise. Code that depends on the driver
 // rather than on the SQL text (scanning, error codes, session settings)
 // asks for the family; the statements come from n's own data.
 func Family(n Name) Name {
 	switch n {
 	case CockroachDB, YugabyteDB:
 		return Postgres
-	case MariaDB:
+	case MariaDB, Galera:
 		return MySQL
 	}
 	return n

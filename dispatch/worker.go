@@ -215,6 +215,18 @@ type Stats struct {
 	InFlight      int64 // handlers running now
 	Unwritten     int64 // finished rows whose outcome write has not ended
 	Settled       int64 // rows whose handler wrote the outcome itself (Settled)
+	// ConflictRetries counts the conflicts the worker's claims absorbed:
+	// each claim write the database ended as a deadlock victim, a
+	// serialization failure or, on MariaDB Galera Cluster, a
+	// certification failure between nodes (dao.ErrConflict; MySQL and
+	// MariaDB error 1213), after which the claim went on with its other
+	// candidates (portable default) or ran its transaction again (MySQL
+	// and MariaDB fast path), instead of returning an error. One per
+	// write ended so, as the store reports them through
+	// dao.ClaimTrace.Conflict (the SQL backends). Such a write claimed
+	// nothing; its rows stay claimable. A count that grows with the
+	// number of claimers or nodes shows them meeting on the same rows.
+	ConflictRetries int64
 }
 
 // Errors of the worker.
@@ -284,7 +296,7 @@ type Worker[T any] struct {
 	goroutines sync.WaitGroup
 	comp       *completer[T]
 
-	claimed, completed, leaseLost, renewed, renewFailures, released, panics, writeErrors, inFlight, unwritten, settled atomic.Int64
+	claimed, completed, leaseLost, renewed, renewFailures, released, panics, writeErrors, inFlight, unwritten, settled, conflicts atomic.Int64
 }
 
 // New returns a worker for cfg. It fails with an error wrapping
@@ -374,7 +386,7 @@ func (w *Worker[T]) Stats() Stats {
 		Claimed: w.claimed.Load(), Completed: w.completed.Load(), LeaseLost: w.leaseLost.Load(),
 		Renewed: w.renewed.Load(), RenewFailures: w.renewFailures.Load(), Released: w.released.Load(),
 		Panics: w.panics.Load(), WriteErrors: w.writeErrors.Load(), InFlight: w.inFlight.Load(),
-		Unwritten: w.unwritten.Load(), Settled: w.settled.Load(),
+		Unwritten: w.unwritten.Load(), Settled: w.settled.Load(), ConflictRetries: w.conflicts.Load(),
 	}
 }
 
@@ -550,6 +562,7 @@ func (w *Worker[T]) claim(ctx context.Context, n int) (int, error) {
 	set[w.cfg.UntilField] = now.Add(w.cfg.Lease)
 	sent := time.Now()
 	cctx, cancel := batchloop.ClaimContext(ctx, w.cfg.Lease/claimWait)
+	cctx = dao.WithClaimTrace(cctx, w.claimTrace(dao.ContextClaimTrace(ctx)))
 	rows, err := w.cfg.Store.Claim(cctx, dao.ClaimRequest{
 		Where:   dao.And(w.cfg.Due(now), dao.Or(dao.IsNull(w.cfg.UntilField), dao.Le(w.cfg.UntilField, now))),
 		Set:     set,
@@ -582,6 +595,22 @@ func (w *Worker[T]) claim(ctx context.Context, n int) (int, error) {
 		w.log.Debug("claimed", "rows", len(rows), "owner", owner)
 	}
 	return len(rows), err
+}
+
+// claimTrace returns the trace of the worker's claims: it counts their
+// conflicts (Stats.ConflictRetries) and passes every stage on to outer,
+// the trace of Run's context, when there is one.
+func (w *Worker[T]) claimTrace(outer *dao.ClaimTrace) *dao.ClaimTrace {
+	tr := &dao.ClaimTrace{Conflict: func(ctx context.Context) {
+		w.conflicts.Add(1)
+		if outer != nil && outer.Conflict != nil {
+			outer.Conflict(ctx)
+		}
+	}}
+	if outer != nil {
+		tr.CandidatesRead = outer.CandidatesRead
+	}
+	return tr
 }
 
 // start runs the handler of one claimed row in its own goroutine.

@@ -465,7 +465,7 @@ func (c *Client) startQueue(rs *runState, q *queue) {
 		defer stop()
 		var waits sync.WaitGroup
 		waits.Go(func() { c.endWaits(wctx, q) })
-		if err := q.w.Run(qctx); err != nil {
+		if err := q.w.Run(dao.WithClaimTrace(qctx, c.claimTrace(dao.ContextClaimTrace(qctx)))); err != nil {
 			rs.fail(fmt.Errorf("jobs: queue %s: %w", q.name, err))
 		}
 		stopWaits()
@@ -600,7 +600,7 @@ func (c *Client) makeDueAvailable(ctx context.Context, queue string) error {
 	if err != nil {
 		return err
 	}
-	_, err = retryConflict(ctx, func() (int64, error) {
+	_, err = c.retryConflict(ctx, func() (int64, error) {
 		return c.store.Update(ctx, dao.And(dueWaiting(now), dao.Eq(ColQueue, queue)), dao.Set{ColState: string(StateAvailable)})
 	})
 	return err
@@ -900,7 +900,23 @@ func (c *Client) now(ctx context.Context) (time.Time, error) { return c.clock.No
 
 // stats are running totals of a client.
 type stats struct {
-	completed, retried, discarded, cancelled, snoozed atomic.Int64
+	completed, retried, discarded, cancelled, snoozed, conflicts atomic.Int64
+}
+
+// claimTrace returns the trace given to the queues' workers: it counts
+// the conflicts their claims absorbed (Stats.ConflictRetries) and passes
+// them on to outer, the trace of Run's context, when there is one.
+func (c *Client) claimTrace(outer *dao.ClaimTrace) *dao.ClaimTrace {
+	tr := &dao.ClaimTrace{Conflict: func(ctx context.Context) {
+		c.stats.conflicts.Add(1)
+		if outer != nil && outer.Conflict != nil {
+			outer.Conflict(ctx)
+		}
+	}}
+	if outer != nil {
+		tr.CandidatesRead = outer.CandidatesRead
+	}
+	return tr
 }
 
 // Stats are running totals of the jobs one client ran, by outcome.
@@ -913,6 +929,19 @@ type Stats struct {
 	// EventsDropped counts events not delivered because a subscriber's
 	// channel was full ([Client.SubscribeConfig]).
 	EventsDropped int64
+	// ConflictRetries counts the writes of this client that the database
+	// ended with a conflict (dao.ErrConflict: a deadlock victim, a
+	// serialization failure or, on MariaDB Galera Cluster, a
+	// certification failure between nodes, MySQL and MariaDB error 1213)
+	// and that the client absorbed rather than returned: the claims of
+	// its queues (one per claim write ended so: the claim went on with
+	// its other candidates or ran its transaction again, see
+	// dispatch.Stats.ConflictRetries) and the scheduler's and the
+	// retention sweep's statements run again (one per run after the
+	// first). The claims are counted on the SQL backends. The count
+	// grows with claimers meeting on the same jobs: on Galera, with the
+	// nodes' clients meeting there.
+	ConflictRetries int64
 }
 
 // Stats returns the client's running totals. An outcome is counted when
@@ -921,6 +950,6 @@ func (c *Client) Stats() Stats {
 	return Stats{
 		Completed: c.stats.completed.Load(), Retried: c.stats.retried.Load(), Discarded: c.stats.discarded.Load(),
 		Cancelled: c.stats.cancelled.Load(), Snoozed: c.stats.snoozed.Load(),
-		EventsDropped: c.events.dropped.Load(),
+		EventsDropped: c.events.dropped.Load(), ConflictRetries: c.stats.conflicts.Load(),
 	}
 }

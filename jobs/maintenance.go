@@ -69,7 +69,7 @@ func (c *Client) Schedule(ctx context.Context) (int64, error) {
 			ids[i] = r.ID
 			queues[r.Queue] = true
 		}
-		n, err := retryConflict(ctx, func() (int64, error) {
+		n, err := c.retryConflict(ctx, func() (int64, error) {
 			return c.store.Update(ctx, dao.And(dao.In(ColID, ids...), due), dao.Set{ColState: string(StateAvailable)})
 		})
 		total += n
@@ -255,7 +255,7 @@ func (c *Client) recheckLoop(ctx context.Context) {
 // (CompletedRetention, CancelledRetention, DiscardedRetention after
 // FinalizedAt), in statements of at most [MaintenanceBatch] jobs, until
 // none is left, and returns how many it deleted. A statement the database
-// ends as a deadlock victim runs again (retryConflict): on MySQL and
+// ends as a deadlock victim runs again (Client.retryConflict): on MySQL and
 // MariaDB its next-key locks on the state index meet the outcome writes
 // that move jobs into a final state. Errors: the store's, mapped.
 func (c *Client) Sweep(ctx context.Context) (int64, error) {
@@ -277,7 +277,7 @@ func (c *Client) Sweep(ctx context.Context) (int64, error) {
 				return total, err
 			}
 			old := dao.And(dao.Eq(ColState, string(s.state)), dao.Lt(ColFinalizedAt, now.Add(-s.keep)))
-			n, err := retryConflict(ctx, func() (int64, error) { return c.store.Delete(ctx, old, MaintenanceBatch) })
+			n, err := c.retryConflict(ctx, func() (int64, error) { return c.store.Delete(ctx, old, MaintenanceBatch) })
 			total += n
 			if err != nil {
 				return total, err
@@ -317,7 +317,16 @@ const conflictLongestWait = 100 * time.Millisecond
 // (ids in primary-key order) and the queue wake-up of another
 // (makeDueAvailable, in schedule-index order) lock the same rows in
 // opposite orders.
-func retryConflict(ctx context.Context, write func() (int64, error)) (int64, error) {
+//
+// Every run after the first is counted in Stats.ConflictRetries.
+func (c *Client) retryConflict(ctx context.Context, write func() (int64, error)) (int64, error) {
 	isConflict := func(err error) bool { return errors.Is(err, dao.ErrConflict) }
-	return retry.While(ctx, conflictAttempts, conflictLongestWait, isConflict, write)
+	runs := 0
+	return retry.While(ctx, conflictAttempts, conflictLongestWait, isConflict, func() (int64, error) {
+		if runs > 0 {
+			c.stats.conflicts.Add(1)
+		}
+		runs++
+		return write()
+	})
 }

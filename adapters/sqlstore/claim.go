@@ -398,6 +398,7 @@ func (s *sqlDriver[T]) claimStatementRetrying(ctx, run context.Context, conn *sq
 		if err == nil || !errors.Is(err, dao.ErrConflict) {
 			return rows, err
 		}
+		traceConflict(ctx)
 		if attempt == deadlockAttempts || ctx.Err() != nil {
 			return nil, nil
 		}
@@ -501,6 +502,15 @@ func millis(d time.Duration) string {
 // its transaction when the server keeps choosing it as a deadlock victim.
 const deadlockAttempts = 3
 
+// traceConflict reports to the [dao.ClaimTrace] of ctx, if any, one
+// conflict (dao.ErrConflict: a deadlock victim, a serialization failure,
+// a Galera certification failure) that the claim absorbs.
+func traceConflict(ctx context.Context) {
+	if tr := dao.ContextClaimTrace(ctx); tr != nil && tr.Conflict != nil {
+		tr.Conflict(ctx)
+	}
+}
+
 // claimLockedRetrying runs claimLocked, and runs it again when InnoDB chose
 // its transaction as a deadlock victim (1213 ER_LOCK_DEADLOCK: the whole
 // transaction was rolled back, so nothing was claimed; InnoDB manual,
@@ -518,6 +528,7 @@ func (s *sqlDriver[T]) claimLockedRetrying(ctx, run context.Context, conn *sql.C
 		if lost, _ := classifyClaimWrite(err); !lost {
 			return rows, err
 		}
+		traceConflict(ctx)
 		if attempt == deadlockAttempts || ctx.Err() != nil {
 			return nil, nil
 		}
@@ -696,7 +707,11 @@ func (s *sqlDriver[T]) ClaimRow(ctx context.Context, cand *driver.Candidate[T], 
 	}
 	n, err := s.execClaim(ctx, s.boundWrite(st))
 	if err != nil {
-		if lost, err := classifyClaimWrite(err); lost || err != nil {
+		lost, err := classifyClaimWrite(err)
+		if lost {
+			traceConflict(ctx)
+		}
+		if lost || err != nil {
 			return false, err
 		}
 	}

@@ -145,7 +145,12 @@
 //     deadlock victim (error 1213, its transaction rolled back, nothing
 //     claimed; MySQL manual, "Deadlocks in InnoDB") is run again, up to
 //     three attempts, and then returns no rows and no error, as a lost
-//     race. A user's Set that changes an indexed column adds index entries
+//     race. On MariaDB Galera Cluster a certification conflict between
+//     nodes comes back the same way (1213) and is run again the same
+//     way. Each such victim, and each guarded update of the portable
+//     default so ended, is reported to the dao.ClaimTrace of the claim's
+//     context (Conflict), which dispatch and jobs count in their
+//     Stats.ConflictRetries. A user's Set that changes an indexed column adds index entries
 //     under the claim's locks, which can wait for the gap locks of a
 //     REPEATABLE READ transaction.
 //

@@ -163,6 +163,17 @@ func galeraBurnDown(ctx context.Context, t *testing.T, c *hatest.GaleraCluster, 
 	if len(r.errs) > 0 {
 		t.Errorf("%d claims returned an error, the first: %v", len(r.errs), r.errs[0])
 	}
+	// Every conflict a claim absorbed was a 1213 returned to it: a
+	// certification failure, a brute-force abort by another node's write
+	// set, or a deadlock within one node. The nodes count more than the
+	// claims see: a node retries an autocommit statement once itself
+	// (wsrep_retry_autocommit) before it returns the error.
+	if most := r.certFails + r.bfAborts + r.deadlocks; r.conflicts > most {
+		t.Errorf("the claims absorbed %d conflicts, more than the nodes' certification failures, brute-force aborts and deadlocks (%d)", r.conflicts, most)
+	}
+	if strategy == dao.StrategyFastPath && batch > 1 && r.conflicts == 0 {
+		t.Errorf("no conflict counted by the claims' trace, with %d certification failures and %d brute-force aborts on the nodes", r.certFails, r.bfAborts)
+	}
 }
 
 // burnResult is what a burn-down measured.
@@ -172,12 +183,18 @@ type burnResult struct {
 	twice, never        int
 	errs                []error
 	certFails, bfAborts int64
+	// deadlocks are the nodes' Innodb_deadlocks: deadlocks found within
+	// one node.
+	deadlocks int64
+	// conflicts are the conflicts the claims absorbed, as
+	// dao.ClaimTrace.Conflict reported them.
+	conflicts int64
 }
 
 func (r burnResult) String() string {
-	return fmt.Sprintf("%d rows in %v (%.0f rows/s), %d claims: %d returned twice, %d never, %d errors returned; certification failures %d (%.1f per 1,000 claims), brute-force aborts %d",
+	return fmt.Sprintf("%d rows in %v (%.0f rows/s), %d claims: %d returned twice, %d never, %d errors returned; conflicts absorbed %d; certification failures %d (%.1f per 1,000 claims), brute-force aborts %d, deadlocks %d",
 		r.rows, r.took.Round(time.Millisecond), float64(r.rows)/r.took.Seconds(), r.claims, r.twice, r.never, len(r.errs),
-		r.certFails, 1000*float64(r.certFails)/float64(max(r.claims, 1)), r.bfAborts)
+		r.conflicts, r.certFails, 1000*float64(r.certFails)/float64(max(r.claims, 1)), r.bfAborts, r.deadlocks)
 }
 
 // burnDown creates a table of rows ready rows through all[0] and claims
@@ -190,7 +207,8 @@ func burnDown(ctx context.Context, tb testing.TB, all, claimers []*gorm.DB, rows
 	table := readyTable(tb, all[0], "ha_galera", rows)
 	before := certStats(tb, all)
 	returned := make([]atomic.Int32, rows+1)
-	var claims atomic.Int64
+	var claims, conflicts atomic.Int64
+	ctx = dao.WithClaimTrace(ctx, &dao.ClaimTrace{Conflict: func(context.Context) { conflicts.Add(1) }})
 	var errs []error
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -231,7 +249,7 @@ func burnDown(ctx context.Context, tb testing.TB, all, claimers []*gorm.DB, rows
 		}
 	}
 	wg.Wait()
-	r := burnResult{rows: rows, claims: int(claims.Load()), took: time.Since(start), errs: errs}
+	r := burnResult{rows: rows, claims: int(claims.Load()), took: time.Since(start), errs: errs, conflicts: conflicts.Load()}
 	for id := 1; id <= rows; id++ {
 		switch n := returned[id].Load(); {
 		case n == 0:
@@ -241,7 +259,7 @@ func burnDown(ctx context.Context, tb testing.TB, all, claimers []*gorm.DB, rows
 		}
 	}
 	after := certStats(tb, all)
-	r.certFails, r.bfAborts = after[0]-before[0], after[1]-before[1]
+	r.certFails, r.bfAborts, r.deadlocks = after[0]-before[0], after[1]-before[1], after[2]-before[2]
 	if left, err := syncedCount(ctx, all[len(all)-1], `SELECT COUNT(*) FROM `+table+` WHERE state <> 'claimed'`); err != nil || left != 0 {
 		tb.Errorf("rows not claimed, read on the last node: %d (%v)", left, err)
 	}
@@ -285,13 +303,14 @@ func readyTable(tb testing.TB, db *gorm.DB, prefix string, rows int) string {
 	return table
 }
 
-// certStats sums wsrep_local_cert_failures and wsrep_local_bf_aborts over
-// the nodes.
-func certStats(t testing.TB, dbs []*gorm.DB) [2]int64 {
+// certStats sums wsrep_local_cert_failures, wsrep_local_bf_aborts and
+// Innodb_deadlocks over the nodes (a server outside a cluster has no
+// wsrep_ counters: 0).
+func certStats(t testing.TB, dbs []*gorm.DB) [3]int64 {
 	t.Helper()
-	var out [2]int64
+	var out [3]int64
 	for _, db := range dbs {
-		for i, name := range []string{"wsrep_local_cert_failures", "wsrep_local_bf_aborts"} {
+		for i, name := range []string{"wsrep_local_cert_failures", "wsrep_local_bf_aborts", "Innodb_deadlocks"} {
 			var v struct {
 				VariableName string
 				Value        int64

@@ -1,0 +1,282 @@
+//go:build linux
+
+package hatest_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dialects"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
+	"github.com/claimstore/claimstore/jobs"
+	"github.com/claimstore/claimstore/tools/internal/hatest"
+)
+
+// galeraJobArgs are the args of the job-queue test's jobs.
+type galeraJobArgs struct {
+	Seq int `json:"seq"`
+}
+
+func (galeraJobArgs) Kind() string { return "ha_galera_job" }
+
+// jobRunLog counts the runs of every job by id, and the runs under way.
+type jobRunLog struct {
+	mu      sync.Mutex
+	runs    map[int64]int
+	running map[int64]int
+	overlap int // runs that began while another run of the same job ran
+}
+
+func (l *jobRunLog) start(id int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.runs[id]++
+	l.running[id]++
+	if l.running[id] > 1 {
+		l.overlap++
+	}
+}
+
+func (l *jobRunLog) end(id int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.running[id]--
+}
+
+// warnLog keeps the client logs at Warn and above, which a run without
+// faults should not have.
+type warnLog struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w *warnLog) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+		return true
+	})
+	w.mu.Lock()
+	w.msgs = append(w.msgs, b.String())
+	w.mu.Unlock()
+	return nil
+}
+func (w *warnLog) WithAttrs([]slog.Attr) slog.Handler { return w }
+func (w *warnLog) WithGroup(string) slog.Handler      { return w }
+
+// jobCycleResult is what one job-queue run measured.
+type jobCycleResult struct {
+	jobs, runners             int
+	took                      time.Duration
+	duplicated, lost, notDone int
+	overlap                   int
+	conflictRetries           int64
+	perClient                 []jobs.Stats
+	certFails, bfAborts       int64
+	deadlocks                 int64
+	warnings                  []string
+}
+
+func (r jobCycleResult) String() string {
+	return fmt.Sprintf("%d jobs, clients running on %d node(s): %v (%.0f jobs/s); run twice %d, never %d, not completed %d, overlapping runs %d; conflict retries %d (jobs.Stats); nodes: certification failures %d, brute-force aborts %d, deadlocks %d; warnings logged %d",
+		r.jobs, r.runners, r.took.Round(time.Millisecond), float64(r.jobs)/r.took.Seconds(), r.duplicated, r.lost, r.notDone, r.overlap,
+		r.conflictRetries, r.certFails, r.bfAborts, r.deadlocks, len(r.warnings))
+}
+
+// TestGaleraJobQueue runs the job cycle of package jobs on the Galera
+// cluster: a jobs.Client on each node (its own pool, its own stores over
+// one job table), 2,000 jobs inserted through the three nodes, run first
+// by the client on g1 alone, then, on a fresh table, by the clients of all
+// three nodes at once. Every job must run exactly once and end completed:
+// none run twice or never, none left running. The throughput of one node
+// and of three and the conflicts the clients retried are logged (a
+// figure, never asserted), with the nodes' certification failures,
+// brute-force aborts and deadlocks, which bound the conflicts retried:
+// each was a deadlock error (1213) returned to a client.
+func TestGaleraJobQueue(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	c := galeraCluster(ctx, t)
+	dbs := openGaleraNodes(ctx, t, c, 16)
+	for i, db := range dbs {
+		if v, err := dialects.DetectVariant(ctx, db); err != nil || v != dialects.Galera {
+			t.Fatalf("DetectVariant on %s = %q, %v; want galera", hatest.GaleraNodes[i], v, err)
+		}
+	}
+	const n = 2000
+	var results []jobCycleResult
+	for _, runners := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d-node", runners), func(t *testing.T) {
+			r := galeraJobCycle(ctx, t, dbs, runners, n)
+			t.Logf("%s", r)
+			for i, st := range r.perClient {
+				t.Logf("client on %s: %+v", hatest.GaleraNodes[i], st)
+			}
+			if r.duplicated > 0 || r.lost > 0 || r.notDone > 0 || r.overlap > 0 {
+				t.Errorf("%d jobs run twice, %d never, %d not completed, %d runs overlapping another of the same job", r.duplicated, r.lost, r.notDone, r.overlap)
+			}
+			if most := r.certFails + r.bfAborts + r.deadlocks; r.conflictRetries > most {
+				t.Errorf("the clients retried %d conflicts, more than the nodes' certification failures, brute-force aborts and deadlocks (%d)", r.conflictRetries, most)
+			}
+			for i, w := range r.warnings {
+				if i == 5 {
+					break
+				}
+				t.Logf("logged: %s", w)
+			}
+			results = append(results, r)
+		})
+	}
+	if len(results) == 2 {
+		one, three := results[0], results[1]
+		t.Logf("job cycle: one node %.0f jobs/s, three nodes %.0f jobs/s (%.2f×)",
+			float64(one.jobs)/one.took.Seconds(), float64(three.jobs)/three.took.Seconds(), one.took.Seconds()/three.took.Seconds())
+	}
+}
+
+// galeraJobCycle creates a fresh job table through g1, inserts n jobs
+// through the three nodes' clients (a third through each, in batches of
+// 100), runs the clients of the first runners nodes until every job is
+// completed (read on the last node with wsrep_sync_wait), stops them and
+// checks every job: run once, completed at its first attempt.
+func galeraJobCycle(ctx context.Context, t *testing.T, dbs []*gorm.DB, runners, n int) jobCycleResult {
+	t.Helper()
+	table := testdb.Table(t, dbs[0], "ha_jobs")
+	qtable := testdb.Table(t, dbs[0], "ha_job_queues")
+	js, err := sqlstore.New[jobs.Row](dbs[0], sqlstore.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := sqlstore.New[jobs.Queue](dbs[0], sqlstore.WithTable(qtable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = jobs.Drop(context.Background(), js, qs) })
+	if err := jobs.Migrate(ctx, js, qs); err != nil {
+		t.Fatal(err)
+	}
+
+	log := &jobRunLog{runs: map[int64]int{}, running: map[int64]int{}}
+	ws := jobs.NewWorkers()
+	if err := jobs.AddWorker(ws, jobs.WorkFunc[galeraJobArgs](func(_ context.Context, j *jobs.Job[galeraJobArgs]) error {
+		log.start(j.ID)
+		defer log.end(j.ID)
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	warns := &warnLog{}
+	clients := make([]*jobs.Client, len(dbs))
+	for i, db := range dbs {
+		s, err := sqlstore.New[jobs.Row](db, sqlstore.WithTable(table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := s.Capabilities().Strategy; st != dao.StrategyFastPath {
+			t.Fatalf("job store on %s claims with %v, want the fast path", hatest.GaleraNodes[i], st)
+		}
+		q, err := sqlstore.New[jobs.Queue](db, sqlstore.WithTable(qtable))
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[i], err = jobs.NewClient(jobs.Config{
+			Store: s, QueueStore: q, Workers: ws,
+			ID:     "ha-" + hatest.GaleraNodes[i],
+			Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 12}},
+			Tick:   100 * time.Millisecond, Lease: 15 * time.Second,
+			Logger: slog.New(warns),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seq := 0
+	for i := range n / 100 {
+		p := make([]jobs.InsertParams, 100)
+		for k := range p {
+			seq++
+			p[k] = jobs.InsertParams{Args: galeraJobArgs{Seq: seq}}
+		}
+		if _, err := clients[i%len(clients)].InsertMany(ctx, p); err != nil {
+			t.Fatalf("insert through %s: %v", hatest.GaleraNodes[i%len(clients)], err)
+		}
+	}
+
+	before := certStats(t, dbs)
+	began := time.Now()
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	runErrs := make(chan error, runners)
+	for _, cl := range clients[:runners] {
+		go func() { runErrs <- cl.Run(rctx) }()
+	}
+	left := int64(-1)
+	for left != 0 && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+		if left, err = syncedCount(ctx, dbs[len(dbs)-1], "SELECT COUNT(*) FROM "+table+" WHERE state <> 'completed'"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	took := time.Since(began)
+	stop()
+	for range runners {
+		if err := <-runErrs; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}
+	after := certStats(t, dbs)
+
+	r := jobCycleResult{jobs: n, runners: runners, took: took,
+		certFails: after[0] - before[0], bfAborts: after[1] - before[1], deadlocks: after[2] - before[2]}
+	for _, cl := range clients[:runners] {
+		st := cl.Stats()
+		r.perClient = append(r.perClient, st)
+		r.conflictRetries += st.ConflictRetries
+	}
+	warns.mu.Lock()
+	r.warnings = warns.msgs
+	warns.mu.Unlock()
+	var stored int64
+	if stored, err = syncedCount(ctx, dbs[len(dbs)-1], "SELECT COUNT(*) FROM "+table); err != nil {
+		t.Fatal(err)
+	}
+	if stored != int64(n) {
+		t.Errorf("%d jobs stored, want %d", stored, n)
+	}
+	notDone, err := syncedCount(ctx, dbs[len(dbs)-1], "SELECT COUNT(*) FROM "+table+" WHERE state <> 'completed' OR finalized_at IS NULL OR attempt <> 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.notDone = int(notDone)
+	var ids []int64
+	if err := dbs[len(dbs)-1].Raw("SELECT id FROM " + table).Scan(&ids).Error; err != nil {
+		t.Fatal(err)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	for _, id := range ids {
+		switch log.runs[id] {
+		case 0:
+			r.lost++
+		case 1:
+		default:
+			r.duplicated++
+		}
+	}
+	r.overlap = log.overlap
+	if len(log.runs) != len(ids) {
+		t.Errorf("%d job ids ran, %d stored", len(log.runs), len(ids))
+	}
+	return r
+}
