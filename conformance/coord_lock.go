@@ -236,17 +236,12 @@ func testLockNoWait(t *testing.T, h Harness) {
 	}
 }
 
-// txBinder is the part of a store that binds it to a transaction.
-type txBinder interface {
-	WithTx(tx any) *dao.Table[Job]
-}
-
 func testLockRollback(t *testing.T, h Harness) {
 	s := h.NewStore(t)
 	if !s.Capabilities().Transactions {
 		t.Skipf("%s runs no caller transactions: a try-lock's unit of work has no transaction to roll back", s.Capabilities().Backend)
 	}
-	b, ok := s.(txBinder)
+	b, ok := s.(dao.TxBinder[Job])
 	if !ok {
 		t.Fatalf("the store (%T) states Transactions but has no WithTx", s)
 	}

@@ -305,20 +305,14 @@ func testUpdate(t *testing.T, h Harness) {
 	})
 }
 
-// keyUpdater is the batched, fenced write every *dao.Table offers
-// (dao.Table.UpdateKeys); a dispatch worker writes its outcomes with it.
-type keyUpdater interface {
-	UpdateKeys(ctx context.Context, where dao.Criteria, set dao.Set) ([]any, error)
-}
-
 // testUpdateKeys checks UpdateKeys: it writes exactly the rows the
 // criteria match, reports exactly their keys, and under concurrent
 // callers with the same fence reports each row to one caller only.
 func testUpdateKeys(t *testing.T, h Harness) {
 	ctx := context.Background()
-	updater := func(t *testing.T, s dao.Store[Job]) keyUpdater {
+	updater := func(t *testing.T, s dao.Store[Job]) dao.KeyUpdater {
 		t.Helper()
-		u, ok := s.(keyUpdater)
+		u, ok := s.(dao.KeyUpdater)
 		if !ok {
 			t.Fatalf("%T has no UpdateKeys", s)
 		}

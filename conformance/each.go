@@ -11,11 +11,6 @@ import (
 	"github.com/claimstore/claimstore/dao"
 )
 
-// eachUpdater is the per-row write of a store (dao.Table.UpdateEach).
-type eachUpdater interface {
-	UpdateEach(ctx context.Context, match []string, where dao.Criteria, common dao.Set, rows []dao.RowSet) ([]any, error)
-}
-
 // testUpdateEach checks UpdateEach: each row gets its own values and the
 // common ones, only when its fence and the criteria match; it reports
 // exactly the keys it wrote; bad input is dao.ErrInvalidArgument and
@@ -23,7 +18,7 @@ type eachUpdater interface {
 func testUpdateEach(t *testing.T, h Harness) {
 	ctx := context.Background()
 	s := h.NewStore(t)
-	u, ok := s.(eachUpdater)
+	u, ok := s.(dao.EachUpdater)
 	if !ok {
 		t.Fatalf("%T has no UpdateEach", s)
 	}

@@ -1231,10 +1231,25 @@ func (s *heldClaim) Claim(ctx context.Context, req dao.ClaimRequest) ([]jobs.Row
 	return rows, err
 }
 
-// tableHeldClaim is heldClaim over a *dao.Table, whose other methods (its
-// transactions, batched writes, notifications) the client keeps using.
+// fullJobStore is a job store with every optional interface of package
+// dao that a jobs client uses.
+type fullJobStore interface {
+	dao.Store[jobs.Row]
+	dao.TxBinder[jobs.Row]
+	dao.KeyUpdater
+	dao.EachUpdater
+	dao.IdempotentCreator[jobs.Row]
+	dao.TableNamer
+	dao.Aser
+	dao.Listener
+	dao.Clock
+}
+
+// tableHeldClaim is heldClaim over a store with those interfaces, whose
+// other methods (its transactions, batched writes, notifications) the
+// client keeps using.
 type tableHeldClaim struct {
-	*dao.Table[jobs.Row]
+	fullJobStore
 	h *heldClaim
 }
 
@@ -1246,8 +1261,8 @@ func (s tableHeldClaim) Claim(ctx context.Context, req dao.ClaimRequest) ([]jobs
 // heldClaim).
 func holdFirstClaim(st JobStores) (JobStores, *heldClaim) {
 	h := &heldClaim{Store: st.Jobs, hold: make(chan struct{}), held: make(chan struct{})}
-	if tbl, ok := st.Jobs.(*dao.Table[jobs.Row]); ok {
-		st.Jobs = tableHeldClaim{Table: tbl, h: h}
+	if full, ok := st.Jobs.(fullJobStore); ok {
+		st.Jobs = tableHeldClaim{fullJobStore: full, h: h}
 	} else {
 		st.Jobs = h
 	}

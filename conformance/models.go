@@ -154,7 +154,7 @@ func testModels(t *testing.T, h Harness) {
 // and that rows written there are read back.
 func testModelNaming(t *testing.T, ms ModelStores) {
 	s := ms.PrefixedTicket(t)
-	named, ok := s.(interface{ TableName() string })
+	named, ok := s.(dao.TableNamer)
 	switch {
 	case !ok:
 		t.Logf("the store (%T) does not tell its table name; the prefix is not checked", s)

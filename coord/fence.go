@@ -240,12 +240,6 @@ func FencedUpsert[T any](ctx context.Context, s dao.Store[T], f Fencer, column s
 	}
 }
 
-// absentCreator is the insert that skips a row whose key is taken
-// (dao.Table.CreateIfAbsent).
-type absentCreator[T any] interface {
-	CreateIfAbsent(ctx context.Context, items ...*T) (int64, error)
-}
-
 // createIfAbsent inserts row unless a row with its key exists, and
 // reports whether it did. Over a store with CreateIfAbsent (every store
 // the backends return) the insert skips an existing key instead of
@@ -257,7 +251,7 @@ type absentCreator[T any] interface {
 // into row, which then holds the store's generated values. Other stores
 // get a Create, whose duplicate error is returned.
 func createIfAbsent[T any](ctx context.Context, s dao.Store[T], row *T, id any) (bool, error) {
-	ac, ok := s.(absentCreator[T])
+	ac, ok := s.(dao.IdempotentCreator[T])
 	if !ok {
 		if err := s.Create(ctx, row); err != nil {
 			return false, err
@@ -279,7 +273,7 @@ func createIfAbsent[T any](ctx context.Context, s dao.Store[T], row *T, id any) 
 // modelOf returns the model s parsed T with, or T parsed with GORM's
 // default naming for a store that does not expose one.
 func modelOf[T any](s dao.Store[T]) (*driver.Model[T], error) {
-	if ms, ok := s.(interface{ Model() *driver.Model[T] }); ok {
+	if ms, ok := s.(dao.Modeler[T]); ok {
 		if m := ms.Model(); m != nil {
 			return m, nil
 		}

@@ -67,3 +67,69 @@ func ExampleTable_Find_invalidArgument() {
 	// claimstore: find: invalid argument: field "priority" of type int: value of type string does not fit
 	// claimstore: find: invalid argument: unknown field "owner; DROP TABLE tasks" for Task
 }
+
+// Metered is a metrics wrapper around a table: it embeds dao.Store for
+// the methods every store has, counts the batched writes, and forwards the
+// optional interfaces the library's packages assert (here dao.KeyUpdater,
+// dao.EachUpdater, dao.TxBinder and dao.TableNamer; a complete wrapper
+// forwards each interface of dao/optional.go), so that wrapping the table
+// changes nothing but the counts.
+type Metered[T any] struct {
+	dao.Store[T]
+	table      *dao.Table[T]
+	KeyUpdates int // calls of UpdateKeys
+}
+
+// NewMetered returns t wrapped in a Metered.
+func NewMetered[T any](t *dao.Table[T]) *Metered[T] { return &Metered[T]{Store: t, table: t} }
+
+// UpdateKeys counts the call and forwards it: dao.KeyUpdater.
+func (m *Metered[T]) UpdateKeys(ctx context.Context, where dao.Criteria, set dao.Set) ([]any, error) {
+	m.KeyUpdates++
+	return m.table.UpdateKeys(ctx, where, set)
+}
+
+// UpdateEach forwards the call: dao.EachUpdater.
+func (m *Metered[T]) UpdateEach(ctx context.Context, match []string, where dao.Criteria, common dao.Set, rows []dao.RowSet) ([]any, error) {
+	return m.table.UpdateEach(ctx, match, where, common, rows)
+}
+
+// WithTx forwards the call: dao.TxBinder.
+func (m *Metered[T]) WithTx(tx any) *dao.Table[T] { return m.table.WithTx(tx) }
+
+// TableName forwards the call: dao.TableNamer.
+func (m *Metered[T]) TableName() string { return m.table.TableName() }
+
+// A wrapper store keeps the behaviour of the table it wraps when it
+// forwards the optional interfaces: code that asserts dao.KeyUpdater (a
+// dispatch worker writing its outcomes) finds it on the wrapper, while a
+// wrapper that only embeds dao.Store loses it.
+func ExampleKeyUpdater() {
+	ctx := context.Background()
+	table, err := memstore.New[Task]()
+	if err != nil {
+		panic(err)
+	}
+	_ = table.Create(ctx, &Task{State: "running"}, &Task{State: "running"}, &Task{State: "ready"})
+
+	var store dao.Store[Task] = NewMetered(table)
+	var plain dao.Store[Task] = struct{ dao.Store[Task] }{table}
+	_, plainBatches := plain.(dao.KeyUpdater)
+	_, binds := store.(dao.TxBinder[Task])
+
+	ku, ok := store.(dao.KeyUpdater)
+	if !ok {
+		panic("the wrapper lost UpdateKeys")
+	}
+	keys, err := ku.UpdateKeys(ctx, dao.Eq("state", "running"), dao.Set{"state": "done"})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("plain wrapper is a KeyUpdater:", plainBatches)
+	fmt.Println("metered wrapper is a TxBinder:", binds)
+	fmt.Println("rows written:", len(keys), "UpdateKeys calls:", store.(*Metered[Task]).KeyUpdates)
+	// Output:
+	// plain wrapper is a KeyUpdater: false
+	// metered wrapper is a TxBinder: true
+	// rows written: 2 UpdateKeys calls: 1
+}

@@ -25,12 +25,6 @@ const MaxOutcomeBatch = 1000
 // waiting fall into several groups.
 const MaxOutcomeWriters = 4
 
-// keyUpdater is the batched write of a store that can report which rows
-// it wrote: every *dao.Table (see dao.Table.UpdateKeys).
-type keyUpdater interface {
-	UpdateKeys(ctx context.Context, where dao.Criteria, set dao.Set) ([]any, error)
-}
-
 // WriteTime is a [dao.Set] value that a [Handler] returns in its outcome
 // for a time column: the worker replaces it with the time of the outcome
 // write (by the worker's clock), so that outcomes that differ only in
@@ -147,7 +141,8 @@ func (w *Worker[T]) completeLoop(ctx context.Context) {
 // writeOutcomes writes outs: the outcomes with identical Sets together,
 // at most MaxOutcomeBatch rows per statement, each row fenced by its key
 // and lease owner, with the lease cleared (owner "", lease end the time of
-// the write). A store without UpdateKeys gets one fenced Update per row.
+// the write). A store without UpdateKeys (not a [dao.KeyUpdater]) gets one
+// fenced Update per row.
 // Each row is counted once its write committed: completed (or released,
 // for a nil Set), lost when the fence refused it, a write error when the
 // write failed past WriteTimeout.
@@ -156,8 +151,8 @@ func (w *Worker[T]) writeOutcomes(ctx context.Context, outs []outcome[T]) {
 		w.unwritten.Add(-int64(len(outs)))
 		w.signalFreed()
 	}()
-	ku, batched := w.cfg.Store.(keyUpdater)
-	if !batched {
+	ku, eu := w.keyUpdater, w.eachUpdater
+	if ku == nil {
 		for _, o := range outs {
 			w.writeEach(ctx, o)
 		}
@@ -184,7 +179,7 @@ func (w *Worker[T]) writeOutcomes(ctx context.Context, outs []outcome[T]) {
 	// differ row by row (a failure's error and retry time) but write the
 	// same columns are one UpdateEach per shape, where the store has it.
 	var writes []func()
-	eu, each := w.cfg.Store.(eachUpdater)
+	each := eu != nil
 	shapes := map[string][]outcome[T]{}
 	var shapeOrder []string
 	for _, k := range order {
@@ -234,12 +229,6 @@ func (w *Worker[T]) writeOutcomes(ctx context.Context, outs []outcome[T]) {
 	wg.Wait()
 }
 
-// eachUpdater is the write of a store that gives many rows values of
-// their own in few statements: every *dao.Table (see dao.Table.UpdateEach).
-type eachUpdater interface {
-	UpdateEach(ctx context.Context, match []string, where dao.Criteria, common dao.Set, rows []dao.RowSet) ([]any, error)
-}
-
 // shapeKey returns a text equal for Sets that write the same columns
 // (the lease columns aside, which every outcome clears), and false for a
 // Set an UpdateEach cannot write: nil, holding an Increment, or writing
@@ -262,7 +251,7 @@ func (w *Worker[T]) shapeKey(set dao.Set) (string, bool) {
 // writeEachGroup writes outs, whose Sets differ but write the same
 // columns, in one fenced UpdateEach (each row matched by its key and
 // lease owner), retried on a retryable error until WriteTimeout.
-func (w *Worker[T]) writeEachGroup(ctx context.Context, eu eachUpdater, outs []outcome[T]) {
+func (w *Worker[T]) writeEachGroup(ctx context.Context, eu dao.EachUpdater, outs []outcome[T]) {
 	keys, err := timedWrite(ctx, w, func(wctx context.Context, now time.Time) ([]any, error) {
 		rows := make([]dao.RowSet, len(outs))
 		for i, o := range outs {
@@ -286,7 +275,7 @@ func (w *Worker[T]) writeEachGroup(ctx context.Context, eu eachUpdater, outs []o
 
 // writeGroup writes outs, whose Sets are identical, in one fenced
 // UpdateKeys, retried on a retryable error until WriteTimeout.
-func (w *Worker[T]) writeGroup(ctx context.Context, ku keyUpdater, outs []outcome[T]) {
+func (w *Worker[T]) writeGroup(ctx context.Context, ku dao.KeyUpdater, outs []outcome[T]) {
 	rows := map[string][]any{}
 	for _, o := range outs {
 		rows[o.it.owner] = append(rows[o.it.owner], o.it.key)

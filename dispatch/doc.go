@@ -86,6 +86,22 @@
 // they released, rescued and swept rows ([MetricFires] and the constants
 // after it). Without one nothing is recorded.
 //
+// # Wrapped stores
+//
+// A worker writes its outcomes in batches through two optional interfaces
+// of package dao: dao.KeyUpdater (identical outcomes in one fenced
+// statement) and dao.EachUpdater (outcomes that differ row by row but
+// write the same columns, in few statements). A store that wraps another
+// (metrics, tracing, fault injection) must forward them to keep that; [New]
+// checks once and logs at Warn when the store lacks them, and the worker
+// then writes each outcome with one Update; likewise when the store's
+// Capabilities report the database's clock but it is not a dao.Clock, on
+// which the worker runs on the host's clock. [Schedules.WithTx] needs
+// dao.TxBinder (without it its calls fail with an error wrapping
+// errors.ErrUnsupported), [Schedules.AddMany] inserts in bulk through
+// dao.IdempotentCreator, and [MigrateScheduleStore] finds the table
+// through dao.Aser and dao.TableNamer (or dao.Migrator).
+//
 // # Maintenance
 //
 // [Maintenance] runs periodic tasks beside a worker, gated by a Leader

@@ -189,10 +189,10 @@ func MigrateScheduleStore(ctx context.Context, store dao.Store[Schedule]) error 
 		return fmt.Errorf("dispatch: migrate: %w", invalid("nil store"))
 	}
 	var db *gorm.DB
-	if a, ok := store.(interface{ As(target any) bool }); ok && a.As(&db) && db != nil {
-		n, ok := store.(interface{ TableName() string })
+	if a, ok := store.(dao.Aser); ok && a.As(&db) && db != nil {
+		n, ok := store.(dao.TableNamer)
 		if !ok {
-			return fmt.Errorf("dispatch: migrate: %w", invalid("store %T does not report its table", store))
+			return fmt.Errorf("dispatch: migrate: %w", invalid("store %T does not report its table (not a dao.TableNamer)", store))
 		}
 		return MigrateSchedules(ctx, db, n.TableName())
 	}

@@ -50,7 +50,8 @@ type Schedules struct {
 	store dao.Store[Schedule]
 	cfg   SchedulesConfig
 	clock *timeSource
-	err   error // set by WithTx when the transaction cannot be bound
+	txb   dao.TxBinder[Schedule] // the store's, nil when it has none
+	err   error                  // set by WithTx when the transaction cannot be bound
 }
 
 // NewSchedules returns the schedule API over store, a store of the
@@ -66,14 +67,17 @@ func NewSchedules(store dao.Store[Schedule], cfg SchedulesConfig) (*Schedules, e
 	if cfg.MaxFailures == 0 {
 		cfg.MaxFailures = DefaultMaxFailures
 	}
-	return &Schedules{store: store, cfg: cfg, clock: newTimeSource(cfg.Now, store, store.Capabilities().DatabaseClock)}, nil
+	txb, _ := store.(dao.TxBinder[Schedule])
+	return &Schedules{store: store, cfg: cfg, clock: newTimeSource(cfg.Now, store, store.Capabilities().DatabaseClock), txb: txb}, nil
 }
 
 // WithTx returns a Schedules whose calls run inside tx, the caller's open
 // transaction (a *gorm.DB for the SQL backends; see dao.Table.WithTx), so
 // a schedule commits or rolls back with the business change that made it.
 // When the store cannot bind tx every call of the result fails with an
-// error wrapping [dao.ErrInvalidArgument].
+// error wrapping [dao.ErrInvalidArgument]; when the store is not a
+// [dao.TxBinder] at all (a wrapper store that does not forward it) that
+// error also wraps errors.ErrUnsupported.
 //
 // Inside a transaction, a concurrent Add of the same key in another
 // transaction can make Add fail with [dao.ErrDuplicate] (on PostgreSQL the
@@ -81,12 +85,11 @@ func NewSchedules(store dao.Store[Schedule], cfg SchedulesConfig) (*Schedules, e
 // committed row.
 func (s *Schedules) WithTx(tx any) *Schedules {
 	c := *s
-	t, ok := s.store.(dao.TxBinder[Schedule])
-	if !ok {
-		c.err = invalid("with tx: the store runs no caller transactions")
+	if s.txb == nil {
+		c.err = fmt.Errorf("with tx: %w: %w: store %T is not a dao.TxBinder", dao.ErrInvalidArgument, errors.ErrUnsupported, s.store)
 		return &c
 	}
-	c.store = t.WithTx(tx)
+	c.store = s.txb.WithTx(tx)
 	return &c
 }
 
@@ -171,12 +174,6 @@ func (s *Schedules) Add(ctx context.Context, sp Spec) (Schedule, bool, error) {
 	return got, false, nil
 }
 
-// absentCreator is the idempotent bulk insert of a store
-// (dao.Table.CreateIfAbsent).
-type absentCreator interface {
-	CreateIfAbsent(ctx context.Context, items ...*Schedule) (int64, error)
-}
-
 // AddMany creates each schedule of specs whose key no stored schedule (nor
 // an earlier spec) holds, and returns how many it created; existing
 // schedules are left unchanged, as by [Schedules.Add]. Every spec is
@@ -204,7 +201,7 @@ func (s *Schedules) AddMany(ctx context.Context, specs []Spec) (int, error) {
 		}
 		checked[i] = sp
 	}
-	ac, bulk := s.store.(absentCreator)
+	ac, bulk := s.store.(dao.IdempotentCreator[Schedule])
 	if !bulk {
 		created := 0
 		for _, sp := range checked {

@@ -272,6 +272,10 @@ type Worker[T any] struct {
 	clock *timeSource
 	log   *slog.Logger
 	m     *metrics
+	// keyUpdater and eachUpdater are the store's batched outcome writes,
+	// nil when it lacks them (see New).
+	keyUpdater  dao.KeyUpdater
+	eachUpdater dao.EachUpdater
 
 	running atomic.Bool
 	runCtx  atomic.Pointer[context.Context] // the context of the current Run: ready while it is live
@@ -302,7 +306,12 @@ type Worker[T any] struct {
 // New returns a worker for cfg. It fails with an error wrapping
 // [dao.ErrInvalidArgument] when a required field is missing or a setting
 // is out of range, or with the meter provider's error when it cannot
-// create an instrument; it does no I/O.
+// create an instrument; it does no I/O. A store that is not a
+// [dao.KeyUpdater] and a [dao.EachUpdater] (a wrapper store that does not
+// forward them) works, with its outcomes written one Update per row: New
+// logs that once, at Warn; likewise a store whose Capabilities report the
+// database's clock but that is not a [dao.Clock], on which the worker runs
+// on the host's clock.
 func New[T any](cfg Config[T]) (*Worker[T], error) {
 	if cfg.Store == nil || cfg.KeyField == "" || cfg.Key == nil || cfg.Due == nil || cfg.Handler == nil {
 		return nil, fmt.Errorf("dispatch: new worker: %w: Store, KeyField, Key, Due and Handler are required", dao.ErrInvalidArgument)
@@ -365,7 +374,7 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 	if err != nil {
 		return nil, fmt.Errorf("dispatch: new worker: %w", err)
 	}
-	return &Worker[T]{
+	w := &Worker[T]{
 		m:     m,
 		cfg:   cfg,
 		clock: newTimeSource(cfg.Now, cfg.Store, cfg.Store.Capabilities().DatabaseClock),
@@ -374,7 +383,22 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 		freed: make(chan struct{}, 1),
 		wake:  make(chan struct{}, 1),
 		tasks: make(chan func()),
-	}, nil
+	}
+	w.keyUpdater, _ = cfg.Store.(dao.KeyUpdater)
+	w.eachUpdater, _ = cfg.Store.(dao.EachUpdater)
+	if _, ok := cfg.Store.(dao.Clock); !ok && cfg.Now == nil && cfg.Store.Capabilities().DatabaseClock {
+		w.log.Warn("the store reads the database's clock but is not a dao.Clock: the worker runs on the host's clock; a wrapper store must forward dao.Clock to keep the database's",
+			"store", fmt.Sprintf("%T", cfg.Store))
+	}
+	switch {
+	case w.keyUpdater == nil:
+		w.log.Warn("the store is not a dao.KeyUpdater: outcomes are written one statement per row; a wrapper store must forward dao.KeyUpdater and dao.EachUpdater to batch them",
+			"store", fmt.Sprintf("%T", cfg.Store))
+	case w.eachUpdater == nil:
+		w.log.Warn("the store is not a dao.EachUpdater: outcomes that differ row by row are written one statement per row; a wrapper store must forward dao.EachUpdater to batch them",
+			"store", fmt.Sprintf("%T", cfg.Store))
+	}
+	return w, nil
 }
 
 // Config returns the worker's configuration with defaults filled in.

@@ -178,6 +178,7 @@ type Config struct {
 type Client struct {
 	cfg   Config
 	store dao.Store[Row]
+	txb   dao.TxBinder[Row] // the store's, nil when it has none
 	table string
 	clock *dbclock.Source
 	log   *slog.Logger
@@ -315,6 +316,11 @@ func NewClient(cfg Config) (*Client, error) {
 		running:  map[int64]runningJob{},
 		recheck:  newRecheck(),
 		paused:   map[string]bool{},
+	}
+	c.txb, _ = cfg.Store.(dao.TxBinder[Row])
+	if missing, effects := lacking(cfg.Store); len(missing) > 0 {
+		c.log.Warn("the job store lacks optional interfaces of package dao; a wrapper store must forward them to keep the behaviour",
+			"store", fmt.Sprintf("%T", cfg.Store), "missing", missing, "effects", effects)
 	}
 	for name, qc := range cfg.Queues {
 		q, err := c.newQueue(name, qc)
@@ -474,9 +480,38 @@ func (c *Client) startQueue(rs *runState, q *queue) {
 	})
 }
 
+// lacking returns the optional interfaces of package dao that store lacks
+// and the client uses, other than dao.TxBinder (whose absence fails the
+// calls that need it) and the outcome writes (each queue's dispatch worker
+// reports those), with what their absence costs.
+func lacking(store dao.Store[Row]) (missing, effects []string) {
+	for _, o := range []struct {
+		ok           bool
+		name, effect string
+	}{
+		{isA[dao.IdempotentCreator[Row]](store), "dao.IdempotentCreator", "unique jobs are inserted one statement per row"},
+		{isA[dao.TableNamer](store), "dao.TableNamer", "the job table is taken to be " + DefaultTable},
+		{isA[dao.Aser](store), "dao.Aser", "jobs inserted by other processes start at a tick instead of at once"},
+		{isA[dao.Listener](store), "dao.Listener", "PostgreSQL's insert notifications are not listened to"},
+		{isA[dao.Clock](store) || !store.Capabilities().DatabaseClock, "dao.Clock", "times are read from the host's clock instead of the database's"},
+	} {
+		if !o.ok {
+			missing = append(missing, o.name)
+			effects = append(effects, o.effect)
+		}
+	}
+	return missing, effects
+}
+
+// isA reports whether v implements I.
+func isA[I any](v any) bool {
+	_, ok := v.(I)
+	return ok
+}
+
 // tableOf returns the table name store reports, or DefaultTable.
 func tableOf(store any) string {
-	if n, ok := store.(interface{ TableName() string }); ok && n.TableName() != "" {
+	if n, ok := store.(dao.TableNamer); ok && n.TableName() != "" {
 		return n.TableName()
 	}
 	return DefaultTable

@@ -95,6 +95,21 @@
 // [WithMiddleware] wraps one kind's. Package jobsotel is such a
 // middleware: OpenTelemetry spans and metrics.
 //
+// # Wrapped stores
+//
+// A store that wraps the job store (metrics, tracing, fault injection)
+// keeps the client's behaviour only if it forwards the optional
+// interfaces of package dao that the store it wraps has (see
+// dao/optional.go): dao.TxBinder (without it [Client.InsertTx],
+// [Client.InsertManyTx] and [Client.CompleteTx] fail with an error
+// wrapping errors.ErrUnsupported), dao.KeyUpdater and dao.EachUpdater
+// (without them outcomes are written one statement per row),
+// dao.IdempotentCreator (unique jobs inserted one statement per row),
+// dao.TableNamer (the table name), dao.Aser and dao.Listener (wake-ups
+// on inserts by other processes). [NewClient] logs at Warn, once, the
+// interfaces the store lacks; each queue's dispatch worker logs the
+// outcome writes it cannot batch.
+//
 // docs/jobs.md has the full guide, the table of states, and the mapping
 // of River's API to this one.
 package jobs

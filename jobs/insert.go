@@ -127,7 +127,8 @@ func (c *Client) Insert(ctx context.Context, args Args, opts *InsertOpts) (*Inse
 // that cannot bind tx, and a tx that is not inside a transaction (a
 // *gorm.DB of no Begin or Transaction, whose insert would commit on its
 // own), return an error wrapping dao.ErrInvalidArgument and insert
-// nothing.
+// nothing; for a store that is not a dao.TxBinder (a wrapper store that
+// does not forward it) the error also wraps errors.ErrUnsupported.
 //
 // A unique insert in a transaction waits, on PostgreSQL and MySQL, for
 // another open transaction that inserted the same key, and then returns
@@ -164,13 +165,14 @@ func (c *Client) InsertManyTx(ctx context.Context, tx any, params []InsertParams
 	return c.insertMany(ctx, store, params, true)
 }
 
-// txStore returns the job store bound to tx.
+// txStore returns the job store bound to tx, or, for a store that is not
+// a dao.TxBinder, an error wrapping dao.ErrInvalidArgument and
+// errors.ErrUnsupported.
 func (c *Client) txStore(tx any) (dao.Store[Row], error) {
-	t, ok := c.store.(interface{ WithTx(tx any) *dao.Table[Row] })
-	if !ok {
-		return nil, fmt.Errorf("jobs: insert: %w", invalid("store %T runs no caller transactions", c.store))
+	if c.txb == nil {
+		return nil, fmt.Errorf("jobs: insert: %w: %w: store %T runs no caller transactions: it is not a dao.TxBinder", dao.ErrInvalidArgument, errors.ErrUnsupported, c.store)
 	}
-	return t.WithTx(tx), nil
+	return c.txb.WithTx(tx), nil
 }
 
 // insertMany builds the rows of params, inserts them through store and
@@ -260,15 +262,10 @@ func insertUnique(ctx context.Context, store dao.Store[Row], r *Row) (InsertResu
 	return InsertResult{}, fmt.Errorf("unique key %s held and released repeatedly: %w", *r.UniqueKey, dao.ErrConflict)
 }
 
-// absentCreator is the idempotent insert of a store (dao.Table).
-type absentCreator interface {
-	CreateIfAbsent(ctx context.Context, items ...*Row) (int64, error)
-}
-
 // creator returns store's CreateIfAbsent, or an emulation by Create that
 // counts a duplicate as absent-skipped.
-func creator(store dao.Store[Row]) absentCreator {
-	if a, ok := store.(absentCreator); ok {
+func creator(store dao.Store[Row]) dao.IdempotentCreator[Row] {
+	if a, ok := store.(dao.IdempotentCreator[Row]); ok {
 		return a
 	}
 	return createFunc(func(ctx context.Context, items ...*Row) (int64, error) {

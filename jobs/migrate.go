@@ -129,8 +129,8 @@ func migrate(ctx context.Context, store dao.Store[Row], queues dao.Store[Queue],
 		return fmt.Errorf("jobs: migrate: %w", err)
 	}
 	var dialect dialects.Name
-	if a, ok := store.(interface{ As(any) bool }); !ok || !a.As(&dialect) {
-		return fmt.Errorf("jobs: migrate: %w", invalid("store %T does not tell its dialect", store))
+	if a, ok := store.(dao.Aser); !ok || !a.As(&dialect) {
+		return fmt.Errorf("jobs: migrate: %w", invalid("store %T does not tell its dialect (through dao.Aser)", store))
 	}
 	migrateMu.Lock()
 	defer migrateMu.Unlock()
@@ -317,7 +317,7 @@ func autoMigrate(db *gorm.DB, table string, model any) error {
 // gormOf returns the *gorm.DB a SQL store runs on.
 func gormOf(store any) (*gorm.DB, bool) {
 	var db *gorm.DB
-	a, ok := store.(interface{ As(any) bool })
+	a, ok := store.(dao.Aser)
 	return db, ok && a.As(&db) && db != nil
 }
 
@@ -339,7 +339,7 @@ func migrateOther(ctx context.Context, store any) error {
 // YugabyteDB have no LISTEN).
 func notifies(store any) bool {
 	var d dialects.Name
-	a, ok := store.(interface{ As(any) bool })
+	a, ok := store.(dao.Aser)
 	return ok && a.As(&d) && d == dialects.Postgres
 }
 

@@ -84,7 +84,8 @@ func withOutput(row *Row, set dao.Set) dao.Set {
 // lease ends). It returns the job as written. Errors: an error wrapping
 // dispatch.ErrLeaseLost when the lease was lost; dao.ErrInvalidArgument
 // for a store that cannot bind tx, a *gorm.DB not in a transaction, or a
-// job that is not running here; the store's errors, mapped.
+// job that is not running here (also wrapping errors.ErrUnsupported for a
+// store that is not a dao.TxBinder); the store's errors, mapped.
 func (c *Client) CompleteTx(ctx context.Context, tx any, job *Row) (*Row, error) {
 	if job == nil || job.LeaseOwner == "" {
 		return nil, fmt.Errorf("jobs: complete in a transaction: %w", invalid("the job is not running"))

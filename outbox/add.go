@@ -78,7 +78,8 @@ func (r *Repository) prepare(m *Message, now time.Time) error {
 // Errors: [dao.ErrInvalidArgument] for a nil or malformed message (empty
 // MessageID or Topic, a field over its size limit, processing state already
 // set, an ID already set), or for a non-nil tx when the repository cannot
-// bind its store to a transaction (see [WithTxStore]) or tx is not inside
+// bind its store to a transaction (see [WithTxStore]; that error also
+// wraps errors.ErrUnsupported) or tx is not inside
 // a transaction (a *gorm.DB of no Begin or Transaction: pass nil to write
 // without one); nothing is written then. [dao.ErrDuplicate] when a message id already exists for the same
 // target broker — on PostgreSQL that aborts the caller's transaction, which
@@ -102,7 +103,7 @@ func (r *Repository) Add(ctx context.Context, tx *gorm.DB, msgs ...*Message) err
 	store := r.store
 	if tx != nil {
 		if r.txFunc == nil {
-			return fmt.Errorf("outbox: add: %w: this store cannot join a transaction (see WithTxStore)", dao.ErrInvalidArgument)
+			return fmt.Errorf("outbox: add: %w", r.txErr)
 		}
 		store = r.txFunc(tx)
 	}

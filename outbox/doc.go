@@ -12,6 +12,13 @@
 // rows and their messages commit or roll back together. Each message has a
 // MessageID, its idempotency key, unique per target broker.
 //
+// A store that wraps another (metrics, tracing, fault injection) must
+// forward the optional interfaces of package dao that the repository
+// uses: dao.TxBinder, without which [Repository.Add] with a tx fails with
+// an error wrapping errors.ErrUnsupported (unless [WithTxStore] binds the
+// transaction), and dao.Clock, without which the repository runs on the
+// host's clock instead of the database's ([New] checks both once).
+//
 // # Relaying
 //
 // A [Relay] runs a poll loop: [Repository.ClaimBatch] claims a batch with

@@ -195,6 +195,10 @@ func NewRelay(repo *Repository, pub Publisher, cfg RelayConfig) (*Relay, error) 
 	if err != nil {
 		return nil, fmt.Errorf("outbox: new relay: metrics: %w", err)
 	}
+	if !repo.clockSet && repo.dbc == nil && repo.store.Capabilities().DatabaseClock {
+		cfg.Logger.Warn("the store reads the database's clock but is not a dao.Clock: the relay's leases run on the host's clock; a wrapper store must forward dao.Clock to keep the database's",
+			"store", fmt.Sprintf("%T", repo.store), "worker", cfg.WorkerID)
+	}
 	return &Relay{
 		repo:    repo,
 		pub:     pub,

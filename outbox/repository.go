@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -75,6 +76,7 @@ type TxStoreFunc func(tx *gorm.DB) dao.Store[Message]
 type Repository struct {
 	store  dao.Store[Message]
 	txFunc TxStoreFunc
+	txErr  error // why Add cannot take a tx, when txFunc is nil
 	policy RetryPolicy
 	lease  time.Duration
 	now    func() time.Time
@@ -175,8 +177,10 @@ func WithRandom(f func() float64) Option {
 }
 
 // WithTxStore sets how [Repository.Add] binds the store to a caller's
-// transaction. [New] sets it by itself for a *dao.Table over a SQL backend
-// (dao.Table.WithTx); set it for a store of your own.
+// transaction. [New] sets it by itself for a store that is a
+// [dao.TxBinder] over a backend with transactions (a SQL backend's
+// dao.Table, or a wrapper store that forwards WithTx); set it for a store
+// of your own.
 func WithTxStore(f TxStoreFunc) Option {
 	return func(r *Repository) error {
 		r.txFunc = f
@@ -196,12 +200,15 @@ func New(store dao.Store[Message], opts ...Option) (*Repository, error) {
 		lease:  DefaultLease,
 		now:    time.Now,
 		random: rand.Float64,
-		txFunc: txStoreOf(store),
 	}
+	r.txFunc, r.txErr = txStoreOf(store)
 	for _, o := range opts {
 		if err := o(r); err != nil {
 			return nil, fmt.Errorf("outbox: new repository: %w", err)
 		}
+	}
+	if r.txFunc == nil && r.txErr == nil {
+		r.txErr = fmt.Errorf("%w: %w: WithTxStore(nil): the repository joins no transaction", dao.ErrInvalidArgument, errors.ErrUnsupported)
 	}
 	if !r.clockSet {
 		r.dbc = databaseClockOf(store)
@@ -253,12 +260,16 @@ func checkLen(field, v string, max int) error {
 }
 
 // txStoreOf returns the transaction binder of a store that can join a
-// caller's transaction (a *dao.Table whose backend binds a *gorm.DB), or
-// nil.
-func txStoreOf(store dao.Store[Message]) TxStoreFunc {
-	t, ok := store.(*dao.Table[Message])
-	if !ok || !t.Capabilities().Transactions {
-		return nil
+// caller's transaction (a dao.TxBinder whose backend binds a *gorm.DB),
+// or the error of an Add with a tx: one wrapping dao.ErrInvalidArgument
+// and errors.ErrUnsupported.
+func txStoreOf(store dao.Store[Message]) (TxStoreFunc, error) {
+	t, ok := store.(dao.TxBinder[Message])
+	if !ok {
+		return nil, fmt.Errorf("%w: %w: store %T cannot join a transaction: it is not a dao.TxBinder (forward it from a wrapper store, or see WithTxStore)", dao.ErrInvalidArgument, errors.ErrUnsupported, store)
 	}
-	return func(tx *gorm.DB) dao.Store[Message] { return t.WithTx(tx) }
+	if !store.Capabilities().Transactions {
+		return nil, fmt.Errorf("%w: %w: the %s store cannot join a transaction (see WithTxStore)", dao.ErrInvalidArgument, errors.ErrUnsupported, store.Capabilities().Backend)
+	}
+	return func(tx *gorm.DB) dao.Store[Message] { return t.WithTx(tx) }, nil
 }

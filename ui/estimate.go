@@ -6,6 +6,8 @@ import (
 	"math"
 
 	"gorm.io/gorm"
+
+	"github.com/claimstore/claimstore/dao"
 )
 
 // estimator reads PostgreSQL's planner statistics of one table: the number
@@ -26,7 +28,7 @@ type estimator struct {
 // newEstimator returns the estimator of store's table, or nil when the
 // store is not a PostgreSQL table.
 func newEstimator(store any, column string) *estimator {
-	a, ok := store.(interface{ As(any) bool })
+	a, ok := store.(dao.Aser)
 	if !ok {
 		return nil
 	}
@@ -34,7 +36,7 @@ func newEstimator(store any, column string) *estimator {
 	if !a.As(&db) || db == nil || db.Dialector.Name() != "postgres" {
 		return nil
 	}
-	n, ok := store.(interface{ TableName() string })
+	n, ok := store.(dao.TableNamer)
 	if !ok {
 		return nil
 	}

@@ -208,7 +208,7 @@ func newBacklog[T any](t WorkerTable[T], kind, done string) (*backlog[T], error)
 		return nil, fmt.Errorf("ui: %s table: %w: the model has no primary key", kind, dao.ErrInvalidArgument)
 	}
 	if t.Name == "" {
-		if n, ok := t.Store.(interface{ TableName() string }); ok {
+		if n, ok := t.Store.(dao.TableNamer); ok {
 			t.Name = n.TableName()
 		} else {
 			t.Name = sch.Table

@@ -12,6 +12,8 @@ import (
 	"log/slog"
 
 	"gorm.io/gorm"
+
+	"github.com/claimstore/claimstore/dao"
 )
 
 // Churn is the number of connections closed for want of an idle slot
@@ -22,7 +24,7 @@ const Churn = 100
 // Of returns the database/sql pool under store when the store runs on one
 // (it answers As(**gorm.DB) or As(**sql.DB)); nil otherwise.
 func Of(store any) *sql.DB {
-	a, ok := store.(interface{ As(target any) bool })
+	a, ok := store.(dao.Aser)
 	if !ok {
 		return nil
 	}

@@ -62,7 +62,7 @@ func Harness(db *gorm.DB, opts ...sqlstore.Option) conformance.Harness {
 		HoldLock: func(t *testing.T, ds dao.Store[conformance.Job], id int64) func() {
 			t.Helper()
 			var table dialects.Table
-			if a, ok := ds.(interface{ As(any) bool }); !ok || !a.As(&table) {
+			if a, ok := ds.(dao.Aser); !ok || !a.As(&table) {
 				t.Fatalf("sqlstoretest: HoldLock got a %T, not a store of this harness", ds)
 			}
 			return HoldLock(t, db, table.Name, id)

@@ -124,8 +124,8 @@ func Wrapped(store dao.Store[outbox.Message], wrap, txWrap StoreWrapper, opts ..
 // transaction, and false when store cannot bind one (the memory backend).
 // It is the one place that knows how a store binds to a transaction.
 func txBinding(store dao.Store[outbox.Message]) (outbox.TxStoreFunc, bool) {
-	t, ok := store.(*dao.Table[outbox.Message])
-	if !ok || !t.Capabilities().Transactions {
+	t, ok := store.(dao.TxBinder[outbox.Message])
+	if !ok || !store.Capabilities().Transactions {
 		return nil, false
 	}
 	return func(tx *gorm.DB) dao.Store[outbox.Message] { return t.WithTx(tx) }, true
