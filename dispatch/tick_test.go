@@ -62,14 +62,17 @@ func TestShortLeaseDerivedTickRenews(t *testing.T) {
 	fn := func(ctx context.Context, _ dispatch.Fire) error {
 		fired.Add(1)
 		select {
-		case <-time.After(1200 * time.Millisecond): // three leases
+		case <-time.After(6 * time.Second): // three leases
 			return nil
 		case <-ctx.Done():
 			cancelled.Add(1)
 			return ctx.Err()
 		}
 	}
-	cfg := dispatch.Config[dispatch.Schedule]{Lease: 400 * time.Millisecond}
+	// A lease of 2 s derives a tick of 500 ms, half the default: a
+	// renewal late by up to 1.5 s, as under -race on a loaded machine,
+	// still keeps it.
+	cfg := dispatch.Config[dispatch.Schedule]{Lease: 2 * time.Second}
 	cfg.WorkerID = "first"
 	w1 := newScheduleWorker(t, store, fn, dispatch.Policy{}, cfg)
 	runWorker(t, w1.Run)
