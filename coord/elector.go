@@ -3,16 +3,14 @@ package coord
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dao/driver"
+	"github.com/claimstore/claimstore/internal/batchloop"
 	"github.com/claimstore/claimstore/internal/retry"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -31,8 +29,9 @@ type ElectorConfig struct {
 	Name string
 
 	// ID identifies this candidate in the lease row; it must differ
-	// between candidates. Empty means "<hostname>-<pid>-<8 random hex
-	// digits>". At most 191 bytes of UTF-8.
+	// between candidates. Empty means the default worker id of every
+	// package, "<hostname>-<pid>-<6 random hex digits>" (at most 115
+	// bytes; see outbox.DefaultWorkerID). At most 191 bytes of UTF-8.
 	ID string
 
 	// TTL is the lease length, counted by the database's clock from each
@@ -104,7 +103,7 @@ func NewElector(store LeaseStore, cfg ElectorConfig) (*Elector, error) {
 		return nil, fmt.Errorf("coord: new elector: %w: nil lease store", dao.ErrInvalidArgument)
 	}
 	if cfg.ID == "" {
-		cfg.ID = defaultID()
+		cfg.ID = batchloop.WorkerID()
 	}
 	cfg.TTL = cmp.Or(cfg.TTL, DefaultLeaderTTL)
 	cfg.RenewInterval = cmp.Or(cfg.RenewInterval, cfg.TTL/3)
@@ -131,18 +130,6 @@ func NewElector(store LeaseStore, cfg ElectorConfig) (*Elector, error) {
 	}
 	log = log.With(slog.String("election", cfg.Name), slog.String("candidate", cfg.ID))
 	return &Elector{store: store, cfg: cfg, log: log, m: m}, nil
-}
-
-// defaultID returns "<hostname>-<pid>-<8 random hex digits>".
-func defaultID() string {
-	host, _ := os.Hostname()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	id := fmt.Sprintf("%s-%d-%s", cmp.Or(host, "host"), os.Getpid(), hex.EncodeToString(b[:]))
-	if len(id) > driver.MaxLeaseID {
-		id = id[len(id)-driver.MaxLeaseID:]
-	}
-	return id
 }
 
 // ID returns the candidate id the elector campaigns with.

@@ -15,7 +15,6 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/batchloop"
-	"github.com/claimstore/claimstore/outbox"
 )
 
 // Worker defaults.
@@ -142,7 +141,8 @@ type Config[T any] struct {
 	Paused func() bool
 
 	// WorkerID names this worker in the lease owner column; default
-	// "<hostname>-<pid>-<random>". At most MaxWorkerIDLen bytes.
+	// "<hostname>-<pid>-<random>" (outbox.DefaultWorkerID). At most
+	// MaxWorkerIDLen bytes.
 	WorkerID string
 	// Concurrency is the most rows the worker holds at once: handlers
 	// running plus finished rows whose outcome is not written yet;
@@ -305,7 +305,7 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 		cfg.UntilField = "lease_until"
 	}
 	if cfg.WorkerID == "" {
-		cfg.WorkerID = outbox.DefaultWorkerID()
+		cfg.WorkerID = batchloop.WorkerID()
 	}
 	if len(cfg.WorkerID) > MaxWorkerIDLen {
 		return nil, fmt.Errorf("dispatch: new worker: %w: worker id longer than %d bytes", dao.ErrInvalidArgument, MaxWorkerIDLen)

@@ -19,8 +19,8 @@ import (
 	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
+	"github.com/claimstore/claimstore/internal/batchloop"
 	"github.com/claimstore/claimstore/internal/dbclock"
-	"github.com/claimstore/claimstore/outbox"
 )
 
 // Defaults of a [Client].
@@ -96,7 +96,8 @@ type Config struct {
 	// maintenance and periodic jobs when Run is called).
 	Queues map[string]QueueConfig
 	// ID names this client in lease owner tokens and logs; default
-	// "<hostname>-<pid>-<random>". At most 120 bytes.
+	// "<hostname>-<pid>-<random>" (outbox.DefaultWorkerID). At most 120
+	// bytes.
 	ID string
 	// MaxAttempts is the max attempts of jobs inserted without one;
 	// default [DefaultMaxAttempts].
@@ -282,7 +283,7 @@ func NewClient(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("jobs: new client: %w", invalid("negative setting"))
 	}
 	if cfg.ID == "" {
-		cfg.ID = outbox.DefaultWorkerID()
+		cfg.ID = batchloop.WorkerID()
 	}
 	if len(cfg.ID) > 120 || !utf8.ValidString(cfg.ID) || strings.IndexByte(cfg.ID, 0) >= 0 {
 		return nil, fmt.Errorf("jobs: new client: %w", invalid("id %q: use up to 120 bytes of UTF-8 without NUL", cfg.ID))

@@ -9,7 +9,6 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -341,7 +340,7 @@ type LogReaderConfig struct {
 	// time. Required, at most 191 bytes.
 	Reader string
 	// Holder identifies this process among the readers of one name;
-	// default host name, process id and a random suffix.
+	// default [DefaultWorkerID].
 	Holder string
 	// Leases keeps the partitions' leases (sqlstore.NewLeases,
 	// memstore.NewLeases); required. The lease of partition p of reader
@@ -380,8 +379,7 @@ func (c *LogReaderConfig) defaults() error {
 		return invalid("log reader %q: no lease store", c.Reader)
 	}
 	if c.Holder == "" {
-		host, _ := os.Hostname()
-		c.Holder = host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(rand.Uint64()%1e9, 36)
+		c.Holder = DefaultWorkerID()
 	}
 	c.LogTable = cmp.Or(c.LogTable, "log")
 	c.LeaseTTL = cmp.Or(c.LeaseTTL, 15*time.Second)
