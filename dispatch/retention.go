@@ -10,6 +10,7 @@ import (
 
 	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/argerr"
 	"github.com/claimstore/claimstore/internal/retry"
 	"github.com/claimstore/claimstore/outbox"
 )
@@ -57,17 +58,17 @@ type RetentionConfig struct {
 // provider's.
 func NewRetention(store dao.Store[Schedule], cfg RetentionConfig) (*Retention, error) {
 	if store == nil {
-		return nil, fmt.Errorf("dispatch: new retention: %w", invalid("nil store"))
+		return nil, fmt.Errorf("dispatch: new retention: %w", argerr.Errorf("nil store"))
 	}
 	if cfg.OlderThan <= 0 || cfg.BatchSize < 0 || cfg.MaxBatches < 0 {
-		return nil, fmt.Errorf("dispatch: new retention: %w", invalid("OlderThan must be > 0 and batch settings >= 0"))
+		return nil, fmt.Errorf("dispatch: new retention: %w", argerr.Errorf("OlderThan must be > 0 and batch settings >= 0"))
 	}
 	if len(cfg.Statuses) == 0 {
 		cfg.Statuses = []Status{StatusFired, StatusFailed}
 	}
 	for _, s := range cfg.Statuses {
 		if s != StatusFired && s != StatusFailed {
-			return nil, fmt.Errorf("dispatch: new retention: %w", invalid("status %q is not terminal", s))
+			return nil, fmt.Errorf("dispatch: new retention: %w", argerr.Errorf("status %q is not terminal", s))
 		}
 	}
 	if cfg.BatchSize == 0 {

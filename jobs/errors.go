@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/claimstore/claimstore/dao"
 )
 
 // Errors of the job queue. Lookups of a job that does not exist wrap
@@ -33,11 +31,6 @@ var (
 	// a client without a queue store.
 	ErrNoQueueStore = errors.New("jobs: no queue store configured")
 )
-
-// invalid returns an error wrapping dao.ErrInvalidArgument.
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", dao.ErrInvalidArgument, fmt.Sprintf(format, args...))
-}
 
 // CancelError is the error [Cancel] returns: a work function that
 // returns it ends its job cancelled. Err is the error recorded as the

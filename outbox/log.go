@@ -20,6 +20,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dao/driver"
+	"github.com/claimstore/claimstore/internal/argerr"
 	"github.com/claimstore/claimstore/internal/poolwatch"
 )
 
@@ -158,7 +159,7 @@ func (l *Log) Write(ctx context.Context, tx *gorm.DB, msgs ...*Message) error {
 
 func (l *Log) record(m *Message, now time.Time) (driver.LogRecord, error) {
 	if m.MessageID == "" || m.Topic == "" {
-		return driver.LogRecord{}, invalid("message %q: empty message id or topic", m.MessageID)
+		return driver.LogRecord{}, argerr.Errorf("message %q: empty message id or topic", m.MessageID)
 	}
 	for _, c := range []struct {
 		name, v string
@@ -187,7 +188,7 @@ func (l *Log) record(m *Message, now time.Time) (driver.LogRecord, error) {
 	if h != nil {
 		var err error
 		if hb, err = json.Marshal(map[string]string(h)); err != nil {
-			return driver.LogRecord{}, invalid("message %q: headers: %v", m.MessageID, err)
+			return driver.LogRecord{}, argerr.Errorf("message %q: headers: %v", m.MessageID, err)
 		}
 	}
 	key := m.PartitionKey
@@ -376,7 +377,7 @@ func (c *LogReaderConfig) defaults() error {
 		return err
 	}
 	if c.Leases == nil {
-		return invalid("log reader %q: no lease store", c.Reader)
+		return argerr.Errorf("log reader %q: no lease store", c.Reader)
 	}
 	if c.Holder == "" {
 		c.Holder = DefaultWorkerID()
@@ -390,7 +391,7 @@ func (c *LogReaderConfig) defaults() error {
 		c.MeterProvider = noop.NewMeterProvider()
 	}
 	if c.Batch < 1 || c.Poll <= 0 {
-		return invalid("log reader %q: batch %d, poll %v", c.Reader, c.Batch, c.Poll)
+		return argerr.Errorf("log reader %q: batch %d, poll %v", c.Reader, c.Batch, c.Poll)
 	}
 	return driver.CheckLeaseTTL(c.LeaseTTL)
 }

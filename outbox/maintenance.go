@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/argerr"
 	"github.com/claimstore/claimstore/internal/retry"
 )
 
@@ -25,7 +26,7 @@ func (r *Repository) Requeue(ctx context.Context, statuses []Status, ids ...int6
 	}
 	for _, s := range statuses {
 		if s != StatusFailed && s != StatusAbandoned {
-			return 0, fmt.Errorf("outbox: requeue: %w", invalid("only failed and abandoned messages can be requeued, not %q", s))
+			return 0, fmt.Errorf("outbox: requeue: %w", argerr.Errorf("only failed and abandoned messages can be requeued, not %q", s))
 		}
 	}
 	set := dao.Set{
@@ -87,10 +88,10 @@ func (r *Repository) Purge(ctx context.Context, req PurgeRequest) (int64, error)
 	case StatusAbandoned:
 		col = ColLastProcessedAt
 	default:
-		return 0, fmt.Errorf("outbox: purge: %w", invalid("only published and abandoned messages can be purged, not %q", req.Status))
+		return 0, fmt.Errorf("outbox: purge: %w", argerr.Errorf("only published and abandoned messages can be purged, not %q", req.Status))
 	}
 	if req.OlderThan < 0 || req.BatchSize < 0 || req.MaxBatches < 0 {
-		return 0, fmt.Errorf("outbox: purge: %w", invalid("negative age, batch size or batch count"))
+		return 0, fmt.Errorf("outbox: purge: %w", argerr.Errorf("negative age, batch size or batch count"))
 	}
 	if req.BatchSize == 0 {
 		req.BatchSize = 1000
