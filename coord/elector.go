@@ -3,6 +3,7 @@ package coord
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -14,6 +15,12 @@ import (
 	"github.com/claimstore/claimstore/internal/retry"
 	"go.opentelemetry.io/otel/metric"
 )
+
+// ErrAlreadyRunning is wrapped, with [dao.ErrInvalidArgument], by the
+// error [Elector.Run] returns while another Run of the same elector has
+// not returned; its text is "already running", after the call's own
+// prefix.
+var ErrAlreadyRunning = errors.New("already running")
 
 // Defaults of [ElectorConfig].
 const (
@@ -164,12 +171,12 @@ type leadership struct {
 // returns. It returns nil, or the release's error (wrapped) when the
 // lease could not be released (it then expires after TTL). An elector
 // runs at most once at a time: a second concurrent Run returns an error
-// wrapping [dao.ErrInvalidArgument].
+// wrapping [dao.ErrInvalidArgument] and [ErrAlreadyRunning].
 func (e *Elector) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.running {
 		e.mu.Unlock()
-		return fmt.Errorf("coord: elector %q: %w: already running", e.cfg.ID, dao.ErrInvalidArgument)
+		return fmt.Errorf("coord: elector %q: %w: %w", e.cfg.ID, dao.ErrInvalidArgument, ErrAlreadyRunning)
 	}
 	e.running = true
 	e.mu.Unlock()

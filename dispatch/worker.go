@@ -227,8 +227,14 @@ var (
 	// ErrDrained is the cause of a handler's context when the worker
 	// drained past its DrainTimeout; its lease is released.
 	ErrDrained = errors.New("dispatch: drained")
-	// ErrRunning reports a second concurrent Run of one worker.
-	ErrRunning = errors.New("dispatch: worker already running")
+	// ErrAlreadyRunning is the error [Worker.Run] returns while another
+	// Run of the same worker has not returned.
+	ErrAlreadyRunning = errors.New("dispatch: worker already running")
+	// ErrRunning is ErrAlreadyRunning, the same value, so errors.Is
+	// finds either.
+	//
+	// Deprecated: use ErrAlreadyRunning.
+	ErrRunning = ErrAlreadyRunning
 )
 
 // item states
@@ -392,10 +398,10 @@ func (w *Worker[T]) Stats() Stats {
 // (logged every WriteTimeout while it does). Store errors are logged and
 // retried at the next tick; Run returns an error only for a request the
 // store refuses ([dao.ErrInvalidArgument], e.g. a field not in the model)
-// or [ErrRunning].
+// or [ErrAlreadyRunning].
 func (w *Worker[T]) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
-		return ErrRunning
+		return ErrAlreadyRunning
 	}
 	defer w.running.Store(false)
 	w.runCtx.Store(&ctx)

@@ -622,10 +622,10 @@ func (c *Client) makeDueAvailable(ctx context.Context, queue string) error {
 // that ignores its cancelled context holds it, see dispatch.Worker.Run):
 // nil after the drain; an error wrapping dao.ErrInvalidArgument for a
 // request the store refuses, after stopping the whole client as its end
-// would; an error when Run is already running.
+// would; [ErrAlreadyRunning] when Run is already running.
 func (c *Client) Run(ctx context.Context) error {
 	if !c.runningRun.CompareAndSwap(false, true) {
-		return errors.New("jobs: client already running")
+		return ErrAlreadyRunning
 	}
 	defer c.runningRun.Store(false)
 	ctx, stopRun := context.WithCancel(ctx)

@@ -18,6 +18,9 @@ var (
 	// ErrRunning reports an operation that needs a job that is not
 	// running ([Client.Delete] of a running job).
 	ErrRunning = errors.New("jobs: job is running")
+	// ErrAlreadyRunning is the error [Client.Run] returns while another
+	// Run of the same client has not returned.
+	ErrAlreadyRunning = errors.New("jobs: client already running")
 	// ErrUnknownKind is wrapped, with dao.ErrInvalidArgument, by the
 	// error of an insert of a kind the client's Workers has no worker for
 	// (see Config.SkipUnknownJobCheck). A client never claims a job of
