@@ -8,7 +8,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/argerr"
-	"github.com/claimstore/claimstore/internal/retry"
+	"github.com/claimstore/claimstore/internal/sweep"
 )
 
 // Requeue moves messages back to pending so that relays publish them again:
@@ -101,16 +101,9 @@ func (r *Repository) Purge(ctx context.Context, req PurgeRequest) (int64, error)
 		return 0, fmt.Errorf("outbox: purge: %w", err)
 	}
 	where := dao.And(dao.Eq(ColStatus, string(req.Status)), dao.Lt(col, now.Add(-req.OlderThan)))
-	var total int64
-	for batch := 0; req.MaxBatches == 0 || batch < req.MaxBatches; batch++ {
-		n, err := retry.Retryable(ctx, 5, func() (int64, error) { return r.store.Delete(ctx, where, req.BatchSize) })
-		total += n
-		if err != nil {
-			return total, fmt.Errorf("outbox: purge: %w", err)
-		}
-		if n < int64(req.BatchSize) {
-			break
-		}
+	total, err := sweep.Delete(ctx, r.store, where, req.BatchSize, req.MaxBatches)
+	if err != nil {
+		return total, fmt.Errorf("outbox: purge: %w", err)
 	}
 	return total, nil
 }
