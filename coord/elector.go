@@ -3,19 +3,24 @@ package coord
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dao/driver"
+	"github.com/claimstore/claimstore/internal/batchloop"
 	"github.com/claimstore/claimstore/internal/retry"
 	"go.opentelemetry.io/otel/metric"
 )
+
+// ErrAlreadyRunning is wrapped, with [dao.ErrInvalidArgument], by the
+// error [Elector.Run] returns while another Run of the same elector has
+// not returned; its text is "already running", after the call's own
+// prefix.
+var ErrAlreadyRunning = errors.New("already running")
 
 // Defaults of [ElectorConfig].
 const (
@@ -31,8 +36,9 @@ type ElectorConfig struct {
 	Name string
 
 	// ID identifies this candidate in the lease row; it must differ
-	// between candidates. Empty means "<hostname>-<pid>-<8 random hex
-	// digits>". At most 191 bytes of UTF-8.
+	// between candidates. Empty means the default worker id of every
+	// package, "<hostname>-<pid>-<6 random hex digits>" (at most 115
+	// bytes; see outbox.DefaultWorkerID). At most 191 bytes of UTF-8.
 	ID string
 
 	// TTL is the lease length, counted by the database's clock from each
@@ -104,7 +110,7 @@ func NewElector(store LeaseStore, cfg ElectorConfig) (*Elector, error) {
 		return nil, fmt.Errorf("coord: new elector: %w: nil lease store", dao.ErrInvalidArgument)
 	}
 	if cfg.ID == "" {
-		cfg.ID = defaultID()
+		cfg.ID = batchloop.WorkerID()
 	}
 	cfg.TTL = cmp.Or(cfg.TTL, DefaultLeaderTTL)
 	cfg.RenewInterval = cmp.Or(cfg.RenewInterval, cfg.TTL/3)
@@ -131,18 +137,6 @@ func NewElector(store LeaseStore, cfg ElectorConfig) (*Elector, error) {
 	}
 	log = log.With(slog.String("election", cfg.Name), slog.String("candidate", cfg.ID))
 	return &Elector{store: store, cfg: cfg, log: log, m: m}, nil
-}
-
-// defaultID returns "<hostname>-<pid>-<8 random hex digits>".
-func defaultID() string {
-	host, _ := os.Hostname()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	id := fmt.Sprintf("%s-%d-%s", cmp.Or(host, "host"), os.Getpid(), hex.EncodeToString(b[:]))
-	if len(id) > driver.MaxLeaseID {
-		id = id[len(id)-driver.MaxLeaseID:]
-	}
-	return id
 }
 
 // ID returns the candidate id the elector campaigns with.
@@ -177,12 +171,12 @@ type leadership struct {
 // returns. It returns nil, or the release's error (wrapped) when the
 // lease could not be released (it then expires after TTL). An elector
 // runs at most once at a time: a second concurrent Run returns an error
-// wrapping [dao.ErrInvalidArgument].
+// wrapping [dao.ErrInvalidArgument] and [ErrAlreadyRunning].
 func (e *Elector) Run(ctx context.Context) error {
 	e.mu.Lock()
 	if e.running {
 		e.mu.Unlock()
-		return fmt.Errorf("coord: elector %q: %w: already running", e.cfg.ID, dao.ErrInvalidArgument)
+		return fmt.Errorf("coord: elector %q: %w: %w", e.cfg.ID, dao.ErrInvalidArgument, ErrAlreadyRunning)
 	}
 	e.running = true
 	e.mu.Unlock()

@@ -179,7 +179,3 @@ func (p Policy) Skip(s *Schedule, now time.Time) Outcome {
 	}
 	return Outcome{Set: dao.Set{ColNextFireAt: next, ColLastError: msg}, Status: StatusActive, FailureCount: s.FailureCount, NextFireAt: next, Step: "misfire-skipped"}
 }
-
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", dao.ErrInvalidArgument, fmt.Sprintf(format, args...))
-}

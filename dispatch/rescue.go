@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/argerr"
 )
 
 // Rescuer defaults.
@@ -77,10 +78,10 @@ type Rescuer[T any] struct {
 // are the meter provider's; it does no I/O.
 func NewRescuer[T any](cfg RescueConfig[T]) (*Rescuer[T], error) {
 	if cfg.Store == nil || cfg.KeyField == "" || cfg.Key == nil {
-		return nil, fmt.Errorf("dispatch: new rescuer: %w", invalid("Store, KeyField and Key are required"))
+		return nil, fmt.Errorf("dispatch: new rescuer: %w", argerr.Errorf("Store, KeyField and Key are required"))
 	}
 	if cfg.After < 0 || cfg.BatchSize < 0 {
-		return nil, fmt.Errorf("dispatch: new rescuer: %w", invalid("negative setting"))
+		return nil, fmt.Errorf("dispatch: new rescuer: %w", argerr.Errorf("negative setting"))
 	}
 	if cfg.OwnerField == "" {
 		cfg.OwnerField = "lease_owner"

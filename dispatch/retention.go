@@ -10,8 +10,8 @@ import (
 
 	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/retry"
-	"github.com/claimstore/claimstore/outbox"
+	"github.com/claimstore/claimstore/internal/argerr"
+	"github.com/claimstore/claimstore/internal/sweep"
 )
 
 // Retention is a retention sweep of the schedule table: it deletes fired
@@ -57,17 +57,17 @@ type RetentionConfig struct {
 // provider's.
 func NewRetention(store dao.Store[Schedule], cfg RetentionConfig) (*Retention, error) {
 	if store == nil {
-		return nil, fmt.Errorf("dispatch: new retention: %w", invalid("nil store"))
+		return nil, fmt.Errorf("dispatch: new retention: %w", argerr.Errorf("nil store"))
 	}
 	if cfg.OlderThan <= 0 || cfg.BatchSize < 0 || cfg.MaxBatches < 0 {
-		return nil, fmt.Errorf("dispatch: new retention: %w", invalid("OlderThan must be > 0 and batch settings >= 0"))
+		return nil, fmt.Errorf("dispatch: new retention: %w", argerr.Errorf("OlderThan must be > 0 and batch settings >= 0"))
 	}
 	if len(cfg.Statuses) == 0 {
 		cfg.Statuses = []Status{StatusFired, StatusFailed}
 	}
 	for _, s := range cfg.Statuses {
 		if s != StatusFired && s != StatusFailed {
-			return nil, fmt.Errorf("dispatch: new retention: %w", invalid("status %q is not terminal", s))
+			return nil, fmt.Errorf("dispatch: new retention: %w", argerr.Errorf("status %q is not terminal", s))
 		}
 	}
 	if cfg.BatchSize == 0 {
@@ -104,7 +104,7 @@ func (r *Retention) Sweep(ctx context.Context) (int64, error) {
 		st[i] = string(s)
 	}
 	where := dao.And(dao.In(ColStatus, st...), dao.Lt(ColNextFireAt, now.Add(-r.cfg.OlderThan)))
-	total, err := deleteBatches(ctx, r.store, where, r.cfg.BatchSize, r.cfg.MaxBatches)
+	total, err := sweep.Delete(ctx, r.store, where, r.cfg.BatchSize, r.cfg.MaxBatches)
 	r.m.add(ctx, r.m.swept, total)
 	if total > 0 {
 		r.log.Info("retention sweep deleted schedules", "rows", total, "older_than", r.cfg.OlderThan)
@@ -124,31 +124,17 @@ func (r *Retention) Task() Task {
 	}}
 }
 
-// deleteBatches deletes rows matching where, batch rows per statement,
-// until a batch deletes fewer or maxBatches (0: no limit) ran; retryable
-// errors are tried up to 5 times per batch, with backoff.
-func deleteBatches[T any](ctx context.Context, s dao.Store[T], where dao.Criteria, batch, maxBatches int) (int64, error) {
-	var total int64
-	for b := 0; maxBatches == 0 || b < maxBatches; b++ {
-		n, err := retry.Retryable(ctx, 5, func() (int64, error) { return s.Delete(ctx, where, batch) })
-		total += n
-		if err != nil {
-			return total, err
-		}
-		if n < int64(batch) {
-			break
-		}
-	}
-	return total, nil
-}
-
 // OutboxRetention returns a [Maintenance] task named "outbox retention"
-// that runs [outbox.Repository.Purge] with each request in turn (e.g.
+// that runs repo's Purge with each request in turn: repo is an
+// *outbox.Repository and reqs are its outbox.PurgeRequest values (e.g.
 // published messages older than a week, abandoned ones older than a
-// month): the outbox's own bounded, batched sweep, so the outbox and the
-// schedules are maintained by one leader. The task returns the first
-// error; later requests run at the next period.
-func OutboxRetention(repo *outbox.Repository, reqs ...outbox.PurgeRequest) Task {
+// month), R is inferred from them. It runs the outbox's own bounded,
+// batched sweep, so the outbox and the schedules are maintained by one
+// leader. The task returns the first error, as Purge returned it; later
+// requests run at the next period.
+func OutboxRetention[R any](repo interface {
+	Purge(ctx context.Context, req R) (int64, error)
+}, reqs ...R) Task {
 	return Task{Name: "outbox retention", Run: func(ctx context.Context) error {
 		for _, req := range reqs {
 			if _, err := repo.Purge(ctx, req); err != nil {

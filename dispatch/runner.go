@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/argerr"
 )
 
 // Fire is one due fire of a schedule handed to a [FireFunc].
@@ -56,13 +57,13 @@ type ScheduleWorker struct {
 // [dao.ErrInvalidArgument].
 func NewScheduleWorker(store dao.Store[Schedule], fn FireFunc, policy Policy, cfg Config[Schedule]) (*ScheduleWorker, error) {
 	if fn == nil {
-		return nil, fmt.Errorf("dispatch: new schedule worker: %w", invalid("nil fire func"))
+		return nil, fmt.Errorf("dispatch: new schedule worker: %w", argerr.Errorf("nil fire func"))
 	}
 	if cfg.Store != nil || cfg.KeyField != "" || cfg.Key != nil || cfg.Handler != nil || cfg.OwnerField != "" || cfg.UntilField != "" || cfg.OrderBy != nil {
-		return nil, fmt.Errorf("dispatch: new schedule worker: %w", invalid("the row fields of Config are set by the schedule worker"))
+		return nil, fmt.Errorf("dispatch: new schedule worker: %w", argerr.Errorf("the row fields of Config are set by the schedule worker"))
 	}
 	if policy.MisfireGrace < 0 {
-		return nil, fmt.Errorf("dispatch: new schedule worker: %w", invalid("negative misfire grace"))
+		return nil, fmt.Errorf("dispatch: new schedule worker: %w", argerr.Errorf("negative misfire grace"))
 	}
 	sw := &ScheduleWorker{policy: policy.withDefaults()}
 	cfg.Store = store

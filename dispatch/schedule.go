@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/argerr"
 )
 
 // Kind says whether a [Schedule] fires once or on a cron expression.
@@ -121,7 +122,7 @@ var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 // error wrapping [dao.ErrInvalidArgument]. It does no I/O.
 func CheckTable(table string) error {
 	if !tableName.MatchString(table) {
-		return invalid("table name %q: use 1-63 letters, digits and underscores", table)
+		return argerr.Errorf("table name %q: use 1-63 letters, digits and underscores", table)
 	}
 	return nil
 }
@@ -186,13 +187,13 @@ func MigrateSchedules(ctx context.Context, db *gorm.DB, table string) error {
 // refuses; database errors wrapped.
 func MigrateScheduleStore(ctx context.Context, store dao.Store[Schedule]) error {
 	if store == nil {
-		return fmt.Errorf("dispatch: migrate: %w", invalid("nil store"))
+		return fmt.Errorf("dispatch: migrate: %w", argerr.Errorf("nil store"))
 	}
 	var db *gorm.DB
 	if a, ok := store.(dao.Aser); ok && a.As(&db) && db != nil {
 		n, ok := store.(dao.TableNamer)
 		if !ok {
-			return fmt.Errorf("dispatch: migrate: %w", invalid("store %T does not report its table (not a dao.TableNamer)", store))
+			return fmt.Errorf("dispatch: migrate: %w", argerr.Errorf("store %T does not report its table (not a dao.TableNamer)", store))
 		}
 		return MigrateSchedules(ctx, db, n.TableName())
 	}
@@ -202,7 +203,7 @@ func MigrateScheduleStore(ctx context.Context, store dao.Store[Schedule]) error 
 		}
 		return nil
 	}
-	return fmt.Errorf("dispatch: migrate: %w", invalid("store %T offers no way to migrate its table", store))
+	return fmt.Errorf("dispatch: migrate: %w", argerr.Errorf("store %T offers no way to migrate its table", store))
 }
 
 // migrateMu serializes migrations in this process (GORM's MySQL dialector

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/argerr"
 )
 
 // ErrTerminal reports an operation that needs a live schedule (pause) on
@@ -59,10 +60,10 @@ type Schedules struct {
 // negative MaxFailures); it does no I/O.
 func NewSchedules(store dao.Store[Schedule], cfg SchedulesConfig) (*Schedules, error) {
 	if store == nil {
-		return nil, fmt.Errorf("dispatch: new schedules: %w", invalid("nil store"))
+		return nil, fmt.Errorf("dispatch: new schedules: %w", argerr.Errorf("nil store"))
 	}
 	if cfg.MaxFailures < 0 {
-		return nil, fmt.Errorf("dispatch: new schedules: %w", invalid("negative max failures %d", cfg.MaxFailures))
+		return nil, fmt.Errorf("dispatch: new schedules: %w", argerr.Errorf("negative max failures %d", cfg.MaxFailures))
 	}
 	if cfg.MaxFailures == 0 {
 		cfg.MaxFailures = DefaultMaxFailures
@@ -95,22 +96,22 @@ func (s *Schedules) WithTx(tx any) *Schedules {
 
 func (s *Schedules) check(sp *Spec) error {
 	if sp.Key == "" || len(sp.Key) > MaxKeyLen {
-		return invalid("key must be 1 to %d bytes, got %d", MaxKeyLen, len(sp.Key))
+		return argerr.Errorf("key must be 1 to %d bytes, got %d", MaxKeyLen, len(sp.Key))
 	}
 	if sp.MaxFailures < 0 {
-		return invalid("negative max failures %d", sp.MaxFailures)
+		return argerr.Errorf("negative max failures %d", sp.MaxFailures)
 	}
 	if sp.MaxFailures == 0 {
 		sp.MaxFailures = s.cfg.MaxFailures
 	}
 	if sp.Cron == "" {
 		if sp.TimeZone != "" {
-			return invalid("time zone %q without a cron expression", sp.TimeZone)
+			return argerr.Errorf("time zone %q without a cron expression", sp.TimeZone)
 		}
 		return nil
 	}
 	if len(sp.Cron) > MaxCronLen || len(sp.TimeZone) > MaxZoneLen {
-		return invalid("cron expression or time zone too long")
+		return argerr.Errorf("cron expression or time zone too long")
 	}
 	return CheckCron(sp.Cron, sp.TimeZone)
 }
@@ -325,7 +326,7 @@ func (s *Schedules) List(ctx context.Context, o ListOptions) ([]Schedule, error)
 		return nil, fmt.Errorf("dispatch: list: %w", s.err)
 	}
 	if o.Limit < 0 {
-		return nil, fmt.Errorf("dispatch: list: %w", invalid("negative limit %d", o.Limit))
+		return nil, fmt.Errorf("dispatch: list: %w", argerr.Errorf("negative limit %d", o.Limit))
 	}
 	if o.Limit == 0 {
 		o.Limit = 100

@@ -15,7 +15,6 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/batchloop"
-	"github.com/claimstore/claimstore/outbox"
 )
 
 // Worker defaults.
@@ -142,7 +141,8 @@ type Config[T any] struct {
 	Paused func() bool
 
 	// WorkerID names this worker in the lease owner column; default
-	// "<hostname>-<pid>-<random>". At most MaxWorkerIDLen bytes.
+	// "<hostname>-<pid>-<random>" (outbox.DefaultWorkerID). At most
+	// MaxWorkerIDLen bytes.
 	WorkerID string
 	// Concurrency is the most rows the worker holds at once: handlers
 	// running plus finished rows whose outcome is not written yet;
@@ -239,8 +239,14 @@ var (
 	// ErrDrained is the cause of a handler's context when the worker
 	// drained past its DrainTimeout; its lease is released.
 	ErrDrained = errors.New("dispatch: drained")
-	// ErrRunning reports a second concurrent Run of one worker.
-	ErrRunning = errors.New("dispatch: worker already running")
+	// ErrAlreadyRunning is the error [Worker.Run] returns while another
+	// Run of the same worker has not returned.
+	ErrAlreadyRunning = errors.New("dispatch: worker already running")
+	// ErrRunning is ErrAlreadyRunning, the same value, so errors.Is
+	// finds either.
+	//
+	// Deprecated: use ErrAlreadyRunning.
+	ErrRunning = ErrAlreadyRunning
 )
 
 // item states
@@ -326,7 +332,7 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 		cfg.UntilField = "lease_until"
 	}
 	if cfg.WorkerID == "" {
-		cfg.WorkerID = outbox.DefaultWorkerID()
+		cfg.WorkerID = batchloop.WorkerID()
 	}
 	if len(cfg.WorkerID) > MaxWorkerIDLen {
 		return nil, fmt.Errorf("dispatch: new worker: %w: worker id longer than %d bytes", dao.ErrInvalidArgument, MaxWorkerIDLen)
@@ -428,10 +434,10 @@ func (w *Worker[T]) Stats() Stats {
 // (logged every WriteTimeout while it does). Store errors are logged and
 // retried at the next tick; Run returns an error only for a request the
 // store refuses ([dao.ErrInvalidArgument], e.g. a field not in the model)
-// or [ErrRunning].
+// or [ErrAlreadyRunning].
 func (w *Worker[T]) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
-		return ErrRunning
+		return ErrAlreadyRunning
 	}
 	defer w.running.Store(false)
 	w.runCtx.Store(&ctx)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/argerr"
 	"github.com/claimstore/claimstore/internal/retry"
 )
 
@@ -119,7 +120,7 @@ func (k *ListCursor) UnmarshalText(text []byte) error {
 		err = json.Unmarshal(b, &c)
 	}
 	if err != nil || c.ID <= 0 || (c.Order != ListByID && c.Order != ListByScheduledAt) {
-		return invalid("list cursor %q", text)
+		return argerr.Errorf("list cursor %q", text)
 	}
 	*k = ListCursor{order: c.Order, asc: c.Asc, id: c.ID, at: c.At}
 	return nil
@@ -165,7 +166,7 @@ func (c *Client) List(ctx context.Context, p ListParams) ([]Row, error) {
 // order; the store's errors, mapped.
 func (c *Client) ListPage(ctx context.Context, p ListParams) (*ListResult, error) {
 	if p.Limit < 0 || p.Limit > MaxListLimit {
-		return nil, fmt.Errorf("jobs: list: %w", invalid("limit %d: use 0 to %d", p.Limit, MaxListLimit))
+		return nil, fmt.Errorf("jobs: list: %w", argerr.Errorf("limit %d: use 0 to %d", p.Limit, MaxListLimit))
 	}
 	p.Limit = cmp.Or(p.Limit, 100)
 	p.OrderBy = cmp.Or(p.OrderBy, ListByID)
@@ -175,10 +176,10 @@ func (c *Client) ListPage(ctx context.Context, p ListParams) (*ListResult, error
 	case ListByScheduledAt:
 		timeCol = ColScheduledAt
 	default:
-		return nil, fmt.Errorf("jobs: list: %w", invalid("order %q", p.OrderBy))
+		return nil, fmt.Errorf("jobs: list: %w", argerr.Errorf("order %q", p.OrderBy))
 	}
 	if p.After != nil && (p.After.order != p.OrderBy || p.After.asc != p.Ascending) {
-		return nil, fmt.Errorf("jobs: list: %w", invalid("cursor of order %s (ascending %v) for a listing by %s (ascending %v)", p.After.order, p.After.asc, p.OrderBy, p.Ascending))
+		return nil, fmt.Errorf("jobs: list: %w", argerr.Errorf("cursor of order %s (ascending %v) for a listing by %s (ascending %v)", p.After.order, p.After.asc, p.OrderBy, p.Ascending))
 	}
 	var want any
 	if p.Metadata != nil {
@@ -372,7 +373,7 @@ func stateCriteria(s State, now time.Time) (dao.Criteria, error) {
 		return dao.And(dao.Eq(ColState, string(StateAvailable)), leaseFree(now)), nil
 	}
 	if !s.valid() {
-		return dao.Criteria{}, invalid("unknown state %q", s)
+		return dao.Criteria{}, argerr.Errorf("unknown state %q", s)
 	}
 	if s.Final() {
 		// Always true of a final job; it lets PostgreSQL read the
@@ -571,7 +572,7 @@ func mergeObject(metadata string, keys map[string]json.RawMessage) (string, erro
 	obj := map[string]json.RawMessage{}
 	if metadata != "" {
 		if err := json.Unmarshal([]byte(metadata), &obj); err != nil {
-			return "", invalid("the job's metadata is not a JSON object: %v", err)
+			return "", argerr.Errorf("the job's metadata is not a JSON object: %v", err)
 		}
 	}
 	for k, v := range keys {
@@ -586,10 +587,10 @@ func mergeObject(metadata string, keys map[string]json.RawMessage) (string, erro
 	}
 	b, err := json.Marshal(obj)
 	if err != nil {
-		return "", invalid("metadata: %v", err)
+		return "", argerr.Errorf("metadata: %v", err)
 	}
 	if len(b) > MaxMetadataSize {
-		return "", invalid("metadata of %d bytes, over %d", len(b), MaxMetadataSize)
+		return "", argerr.Errorf("metadata of %d bytes, over %d", len(b), MaxMetadataSize)
 	}
 	return string(b), nil
 }

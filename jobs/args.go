@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/claimstore/claimstore/internal/argerr"
 )
 
 // Args is the type of a job's arguments. Kind names the type in the job
@@ -138,11 +140,11 @@ func NewWorkers() *Workers { return &Workers{kinds: map[string]*kindWorker{}} }
 // that is neither positive nor [NoTimeout].
 func AddWorker[A Args](ws *Workers, w Worker[A], opts ...WorkerOption) error {
 	if ws == nil || w == nil {
-		return fmt.Errorf("jobs: add worker: %w", invalid("nil registry or worker"))
+		return fmt.Errorf("jobs: add worker: %w", argerr.Errorf("nil registry or worker"))
 	}
 	var zero A
 	if t := reflect.TypeFor[A](); t.Kind() != reflect.Struct {
-		return fmt.Errorf("jobs: add worker: %w", invalid("args type %v is not a struct", t))
+		return fmt.Errorf("jobs: add worker: %w", argerr.Errorf("args type %v is not a struct", t))
 	}
 	kind := zero.Kind()
 	if err := CheckKind(kind); err != nil {
@@ -153,7 +155,7 @@ func AddWorker[A Args](ws *Workers, w Worker[A], opts ...WorkerOption) error {
 		o(k)
 	}
 	if k.timeout <= 0 && k.timeout != NoTimeout {
-		return fmt.Errorf("jobs: add worker %s: %w", kind, invalid("timeout %v: use > 0 or NoTimeout", k.timeout))
+		return fmt.Errorf("jobs: add worker %s: %w", kind, argerr.Errorf("timeout %v: use > 0 or NoTimeout", k.timeout))
 	}
 	if k.backoff == nil {
 		k.backoff = DefaultBackoff
@@ -174,7 +176,7 @@ func AddWorker[A Args](ws *Workers, w Worker[A], opts ...WorkerOption) error {
 		ws.kinds = map[string]*kindWorker{}
 	}
 	if _, dup := ws.kinds[kind]; dup {
-		return fmt.Errorf("jobs: add worker: %w", invalid("kind %q already has a worker", kind))
+		return fmt.Errorf("jobs: add worker: %w", argerr.Errorf("kind %q already has a worker", kind))
 	}
 	ws.kinds[kind] = k
 	return nil
@@ -212,7 +214,7 @@ func (ws *Workers) Kinds() []string {
 // test work functions.
 func (ws *Workers) Work(ctx context.Context, row *Row) error {
 	if row == nil {
-		return fmt.Errorf("jobs: work: %w", invalid("nil row"))
+		return fmt.Errorf("jobs: work: %w", argerr.Errorf("nil row"))
 	}
 	kw := ws.lookup(row.Kind)
 	if kw == nil {

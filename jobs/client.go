@@ -19,8 +19,9 @@ import (
 	"github.com/claimstore/claimstore/coord"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
+	"github.com/claimstore/claimstore/internal/argerr"
+	"github.com/claimstore/claimstore/internal/batchloop"
 	"github.com/claimstore/claimstore/internal/dbclock"
-	"github.com/claimstore/claimstore/outbox"
 )
 
 // Defaults of a [Client].
@@ -96,7 +97,8 @@ type Config struct {
 	// maintenance and periodic jobs when Run is called).
 	Queues map[string]QueueConfig
 	// ID names this client in lease owner tokens and logs; default
-	// "<hostname>-<pid>-<random>". At most 120 bytes.
+	// "<hostname>-<pid>-<random>" (outbox.DefaultWorkerID). At most 120
+	// bytes.
 	ID string
 	// MaxAttempts is the max attempts of jobs inserted without one;
 	// default [DefaultMaxAttempts].
@@ -271,22 +273,22 @@ type runState struct {
 // does no I/O.
 func NewClient(cfg Config) (*Client, error) {
 	if cfg.Store == nil {
-		return nil, fmt.Errorf("jobs: new client: %w", invalid("nil Store"))
+		return nil, fmt.Errorf("jobs: new client: %w", argerr.Errorf("nil Store"))
 	}
 	if len(cfg.Queues) > 0 && cfg.Workers == nil {
-		return nil, fmt.Errorf("jobs: new client: %w", invalid("queues without Workers"))
+		return nil, fmt.Errorf("jobs: new client: %w", argerr.Errorf("queues without Workers"))
 	}
 	if len(cfg.Periodic) > 0 && cfg.ScheduleStore == nil {
-		return nil, fmt.Errorf("jobs: new client: %w", invalid("periodic jobs without ScheduleStore"))
+		return nil, fmt.Errorf("jobs: new client: %w", argerr.Errorf("periodic jobs without ScheduleStore"))
 	}
 	if cfg.MaxAttempts < 0 || cfg.Lease < 0 || cfg.Tick < 0 || cfg.DrainTimeout < 0 || cfg.RescueInterval < 0 || cfg.RetentionInterval < 0 {
-		return nil, fmt.Errorf("jobs: new client: %w", invalid("negative setting"))
+		return nil, fmt.Errorf("jobs: new client: %w", argerr.Errorf("negative setting"))
 	}
 	if cfg.ID == "" {
-		cfg.ID = outbox.DefaultWorkerID()
+		cfg.ID = batchloop.WorkerID()
 	}
 	if len(cfg.ID) > 120 || !utf8.ValidString(cfg.ID) || strings.IndexByte(cfg.ID, 0) >= 0 {
-		return nil, fmt.Errorf("jobs: new client: %w", invalid("id %q: use up to 120 bytes of UTF-8 without NUL", cfg.ID))
+		return nil, fmt.Errorf("jobs: new client: %w", argerr.Errorf("id %q: use up to 120 bytes of UTF-8 without NUL", cfg.ID))
 	}
 	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts)
 	cfg.MaxArgsSize = cmp.Or(cfg.MaxArgsSize, DefaultMaxArgsSize)
@@ -354,7 +356,7 @@ func (c *Client) newQueue(name string, qc QueueConfig) (*queue, error) {
 		return nil, err
 	}
 	if qc.MaxWorkers < 0 || qc.BatchSize < 0 {
-		return nil, fmt.Errorf("queue %s: %w", name, invalid("negative MaxWorkers or BatchSize"))
+		return nil, fmt.Errorf("queue %s: %w", name, argerr.Errorf("negative MaxWorkers or BatchSize"))
 	}
 	w, err := c.newQueueWorker(name, qc)
 	if err != nil {
@@ -406,7 +408,7 @@ func (c *Client) queueList() []*queue {
 // then.
 func (c *Client) AddQueue(name string, qc QueueConfig) error {
 	if c.cfg.Workers == nil {
-		return fmt.Errorf("jobs: add queue: %w", invalid("client without Workers"))
+		return fmt.Errorf("jobs: add queue: %w", argerr.Errorf("client without Workers"))
 	}
 	q, err := c.newQueue(name, qc)
 	if err != nil {
@@ -415,10 +417,10 @@ func (c *Client) AddQueue(name string, qc QueueConfig) error {
 	c.queuesMu.Lock()
 	defer c.queuesMu.Unlock()
 	if _, ok := c.queues[name]; ok {
-		return fmt.Errorf("jobs: add queue: %w", invalid("queue %s already runs in this client", name))
+		return fmt.Errorf("jobs: add queue: %w", argerr.Errorf("queue %s already runs in this client", name))
 	}
 	if c.run != nil && c.kindsIn.IsAll() {
-		return fmt.Errorf("jobs: add queue: %w", invalid("no worker in Workers when Run started"))
+		return fmt.Errorf("jobs: add queue: %w", argerr.Errorf("no worker in Workers when Run started"))
 	}
 	c.queues[name] = q
 	if c.run != nil {
@@ -655,10 +657,10 @@ func (c *Client) makeDueAvailable(ctx context.Context, queue string) error {
 // that ignores its cancelled context holds it, see dispatch.Worker.Run):
 // nil after the drain; an error wrapping dao.ErrInvalidArgument for a
 // request the store refuses, after stopping the whole client as its end
-// would; an error when Run is already running.
+// would; [ErrAlreadyRunning] when Run is already running.
 func (c *Client) Run(ctx context.Context) error {
 	if !c.runningRun.CompareAndSwap(false, true) {
-		return errors.New("jobs: client already running")
+		return ErrAlreadyRunning
 	}
 	defer c.runningRun.Store(false)
 	ctx, stopRun := context.WithCancel(ctx)
@@ -672,7 +674,7 @@ func (c *Client) Run(ctx context.Context) error {
 	if c.cfg.Workers != nil {
 		kinds := c.cfg.Workers.Kinds()
 		if len(kinds) == 0 && len(queues) > 0 {
-			return fmt.Errorf("jobs: run: %w", invalid("queues to run but no worker in Workers"))
+			return fmt.Errorf("jobs: run: %w", argerr.Errorf("queues to run but no worker in Workers"))
 		}
 		// The queues claim the kinds of the workers registered now.
 		if len(kinds) > 0 {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"unicode/utf8"
+
+	"github.com/claimstore/claimstore/internal/argerr"
 )
 
 // DefaultMaxArgsSize is the largest encoded args, in bytes, a client
@@ -25,13 +27,13 @@ var replaced = []byte(`\ufffd`)
 func encodeArgs(kind string, args Args, limit int) (string, error) {
 	b, err := json.Marshal(args)
 	if err != nil {
-		return "", invalid("args of kind %s do not encode as JSON: %v", kind, err)
+		return "", argerr.Errorf("args of kind %s do not encode as JSON: %v", kind, err)
 	}
 	if limit > 0 && len(b) > limit {
-		return "", invalid("args of kind %s are %d bytes of JSON, more than the limit of %d (Config.MaxArgsSize)", kind, len(b), limit)
+		return "", argerr.Errorf("args of kind %s are %d bytes of JSON, more than the limit of %d (Config.MaxArgsSize)", kind, len(b), limit)
 	}
 	if !utf8.Valid(b) || (bytes.Contains(b, replaced) && !validText(reflect.ValueOf(args), 0)) {
-		return "", invalid("args of kind %s hold text that is not UTF-8", kind)
+		return "", argerr.Errorf("args of kind %s hold text that is not UTF-8", kind)
 	}
 	return string(b), nil
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/claimstore/claimstore/dao"
 )
 
 // Errors of the job queue. Lookups of a job that does not exist wrap
@@ -20,6 +18,9 @@ var (
 	// ErrRunning reports an operation that needs a job that is not
 	// running ([Client.Delete] of a running job).
 	ErrRunning = errors.New("jobs: job is running")
+	// ErrAlreadyRunning is the error [Client.Run] returns while another
+	// Run of the same client has not returned.
+	ErrAlreadyRunning = errors.New("jobs: client already running")
 	// ErrUnknownKind is wrapped, with dao.ErrInvalidArgument, by the
 	// error of an insert of a kind the client's Workers has no worker for
 	// (see Config.SkipUnknownJobCheck). A client never claims a job of
@@ -33,11 +34,6 @@ var (
 	// a client without a queue store.
 	ErrNoQueueStore = errors.New("jobs: no queue store configured")
 )
-
-// invalid returns an error wrapping dao.ErrInvalidArgument.
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", dao.ErrInvalidArgument, fmt.Sprintf(format, args...))
-}
 
 // CancelError is the error [Cancel] returns: a work function that
 // returns it ends its job cancelled. Err is the error recorded as the

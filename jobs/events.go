@@ -11,6 +11,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
+	"github.com/claimstore/claimstore/internal/argerr"
 )
 
 // EventKind names what an [Event] reports.
@@ -110,11 +111,11 @@ func (c *Client) Subscribe(kinds ...EventKind) (<-chan *Event, func(), error) {
 // wrap dao.ErrInvalidArgument: an unknown kind, a negative ChanSize.
 func (c *Client) SubscribeConfig(cfg SubscribeConfig) (<-chan *Event, func(), error) {
 	if cfg.ChanSize < 0 {
-		return nil, nil, fmt.Errorf("jobs: subscribe: %w", invalid("negative channel size %d", cfg.ChanSize))
+		return nil, nil, fmt.Errorf("jobs: subscribe: %w", argerr.Errorf("negative channel size %d", cfg.ChanSize))
 	}
 	for _, k := range cfg.Kinds {
 		if !slices.Contains(EventKinds(), k) {
-			return nil, nil, fmt.Errorf("jobs: subscribe: %w", invalid("unknown event kind %q", k))
+			return nil, nil, fmt.Errorf("jobs: subscribe: %w", argerr.Errorf("unknown event kind %q", k))
 		}
 	}
 	s := &subscription{ch: make(chan *Event, cmp.Or(cfg.ChanSize, DefaultSubscribeChanSize)), kinds: map[EventKind]bool{}}

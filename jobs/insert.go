@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/argerr"
 )
 
 // MaxTagLen is the longest tag, in bytes.
@@ -331,7 +332,7 @@ func merged(args Args, opts *InsertOpts) InsertOpts {
 // Errors wrap dao.ErrInvalidArgument.
 func (c *Client) newRow(args Args, opts *InsertOpts, now time.Time) (*Row, error) {
 	if args == nil {
-		return nil, invalid("nil args")
+		return nil, argerr.Errorf("nil args")
 	}
 	kind := args.Kind()
 	if err := CheckKind(kind); err != nil {
@@ -352,13 +353,13 @@ func (c *Client) newRow(args Args, opts *InsertOpts, now time.Time) (*Row, error
 		o.Priority = DefaultPriority
 	}
 	if o.Priority < 1 || o.Priority > MaxPriority {
-		return nil, invalid("priority %d: use 1 to %d", o.Priority, MaxPriority)
+		return nil, argerr.Errorf("priority %d: use 1 to %d", o.Priority, MaxPriority)
 	}
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = c.cfg.MaxAttempts
 	}
 	if o.MaxAttempts < 1 {
-		return nil, invalid("max attempts %d: use 1 or more", o.MaxAttempts)
+		return nil, argerr.Errorf("max attempts %d: use 1 or more", o.MaxAttempts)
 	}
 	encoded, err := encodeArgs(kind, args, c.cfg.MaxArgsSize)
 	if err != nil {
@@ -409,7 +410,7 @@ func (c *Client) newRow(args Args, opts *InsertOpts, now time.Time) (*Row, error
 func checkTags(tags []string) error {
 	for _, t := range tags {
 		if len(t) > MaxTagLen || !nameRE.MatchString(t) {
-			return invalid("tag %q: use 1-%d letters, digits, '_', '.', ':' or '-'", t, MaxTagLen)
+			return argerr.Errorf("tag %q: use 1-%d letters, digits, '_', '.', ':' or '-'", t, MaxTagLen)
 		}
 	}
 	return nil
@@ -420,14 +421,14 @@ func checkTags(tags []string) error {
 func compactObject(metadata []byte) (string, error) {
 	m := bytes.TrimSpace(metadata)
 	if !json.Valid(m) || len(m) == 0 || m[0] != '{' {
-		return "", invalid("metadata is not a JSON object")
+		return "", argerr.Errorf("metadata is not a JSON object")
 	}
 	if !utf8.Valid(m) {
-		return "", invalid("metadata holds text that is not UTF-8")
+		return "", argerr.Errorf("metadata holds text that is not UTF-8")
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, m); err != nil {
-		return "", invalid("metadata: %v", err)
+		return "", argerr.Errorf("metadata: %v", err)
 	}
 	return buf.String(), nil
 }
@@ -446,7 +447,7 @@ func checkMutable(r *Row) error {
 	if r.Tags != "" {
 		var tags []string
 		if err := json.Unmarshal([]byte(r.Tags), &tags); err != nil {
-			return invalid("tags are not a JSON array of strings: %v", err)
+			return argerr.Errorf("tags are not a JSON array of strings: %v", err)
 		}
 		if err := checkTags(tags); err != nil {
 			return err
@@ -473,16 +474,16 @@ func uniqueKey(kind string, args Args, r *Row, u UniqueOpts) (string, int, error
 	}
 	for _, s := range states {
 		if !s.valid() {
-			return "", 0, invalid("unique state %q", s)
+			return "", 0, argerr.Errorf("unique state %q", s)
 		}
 	}
 	for _, must := range []State{StateAvailable, StateScheduled, StateRunning} {
 		if !slices.Contains(states, must) {
-			return "", 0, invalid("unique states must include %s", must)
+			return "", 0, argerr.Errorf("unique states must include %s", must)
 		}
 	}
 	if u.ByPeriod < 0 {
-		return "", 0, invalid("negative unique period %v", u.ByPeriod)
+		return "", 0, argerr.Errorf("negative unique period %v", u.ByPeriod)
 	}
 	var b strings.Builder
 	b.WriteString("kind=" + kind)
@@ -535,7 +536,7 @@ func uniqueArgsOf(args Args, encoded string) (string, error) {
 	}
 	b, err := json.Marshal(obj)
 	if err != nil {
-		return "", invalid("unique args of kind %s do not encode as JSON: %v", args.Kind(), err)
+		return "", argerr.Errorf("unique args of kind %s do not encode as JSON: %v", args.Kind(), err)
 	}
 	return string(b), nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+
+	"github.com/claimstore/claimstore/internal/argerr"
 )
 
 // Middleware is a value that wraps inserts, work, or both: it implements
@@ -93,7 +95,7 @@ func splitMiddleware(mw []Middleware) (ins []InsertMiddleware, work []WorkMiddle
 		im, isIns := m.(InsertMiddleware)
 		wm, isWork := m.(WorkMiddleware)
 		if !isIns && !isWork {
-			return nil, nil, invalid("middleware %d (%T) implements neither InsertMiddleware nor WorkMiddleware", i, m)
+			return nil, nil, argerr.Errorf("middleware %d (%T) implements neither InsertMiddleware nor WorkMiddleware", i, m)
 		}
 		if isIns {
 			ins = append(ins, im)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dialects"
+	"github.com/claimstore/claimstore/internal/argerr"
 )
 
 // SchemaVersion is the version of the job table's schema this package
@@ -44,7 +45,7 @@ var tableRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,51}$`)
 // suffix its migration table). Other names wrap dao.ErrInvalidArgument.
 func CheckTable(name string) error {
 	if !tableRE.MatchString(name) {
-		return invalid("table name %q: use 1-52 letters, digits and underscores", name)
+		return argerr.Errorf("table name %q: use 1-52 letters, digits and underscores", name)
 	}
 	return nil
 }
@@ -112,7 +113,7 @@ var migrateMu sync.Mutex
 // migrate is Migrate up to version.
 func migrate(ctx context.Context, store dao.Store[Row], queues dao.Store[Queue], version int) error {
 	if store == nil {
-		return fmt.Errorf("jobs: migrate: %w", invalid("nil store"))
+		return fmt.Errorf("jobs: migrate: %w", argerr.Errorf("nil store"))
 	}
 	db, ok := gormOf(store)
 	if !ok {
@@ -130,7 +131,7 @@ func migrate(ctx context.Context, store dao.Store[Row], queues dao.Store[Queue],
 	}
 	var dialect dialects.Name
 	if a, ok := store.(dao.Aser); !ok || !a.As(&dialect) {
-		return fmt.Errorf("jobs: migrate: %w", invalid("store %T does not tell its dialect (through dao.Aser)", store))
+		return fmt.Errorf("jobs: migrate: %w", argerr.Errorf("store %T does not tell its dialect (through dao.Aser)", store))
 	}
 	migrateMu.Lock()
 	defer migrateMu.Unlock()
@@ -167,7 +168,7 @@ func migrate(ctx context.Context, store dao.Store[Row], queues dao.Store[Queue],
 	if queues != nil {
 		qdb, ok := gormOf(queues)
 		if !ok {
-			return fmt.Errorf("jobs: migrate: %w", invalid("queue store %T is not on SQL while the job store is", queues))
+			return fmt.Errorf("jobs: migrate: %w", argerr.Errorf("queue store %T is not on SQL while the job store is", queues))
 		}
 		if err := autoMigrate(qdb.Session(&gorm.Session{NewDB: true}).WithContext(ctx), tableOf(queues), &Queue{}); err != nil {
 			return fmt.Errorf("jobs: migrate: %w", err)
@@ -351,7 +352,7 @@ func notifies(store any) bool {
 // for a nil store or a bad table name; database errors, wrapped.
 func Drop(ctx context.Context, store dao.Store[Row], queues dao.Store[Queue]) error {
 	if store == nil {
-		return fmt.Errorf("jobs: drop: %w", invalid("nil store"))
+		return fmt.Errorf("jobs: drop: %w", argerr.Errorf("nil store"))
 	}
 	db, ok := gormOf(store)
 	if !ok {

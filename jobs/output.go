@@ -8,6 +8,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
+	"github.com/claimstore/claimstore/internal/argerr"
 )
 
 // OutputKey is the key of a job's metadata under which [RecordOutput]
@@ -29,11 +30,11 @@ type outputKey struct{}
 func RecordOutput(ctx context.Context, v any) error {
 	row, ok := ctx.Value(outputKey{}).(*Row)
 	if !ok {
-		return fmt.Errorf("jobs: record output: %w", invalid("the context is not a job's work context"))
+		return fmt.Errorf("jobs: record output: %w", argerr.Errorf("the context is not a job's work context"))
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("jobs: record output: %w", invalid("output does not encode as JSON: %v", err))
+		return fmt.Errorf("jobs: record output: %w", argerr.Errorf("output does not encode as JSON: %v", err))
 	}
 	if _, err := mergeObject(row.Metadata, map[string]json.RawMessage{OutputKey: b}); err != nil {
 		return fmt.Errorf("jobs: record output: %w", err)
@@ -88,7 +89,7 @@ func withOutput(row *Row, set dao.Set) dao.Set {
 // store that is not a dao.TxBinder); the store's errors, mapped.
 func (c *Client) CompleteTx(ctx context.Context, tx any, job *Row) (*Row, error) {
 	if job == nil || job.LeaseOwner == "" {
-		return nil, fmt.Errorf("jobs: complete in a transaction: %w", invalid("the job is not running"))
+		return nil, fmt.Errorf("jobs: complete in a transaction: %w", argerr.Errorf("the job is not running"))
 	}
 	store, err := c.txStore(tx)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
+	"github.com/claimstore/claimstore/internal/argerr"
 )
 
 // periodicKeyPrefix prefixes the schedule key of a periodic job.
@@ -62,7 +63,7 @@ type PeriodicMetadata struct {
 // checkKey validates p's key. Errors wrap dao.ErrInvalidArgument.
 func (p *PeriodicJob) checkKey() error {
 	if p.Key == "" || len(periodicKeyPrefix+p.Key) > dispatch.MaxKeyLen || strings.TrimSpace(p.Key) != p.Key || !utf8.ValidString(p.Key) || strings.IndexByte(p.Key, 0) >= 0 {
-		return invalid("periodic job key %q: use 1-%d bytes of UTF-8 without NUL or surrounding spaces", p.Key, dispatch.MaxKeyLen-len(periodicKeyPrefix))
+		return argerr.Errorf("periodic job key %q: use 1-%d bytes of UTF-8 without NUL or surrounding spaces", p.Key, dispatch.MaxKeyLen-len(periodicKeyPrefix))
 	}
 	return nil
 }
@@ -73,7 +74,7 @@ func (p *PeriodicJob) check() error {
 		return err
 	}
 	if p.Construct == nil {
-		return invalid("periodic job %q has no Construct", p.Key)
+		return argerr.Errorf("periodic job %q has no Construct", p.Key)
 	}
 	if err := dispatch.CheckCron(p.Cron, p.TimeZone); err != nil {
 		return fmt.Errorf("periodic job %q: %w", p.Key, err)
@@ -143,7 +144,7 @@ func (p *periodicRunner) add(pj *PeriodicJob) error {
 	defer p.mu.Unlock()
 	key := periodicKeyPrefix + pj.Key
 	if p.byKey[key] != nil {
-		return invalid("periodic job key %q given twice", pj.Key)
+		return argerr.Errorf("periodic job key %q given twice", pj.Key)
 	}
 	p.byKey[key] = pj
 	p.keys = anys(slices.Sorted(maps.Keys(p.byKey)))
@@ -236,7 +237,7 @@ func (p *periodicRunner) record(ctx context.Context, pj *PeriodicJob) error {
 func (c *Client) AddPeriodic(ctx context.Context, pj PeriodicJob) error {
 	p := c.periodic
 	if p == nil {
-		return fmt.Errorf("jobs: add periodic %s: %w", pj.Key, invalid("no ScheduleStore"))
+		return fmt.Errorf("jobs: add periodic %s: %w", pj.Key, argerr.Errorf("no ScheduleStore"))
 	}
 	if err := p.add(&pj); err != nil {
 		return fmt.Errorf("jobs: add periodic: %w", err)
@@ -266,7 +267,7 @@ func (c *Client) RemovePeriodic(ctx context.Context, key string) error {
 		return fmt.Errorf("jobs: remove periodic: %w", err)
 	}
 	if c.periodic == nil {
-		return fmt.Errorf("jobs: remove periodic %s: %w", key, invalid("no ScheduleStore"))
+		return fmt.Errorf("jobs: remove periodic %s: %w", key, argerr.Errorf("no ScheduleStore"))
 	}
 	c.periodic.remove(key)
 	if err := c.periodic.schedules.Delete(ctx, periodicKeyPrefix+key); err != nil {

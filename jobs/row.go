@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"time"
+
+	"github.com/claimstore/claimstore/internal/argerr"
 )
 
 // State is the state of a job. A job is available when it may run
@@ -279,7 +281,7 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
 // Other names wrap dao.ErrInvalidArgument.
 func CheckQueue(name string) error {
 	if len(name) > MaxQueueLen || !nameRE.MatchString(name) {
-		return invalid("queue name %q: use 1-%d letters, digits, '_', '.', ':' or '-'", name, MaxQueueLen)
+		return argerr.Errorf("queue name %q: use 1-%d letters, digits, '_', '.', ':' or '-'", name, MaxQueueLen)
 	}
 	return nil
 }
@@ -289,7 +291,7 @@ func CheckQueue(name string) error {
 // dao.ErrInvalidArgument.
 func CheckKind(kind string) error {
 	if len(kind) > MaxKindLen || !nameRE.MatchString(kind) {
-		return invalid("kind %q: use 1-%d letters, digits, '_', '.', ':' or '-'", kind, MaxKindLen)
+		return argerr.Errorf("kind %q: use 1-%d letters, digits, '_', '.', ':' or '-'", kind, MaxKindLen)
 	}
 	return nil
 }

@@ -97,10 +97,7 @@ func (c *Client) handle(ctx context.Context, j *dispatch.Job[Row]) dao.Set {
 		if snooze.Duration <= 0 {
 			state = StateAvailable
 		}
-		c.endWaitAfter(row.Queue, snooze.Duration)
-		set := dao.Set{ColState: string(state), ColScheduledAt: at, ColAttempt: row.Attempt - 1}
-		keepUniqueIn(row, state, set)
-		return withOutput(row, set)
+		return c.waitSet(row, state, snooze.Duration, dao.Set{ColScheduledAt: at, ColAttempt: row.Attempt - 1})
 	case errors.As(err, &cancelled), errors.Is(cause, ErrCancelled):
 		c.stats.cancelled.Add(1)
 		c.log.Info("job cancelled", "id", row.ID, "kind", row.Kind, "err", err)
@@ -132,9 +129,19 @@ func (c *Client) handle(ctx context.Context, j *dispatch.Job[Row]) dao.Set {
 	row.info.event = EventJobFailed
 	wait := kw.backoff(row.Attempt)
 	c.log.Info("job attempt failed; retry after backoff", "id", row.ID, "kind", row.Kind, "attempt", row.Attempt, "retry_in", wait, "err", err)
-	c.endWaitAfter(row.Queue, wait)
-	set := dao.Set{ColState: string(StateRetryable), ColScheduledAt: now.Add(wait), ColErrors: appendErrors(row, now, ae)}
-	keepUniqueIn(row, StateRetryable, set)
+	return c.waitSet(row, StateRetryable, wait, dao.Set{ColScheduledAt: now.Add(wait), ColErrors: appendErrors(row, now, ae)})
+}
+
+// waitSet returns set, the outcome that leaves row in state (retryable
+// or scheduled) until its wait d ends, completed with the state, the
+// unique key cleared when state does not hold it, and the work's output.
+// When d is at most [ScheduleAhead] this client ends the wait itself:
+// it makes the queue's due jobs available and claims at once
+// (endWaitAfter).
+func (c *Client) waitSet(row *Row, state State, d time.Duration, set dao.Set) dao.Set {
+	c.endWaitAfter(row.Queue, d)
+	set[ColState] = string(state)
+	keepUniqueIn(row, state, set)
 	return withOutput(row, set)
 }
 

@@ -9,30 +9,31 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/argerr"
 )
 
 // prepare checks m and fills its defaults for insertion at now.
 func (r *Repository) prepare(m *Message, now time.Time) error {
 	if m == nil {
-		return invalid("nil message")
+		return argerr.Errorf("nil message")
 	}
 	if m.ID != 0 {
-		return invalid("message %q already has id %d", m.MessageID, m.ID)
+		return argerr.Errorf("message %q already has id %d", m.MessageID, m.ID)
 	}
 	if m.MessageID == "" {
-		return invalid("empty message id")
+		return argerr.Errorf("empty message id")
 	}
 	if m.Topic == "" {
-		return invalid("message %q: empty topic", m.MessageID)
+		return argerr.Errorf("message %q: empty topic", m.MessageID)
 	}
 	if m.Status != "" && m.Status != StatusPending {
-		return invalid("message %q: a new message must be pending, got %q", m.MessageID, m.Status)
+		return argerr.Errorf("message %q: a new message must be pending, got %q", m.MessageID, m.Status)
 	}
 	if m.MaxRetries < NoRetry {
-		return invalid("message %q: max retries %d < NoRetry", m.MessageID, m.MaxRetries)
+		return argerr.Errorf("message %q: max retries %d < NoRetry", m.MessageID, m.MaxRetries)
 	}
 	if m.RetryCount != 0 || m.LockedBy != "" || m.LockedUntil != nil || m.PublishedAt != nil {
-		return invalid("message %q: a new message carries no processing state", m.MessageID)
+		return argerr.Errorf("message %q: a new message carries no processing state", m.MessageID)
 	}
 	for _, c := range []struct {
 		name, v string

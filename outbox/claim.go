@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/argerr"
 )
 
 // ClaimCriteria returns which messages of broker a claim at now may take:
@@ -63,10 +64,10 @@ func (r *Repository) ClaimBatchLease(ctx context.Context, workerID string, limit
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
 	if limit < 0 {
-		return nil, fmt.Errorf("outbox: claim: %w", invalid("negative limit %d", limit))
+		return nil, fmt.Errorf("outbox: claim: %w", argerr.Errorf("negative limit %d", limit))
 	}
 	if lease <= 0 {
-		return nil, fmt.Errorf("outbox: claim: %w", invalid("lease must be > 0, got %v", lease))
+		return nil, fmt.Errorf("outbox: claim: %w", argerr.Errorf("lease must be > 0, got %v", lease))
 	}
 	if limit == 0 {
 		return nil, nil

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/argerr"
 )
 
 // Failure is one failed publish attempt for [Repository.MarkFailed].
@@ -102,7 +103,7 @@ func (r *Repository) MarkFailed(ctx context.Context, workerID string, failures .
 	seen := make(map[int64]bool, len(failures))
 	for _, f := range failures {
 		if seen[f.ID] {
-			return res, fmt.Errorf("outbox: mark failed: %w", invalid("id %d given twice", f.ID))
+			return res, fmt.Errorf("outbox: mark failed: %w", argerr.Errorf("id %d given twice", f.ID))
 		}
 		seen[f.ID] = true
 		g := failGroup{

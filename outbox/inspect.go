@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/argerr"
 )
 
 // statusIn is the criteria status IN (ss).
@@ -50,7 +51,7 @@ func (f Filter) criteria() (dao.Criteria, error) {
 	if len(f.Statuses) > 0 {
 		for _, s := range f.Statuses {
 			if !s.Valid() {
-				return dao.Criteria{}, invalid("unknown status %q", s)
+				return dao.Criteria{}, argerr.Errorf("unknown status %q", s)
 			}
 		}
 		cs = append(cs, StatusCriteria(f.Statuses...))
@@ -59,7 +60,7 @@ func (f Filter) criteria() (dao.Criteria, error) {
 		cs = append(cs, dao.Eq(ColTargetBroker, *f.TargetBroker))
 	}
 	if f.Limit < 0 {
-		return dao.Criteria{}, invalid("negative limit %d", f.Limit)
+		return dao.Criteria{}, argerr.Errorf("negative limit %d", f.Limit)
 	}
 	return dao.And(cs...), nil
 }

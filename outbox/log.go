@@ -9,7 +9,6 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dao/driver"
+	"github.com/claimstore/claimstore/internal/argerr"
 	"github.com/claimstore/claimstore/internal/poolwatch"
 )
 
@@ -159,7 +159,7 @@ func (l *Log) Write(ctx context.Context, tx *gorm.DB, msgs ...*Message) error {
 
 func (l *Log) record(m *Message, now time.Time) (driver.LogRecord, error) {
 	if m.MessageID == "" || m.Topic == "" {
-		return driver.LogRecord{}, invalid("message %q: empty message id or topic", m.MessageID)
+		return driver.LogRecord{}, argerr.Errorf("message %q: empty message id or topic", m.MessageID)
 	}
 	for _, c := range []struct {
 		name, v string
@@ -188,7 +188,7 @@ func (l *Log) record(m *Message, now time.Time) (driver.LogRecord, error) {
 	if h != nil {
 		var err error
 		if hb, err = json.Marshal(map[string]string(h)); err != nil {
-			return driver.LogRecord{}, invalid("message %q: headers: %v", m.MessageID, err)
+			return driver.LogRecord{}, argerr.Errorf("message %q: headers: %v", m.MessageID, err)
 		}
 	}
 	key := m.PartitionKey
@@ -341,7 +341,7 @@ type LogReaderConfig struct {
 	// time. Required, at most 191 bytes.
 	Reader string
 	// Holder identifies this process among the readers of one name;
-	// default host name, process id and a random suffix.
+	// default [DefaultWorkerID].
 	Holder string
 	// Leases keeps the partitions' leases (sqlstore.NewLeases,
 	// memstore.NewLeases); required. The lease of partition p of reader
@@ -377,11 +377,10 @@ func (c *LogReaderConfig) defaults() error {
 		return err
 	}
 	if c.Leases == nil {
-		return invalid("log reader %q: no lease store", c.Reader)
+		return argerr.Errorf("log reader %q: no lease store", c.Reader)
 	}
 	if c.Holder == "" {
-		host, _ := os.Hostname()
-		c.Holder = host + "-" + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(rand.Uint64()%1e9, 36)
+		c.Holder = DefaultWorkerID()
 	}
 	c.LogTable = cmp.Or(c.LogTable, "log")
 	c.LeaseTTL = cmp.Or(c.LeaseTTL, 15*time.Second)
@@ -392,7 +391,7 @@ func (c *LogReaderConfig) defaults() error {
 		c.MeterProvider = noop.NewMeterProvider()
 	}
 	if c.Batch < 1 || c.Poll <= 0 {
-		return invalid("log reader %q: batch %d, poll %v", c.Reader, c.Batch, c.Poll)
+		return argerr.Errorf("log reader %q: batch %d, poll %v", c.Reader, c.Batch, c.Poll)
 	}
 	return driver.CheckLeaseTTL(c.LeaseTTL)
 }

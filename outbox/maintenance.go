@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/retry"
+	"github.com/claimstore/claimstore/internal/argerr"
+	"github.com/claimstore/claimstore/internal/sweep"
 )
 
 // Requeue moves messages back to pending so that relays publish them again:
@@ -25,7 +26,7 @@ func (r *Repository) Requeue(ctx context.Context, statuses []Status, ids ...int6
 	}
 	for _, s := range statuses {
 		if s != StatusFailed && s != StatusAbandoned {
-			return 0, fmt.Errorf("outbox: requeue: %w", invalid("only failed and abandoned messages can be requeued, not %q", s))
+			return 0, fmt.Errorf("outbox: requeue: %w", argerr.Errorf("only failed and abandoned messages can be requeued, not %q", s))
 		}
 	}
 	set := dao.Set{
@@ -87,10 +88,10 @@ func (r *Repository) Purge(ctx context.Context, req PurgeRequest) (int64, error)
 	case StatusAbandoned:
 		col = ColLastProcessedAt
 	default:
-		return 0, fmt.Errorf("outbox: purge: %w", invalid("only published and abandoned messages can be purged, not %q", req.Status))
+		return 0, fmt.Errorf("outbox: purge: %w", argerr.Errorf("only published and abandoned messages can be purged, not %q", req.Status))
 	}
 	if req.OlderThan < 0 || req.BatchSize < 0 || req.MaxBatches < 0 {
-		return 0, fmt.Errorf("outbox: purge: %w", invalid("negative age, batch size or batch count"))
+		return 0, fmt.Errorf("outbox: purge: %w", argerr.Errorf("negative age, batch size or batch count"))
 	}
 	if req.BatchSize == 0 {
 		req.BatchSize = 1000
@@ -100,16 +101,9 @@ func (r *Repository) Purge(ctx context.Context, req PurgeRequest) (int64, error)
 		return 0, fmt.Errorf("outbox: purge: %w", err)
 	}
 	where := dao.And(dao.Eq(ColStatus, string(req.Status)), dao.Lt(col, now.Add(-req.OlderThan)))
-	var total int64
-	for batch := 0; req.MaxBatches == 0 || batch < req.MaxBatches; batch++ {
-		n, err := retry.Retryable(ctx, 5, func() (int64, error) { return r.store.Delete(ctx, where, req.BatchSize) })
-		total += n
-		if err != nil {
-			return total, fmt.Errorf("outbox: purge: %w", err)
-		}
-		if n < int64(req.BatchSize) {
-			break
-		}
+	total, err := sweep.Delete(ctx, r.store, where, req.BatchSize, req.MaxBatches)
+	if err != nil {
+		return total, fmt.Errorf("outbox: purge: %w", err)
 	}
 	return total, nil
 }

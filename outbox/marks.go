@@ -6,11 +6,12 @@ import (
 	"slices"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/argerr"
 )
 
 func checkWorker(w string) error {
 	if w == "" {
-		return invalid("empty worker id")
+		return argerr.Errorf("empty worker id")
 	}
 	return checkLen("worker id", w, MaxNameLen)
 }

@@ -208,8 +208,10 @@ func NewRelay(repo *Repository, pub Publisher, cfg RelayConfig) (*Relay, error) 
 	}, nil
 }
 
-// DefaultWorkerID returns the worker id a [Relay], a dispatch worker, a
-// jobs client or a Watermill subscriber takes when its config gives none:
+// DefaultWorkerID returns a new default worker id, the same id every
+// package of claimstore takes when its config gives none: a [Relay], the
+// Holder of a [LogReaderConfig], a dispatch worker, a jobs client, a
+// coord elector and a Watermill subscriber. It takes nothing and returns
 // "<hostname>-<pid>-<6 random hex digits>", the host name cut to 100
 // bytes ("worker" when the host has no name), at most 115 bytes, so that
 // a suffix such as "/<n>" keeps it within [MaxNameLen].

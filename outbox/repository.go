@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/argerr"
 	"github.com/claimstore/claimstore/internal/dbclock"
 )
 
@@ -248,13 +249,9 @@ func (r *Repository) time(ctx context.Context) (time.Time, error) {
 // (see [WithClock]).
 func (r *Repository) DatabaseClock() bool { return r.dbc != nil }
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{dao.ErrInvalidArgument}, args...)...)
-}
-
 func checkLen(field, v string, max int) error {
 	if len(v) > max {
-		return invalid("%s is %d bytes, the limit is %d", field, len(v), max)
+		return argerr.Errorf("%s is %d bytes, the limit is %d", field, len(v), max)
 	}
 	return nil
 }

@@ -235,22 +235,14 @@ func (s *sqlDriver[T]) claimSQLiteLocked(ctx, run context.Context, conn *sql.Con
 // GORM's scanner into a struct type that embeds T and adds the rank
 // (rankedType), so every field of T is read as GORM reads it. Rows are
 // returned only when the whole result was read and the statement
-// completed, as with query.
+// completed, as with query; the statement runs with queryRows, again on
+// a fresh schema when SQLite's copy is stale.
 func (s *sqlDriver[T]) queryRanked(ctx context.Context, pool gorm.ConnPool, st dialects.Statement, limit int) ([]T, error) {
-	rows, err := pool.QueryContext(ctx, st.SQL, st.Args...)
-	if err != nil && s.staleSchema(err) {
-		if rerr := refreshSchema(ctx, pool); rerr != nil {
-			// The lock outlasted the busy timeout: report that (busy,
-			// retryable), not the table the connection could not see.
-			err = rerr
-		} else {
-			rows, err = pool.QueryContext(ctx, st.SQL, st.Args...)
-		}
-	}
+	rows, release, err := s.queryRows(ctx, pool, st)
 	if err != nil {
-		return nil, mapCtxError(ctx, err)
+		return nil, err
 	}
-	defer rows.Close()
+	defer release()
 	var out []T
 	var ranks []int64
 	if s.direct {

@@ -884,16 +884,11 @@ func (s *sqlDriver[T]) Delete(ctx context.Context, where dao.Criteria, limit int
 // error, mapped by mapCtxError with ctx: rows read before a failure may
 // belong to a statement the server rolled back.
 func (s *sqlDriver[T]) query(ctx context.Context, pool gorm.ConnPool, st dialects.Statement) ([]T, error) {
-	var rows *sql.Rows
-	done, err := s.freshSchema(ctx, pool, func(pool gorm.ConnPool) (err error) {
-		rows, err = pool.QueryContext(ctx, st.SQL, st.Args...)
-		return err
-	})
-	defer done()
+	rows, release, err := s.queryRows(ctx, pool, st)
 	if err != nil {
-		return nil, mapCtxError(ctx, err)
+		return nil, err
 	}
-	defer rows.Close()
+	defer release()
 	var out []T
 	switch {
 	case s.direct && s.plans != nil:
@@ -1021,6 +1016,27 @@ func (s *sqlDriver[T]) exec(ctx context.Context, pool gorm.ConnPool, st dialects
 		return 0, mapCtxError(ctx, err)
 	}
 	return n, nil
+}
+
+// queryRows runs the query st on pool with freshSchema (on SQLite, once
+// more on a fresh copy of the schema when the connection's copy is
+// stale) and returns its rows and release, which the caller calls once
+// it has finished with them: it closes rows and gives back the
+// connection freshSchema took from the pool. Errors are mapped by
+// mapCtxError with ctx; there is then nothing to release.
+func (s *sqlDriver[T]) queryRows(ctx context.Context, pool gorm.ConnPool, st dialects.Statement) (rows *sql.Rows, release func(), err error) {
+	done, err := s.freshSchema(ctx, pool, func(pool gorm.ConnPool) (err error) {
+		rows, err = pool.QueryContext(ctx, st.SQL, st.Args...)
+		return err
+	})
+	if err != nil {
+		done()
+		return nil, nil, mapCtxError(ctx, err)
+	}
+	return rows, func() {
+		rows.Close()
+		done()
+	}, nil
 }
 
 // freshSchema runs op, one statement, on pool. On SQLite, when the

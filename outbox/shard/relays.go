@@ -121,14 +121,19 @@ func (g *Relays) Run(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// ErrAlreadyRunning is wrapped, with [dao.ErrInvalidArgument], by the
+// error [Relays.Start] returns while the group is running; its text is
+// "already running", after the call's own prefix.
+var ErrAlreadyRunning = errors.New("already running")
+
 // Start runs the group in the background (see [Relays.Run]) until
 // [Relays.Stop] or the end of ctx. Errors wrap [dao.ErrInvalidArgument]
-// when the group is already running.
+// and [ErrAlreadyRunning] when the group is already running.
 func (g *Relays) Start(ctx context.Context) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.done != nil {
-		return fmt.Errorf("shard: start relays: %w: already running", dao.ErrInvalidArgument)
+		return fmt.Errorf("shard: start relays: %w: %w", dao.ErrInvalidArgument, ErrAlreadyRunning)
 	}
 	ctx, g.cancel = context.WithCancel(ctx)
 	g.done = make(chan error, 1)
