@@ -34,9 +34,26 @@
 //	func (EmailArgs) Kind() string { return "email" }
 //
 //	ws := jobs.NewWorkers()
-//	jobs.AddWorker(ws, jobs.WorkFunc[EmailArgs](func(ctx context.Context, j *jobs.Job[EmailArgs]) error {
+//	err := jobs.AddWorker(ws, jobs.WorkFunc[EmailArgs](func(ctx context.Context, j *jobs.Job[EmailArgs]) error {
 //		return send(ctx, j.Args.To)
 //	}))
+//	if err != nil {
+//		return err // dao.ErrInvalidArgument: a kind registered twice, say
+//	}
+//
+// A [Client] runs the queues over the job table [Migrate] created (store
+// is a dao.Store[jobs.Row] on it) until its context ends, then drains:
+//
+//	client, err := jobs.NewClient(jobs.Config{
+//		Store:   store,
+//		Workers: ws,
+//		Queues:  map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 100}},
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	go func() { runErr <- client.Run(ctx) }()
+//	_, err = client.Insert(ctx, EmailArgs{To: "ada@example.com"}, nil)
 //
 // A client's queues claim only the kinds its Workers registry has workers
 // for, and an insert refuses another kind ([ErrUnknownKind]) unless
