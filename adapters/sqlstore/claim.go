@@ -23,113 +23,45 @@ import (
 // ClaimBatch is the fast path, the driver's single-operation claim of a
 // checked request; the store ([dao.Table.Claim]) runs it when the claim
 // strategy is [dao.StrategyFastPath], and otherwise runs its portable
-// default over ReadCandidates and ClaimRow. How each dialect claims, and
-// the outcomes at the edges:
+// default over ReadCandidates and ClaimRow. The contract of both, and the
+// portable default's outcome at each edge, are dao.Table.Claim's; the fast
+// path's outcomes at each edge (cancellation, lost connection, lock
+// waits) are in the package documentation. What is this backend's own:
 //
-// On PostgreSQL, on the fast-path allow-list by default, it runs the one
-// statement of dialects.Renderer.Claim in autocommit: one round trip, in
-// READ COMMITTED, PostgreSQL's default isolation, with pgx natively on
-// the connection database/sql holds where the connection is pgx's (see
-// the package documentation; queryNative). When New found
-// that the server's default isolation is stricter, the statement runs in a
-// READ COMMITTED transaction instead (BEGIN, statement, COMMIT: three
-// round trips), because under REPEATABLE READ or SERIALIZABLE a row
-// updated by a concurrent claimer raises a serialization failure (PostgreSQL
-// manual, "Transaction Isolation") rather than being skipped.
+//   - PostgreSQL (on the fast-path allow-list by default): the one
+//     statement of dialects.Renderer.Claim in autocommit, one round trip
+//     in READ COMMITTED, run with pgx natively where the connection is
+//     pgx's (queryNative). When New found a stricter default isolation,
+//     the statement runs in a READ COMMITTED transaction (three round
+//     trips): under REPEATABLE READ or SERIALIZABLE a row a concurrent
+//     claimer updated raises a serialization failure instead of being
+//     skipped (PostgreSQL manual, "Transaction Isolation").
+//   - SQLite (on the allow-list by default): the one UPDATE … RETURNING;
+//     the wait for the write lock ends when ctx does (the busy handler of
+//     ncruces/go-sqlite3 checks it): no rows and an error wrapping
+//     ctx.Err() and dao.ErrBusy.
+//   - MySQL and MariaDB, on a library's table by default or opted in with
+//     [WithStrategy]: claimLocked, a READ COMMITTED transaction with one
+//     FOR UPDATE SKIP LOCKED read and one UPDATE, four round trips
+//     whatever the number of rows (go-sql-driver sends the isolation
+//     level as one more exchange inside BeginTx).
 //
-// On MySQL and MariaDB opted in with [WithStrategy] it runs claimLocked: a
-// READ COMMITTED transaction with a FOR UPDATE SKIP LOCKED read and one
-// UPDATE, four round trips whatever the number of rows (go-sql-driver
-// sends the isolation level as one more exchange inside BeginTx).
-//
-// Every other store runs the portable default (dao.StrategyPortable, over ReadCandidates and ClaimRow): one candidate SELECT, then
-// one guarded UPDATE ... WHERE pk = ? AND <where> per candidate, 1 + N
-// round trips; a row is claimed when its guarded update affected one row.
-// Its outcomes at the edges (a returned row is always a committed claim;
-// every other row is left as it was):
-//
-//   - Success: the claimed rows, nil.
-//   - Lost race: the row is skipped without an error on PostgreSQL,
-//     MySQL, MariaDB and SQL Server (the guard no longer matches, or the
-//     update was a deadlock victim, which rolls back that update alone);
-//     on SQLite a writer that finds the write lock taken past the busy
-//     timeout fails with dao.ErrBusy, returned with the rows claimed
-//     before.
-//   - ctx done before the first statement is sent: nothing is sent; no
-//     rows and an error wrapping ctx.Err().
-//   - ctx done after a statement is sent: each statement runs on a context
-//     detached from ctx's cancellation, so its outcome is learned; then no
-//     further statement is sent, and the rows whose update committed are
-//     returned with an error wrapping ctx.Err(). A guarded update that
-//     waits for a lock when ctx ends is ended at once (execInterruptible):
-//     on PostgreSQL by the protocol's cancel request for its backend, on
-//     MySQL and MariaDB by KILL QUERY of its thread from another
-//     connection, on SQLite by its busy wait, which checks ctx; its own
-//     answer says whether it committed (it is rolled back unless it
-//     completed first), so the call returns shortly after ctx ends. A
-//     caller whose ctx cannot end, or a connection the backend cannot
-//     interrupt (a driver middleware), waits instead for the lock-wait
-//     limit ([WithLockWaitLimit], 5 s by default) where the server takes
-//     one per statement (PostgreSQL lock_timeout, MariaDB
-//     innodb_lock_wait_timeout), the busy timeout on SQLite, the
-//     session's innodb_lock_wait_timeout on MySQL 8, and the claim
-//     timeout ([WithClaimTimeout], 30 s by default) on every server.
-//   - Lock wait past the limit: the rows claimed before are returned with
-//     an error wrapping dao.ErrBusy (retryable; also wrapping ctx.Err()
-//     when ctx is done); that row's update was rolled back.
-//   - Connection lost, or no answer within the claim timeout: the rows
-//     claimed before are returned with an error wrapping
-//     dao.ErrUnavailable. The update under way may have committed with its
-//     acknowledgement lost; that row then comes back when its lease
-//     (locked_until) expires, so claim with a lease.
-//   - Contention: many claimers racing for the same rows get fewer rows,
-//     never an error, on PostgreSQL, MySQL and MariaDB. The store spreads
-//     them over their candidates ([WithClaimSpread], dao.WithClaimSpread):
-//     after a lost race a claim tries its untried candidates in random
-//     order and stops after two lost races in a row.
-//
-// When the portable default fails part-way, the rows already claimed are
-// returned with the error.
-//
-// Outcomes of the fast paths (PostgreSQL, and MySQL or MariaDB opted in):
-//
-//   - A returned row is a committed claim. Rows are returned only once
-//     the claim committed: on PostgreSQL in autocommit once the whole
-//     result was read and the server reported the statement complete and
-//     ready for the next one; in a transaction once COMMIT succeeded.
-//   - ctx ended before anything was sent: no rows, an error wrapping
-//     ctx.Err(), nothing changed.
-//   - ctx ends after a statement was sent: the statement's outcome is
-//     still learned. On SQLite the wait for the write lock ends when ctx
-//     does (the busy handler of ncruces/go-sqlite3 checks it; see
-//     errOf): no rows and an error wrapping ctx.Err() and dao.ErrBusy. The statements run on a context detached from ctx's
-//     cancellation and bounded by the claim timeout ([WithClaimTimeout]).
-//     The one PostgreSQL statement runs to its end and its committed rows
-//     are returned with an error wrapping ctx.Err(). A transaction
-//     (MySQL, MariaDB, PostgreSQL under a stricter default isolation)
-//     sends no further claim statement once ctx has ended: it is rolled
-//     back and the call returns no rows and an error wrapping ctx.Err();
-//     when ctx ends while COMMIT runs, the committed rows come back with
-//     that error. Every error of a call whose ctx ended satisfies
-//     errors.Is(err, context.Canceled) or errors.Is(err,
-//     context.DeadlineExceeded).
-//   - The connection is lost, or the claim timeout passes, before the
-//     commit is confirmed: no rows and [dao.ErrUnavailable]. Such an error
-//     may hide a commit whose acknowledgement was lost: the rows are then
-//     claimed in the database but returned to nobody, and they come back
-//     only when a claim's criteria select them again. Claim with a lease
-//     (a locked_until column in Set, and Where accepting rows whose lease
-//     expired) so that such rows are claimed again after the lease.
-//   - A lock wait past the store's limit ([WithLockWaitLimit]): no rows,
-//     [dao.ErrBusy] (retryable), nothing claimed. MariaDB bounds each
-//     statement of its transaction with SET STATEMENT
-//     innodb_lock_wait_timeout and max_statement_time; PostgreSQL in a
-//     transaction with SET LOCAL lock_timeout and statement_timeout. The
-//     one PostgreSQL statement in autocommit carries no server-side limit
-//     (see the package documentation): with FOR UPDATE SKIP LOCKED it
-//     waits for no row lock, only for table locks (DDL), and such a wait
-//     is bounded by the claim timeout. MySQL relies on the session's
-//     innodb_lock_wait_timeout.
+// In the portable default, a guarded update that lost its race is skipped
+// without an error on PostgreSQL, MySQL, MariaDB and SQL Server (the guard
+// no longer matches, or the update was a deadlock victim, which rolls back
+// that update alone and is reported to dao.ClaimTrace.Conflict); on
+// SQLite a writer that finds the write lock taken past the busy timeout
+// fails with dao.ErrBusy, returned with the rows claimed before. A guarded
+// update waiting for a lock when ctx ends is ended at once
+// (execInterruptible): on PostgreSQL by the protocol's cancel request for
+// its backend, on MySQL and MariaDB by KILL QUERY of its thread from
+// another connection, on SQLite by its busy wait; its own answer says
+// whether it committed. A caller whose ctx cannot end, or a connection the
+// store cannot interrupt (a driver middleware), waits instead for the
+// lock-wait limit ([WithLockWaitLimit], 5 s by default: PostgreSQL
+// lock_timeout, MariaDB innodb_lock_wait_timeout; the session's
+// innodb_lock_wait_timeout on MySQL 8, the busy timeout on SQLite) and
+// the claim timeout ([WithClaimTimeout], 30 s by default).
 func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]T, error) {
 	var st dialects.Statement
 	oneStatement := s.dialect != dialects.MySQL && s.dialect != dialects.MariaDB

@@ -172,8 +172,10 @@
 // timeout ([WithClaimTimeout]) and by a server-side lock-wait limit set for
 // that statement alone ([WithLockWaitLimit]): a statement once sent always
 // has its outcome learned, a cancelled claim sends nothing more and
-// returns the rows it committed with the context's error. The driver's
-// ClaimBatch (claim.go) lists the outcome of each edge per backend.
+// returns the rows it committed with the context's error. Its outcome at
+// each edge is dao.Table.Claim's; what each backend adds (how a lost race
+// shows, how a lock wait is interrupted) is in the driver's ClaimBatch
+// (claim.go).
 //
 // # Cancellation, lost connections and lock waits
 //
