@@ -192,38 +192,6 @@ func (s *sqlDriver[T]) queryRanked(ctx context.Context, pool gorm.ConnPool, st d
 	return out, nil
 }
 
-// staleSchema reports whether err is SQLite's "no such table" for the
-// store's own table, which a statement can get on a pooled connection
-// whose copy of the schema predates the table (another connection
-// created it). SQLite compares a connection's copy of the schema with the
-// database's schema version when a statement runs, or when a prepare
-// fails on a name it does not know; that second check needs a read lock,
-// and when it does not get one SQLite reports the original error instead
-// of reloading ("no such table", although the table exists). With a
-// rollback journal a writer's lock blocks that read lock, and the check
-// does not wait for it under the busy timeout on a connection that has
-// waited for a lock before: SQLite resets its count of busy retries when
-// a statement starts running, not when one is prepared, and the driver's
-// busy-timeout handler measures a wait from the first retry of that
-// count, so a prepare that meets a lock more than the busy timeout after
-// the connection's last wait is refused at once. In WAL mode readers take
-// no lock that a writer holds, and the error does not occur.
-func (s *sqlDriver[T]) staleSchema(err error) bool {
-	return s.dialect == dialects.SQLite && strings.Contains(err.Error(), "no such table: "+s.table.Name)
-}
-
-// refreshSchema makes the SQLite connection conn read the database's
-// schema again if its copy is stale: a read of sqlite_schema is a
-// statement that runs (so its busy wait starts afresh and lasts the busy
-// timeout) and begins a read transaction, which compares the schema
-// version with the connection's copy and reloads the copy when they
-// differ (SQLite, "The Schema Table" and SQLITE_SCHEMA). Nothing is
-// written. A lock held past the busy timeout fails it with SQLITE_BUSY.
-func refreshSchema(ctx context.Context, conn gorm.ConnPool) error {
-	var n int64
-	return conn.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&n)
-}
-
 // scanRanked scans the rows of the SQLite claim with GORM's ScanRows into
 // rankedType, and returns them with their ranks.
 func (s *sqlDriver[T]) scanRanked(ctx context.Context, rows *sql.Rows) ([]T, []int64, error) {
