@@ -11,8 +11,8 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dao/driver"
-	"github.com/claimstore/claimstore/internal/batchloop"
 	"github.com/claimstore/claimstore/internal/retry"
+	"github.com/claimstore/claimstore/internal/workerid"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -110,7 +110,7 @@ func NewElector(store LeaseStore, cfg ElectorConfig) (*Elector, error) {
 		return nil, fmt.Errorf("coord: new elector: %w: nil lease store", dao.ErrInvalidArgument)
 	}
 	if cfg.ID == "" {
-		cfg.ID = batchloop.WorkerID()
+		cfg.ID = workerid.New()
 	}
 	cfg.TTL = cmp.Or(cfg.TTL, DefaultLeaderTTL)
 	cfg.RenewInterval = cmp.Or(cfg.RenewInterval, cfg.TTL/3)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/batchloop"
+	"github.com/claimstore/claimstore/internal/workerid"
 )
 
 // Worker defaults.
@@ -332,7 +333,7 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 		cfg.UntilField = "lease_until"
 	}
 	if cfg.WorkerID == "" {
-		cfg.WorkerID = batchloop.WorkerID()
+		cfg.WorkerID = workerid.New()
 	}
 	if len(cfg.WorkerID) > MaxWorkerIDLen {
 		return nil, fmt.Errorf("dispatch: new worker: %w: worker id longer than %d bytes", dao.ErrInvalidArgument, MaxWorkerIDLen)

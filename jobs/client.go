@@ -20,8 +20,8 @@ import (
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
 	"github.com/claimstore/claimstore/internal/argerr"
-	"github.com/claimstore/claimstore/internal/batchloop"
 	"github.com/claimstore/claimstore/internal/dbclock"
+	"github.com/claimstore/claimstore/internal/workerid"
 )
 
 // Defaults of a [Client].
@@ -285,7 +285,7 @@ func NewClient(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("jobs: new client: %w", argerr.Errorf("negative setting"))
 	}
 	if cfg.ID == "" {
-		cfg.ID = batchloop.WorkerID()
+		cfg.ID = workerid.New()
 	}
 	if len(cfg.ID) > 120 || !utf8.ValidString(cfg.ID) || strings.IndexByte(cfg.ID, 0) >= 0 {
 		return nil, fmt.Errorf("jobs: new client: %w", argerr.Errorf("id %q: use up to 120 bytes of UTF-8 without NUL", cfg.ID))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/batchloop"
+	"github.com/claimstore/claimstore/internal/workerid"
 )
 
 // Relay defaults.
@@ -215,7 +216,7 @@ func NewRelay(repo *Repository, pub Publisher, cfg RelayConfig) (*Relay, error) 
 // "<hostname>-<pid>-<6 random hex digits>", the host name cut to 100
 // bytes ("worker" when the host has no name), at most 115 bytes, so that
 // a suffix such as "/<n>" keeps it within [MaxNameLen].
-func DefaultWorkerID() string { return batchloop.WorkerID() }
+func DefaultWorkerID() string { return workerid.New() }
 
 // Config returns the relay's configuration with defaults filled in.
 func (r *Relay) Config() RelayConfig { return r.cfg }

@@ -2,13 +2,9 @@ package batchloop
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
-	"os"
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
@@ -227,20 +223,4 @@ func LogMark(log *slog.Logger, lostAt, failAt slog.Level, lost error, op string,
 // tick) before its lease ends; such a claim hands out nothing.
 func StartWindow(lease, tick time.Duration) time.Duration {
 	return lease - 2*tick
-}
-
-// WorkerID returns a default worker id: "<hostname>-<pid>-<6 random hex
-// digits>", the host name cut to 100 bytes ("worker" when the host has no
-// name), so at most 115 bytes for a pid of up to 7 digits.
-func WorkerID() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "worker"
-	}
-	if len(host) > 100 {
-		host = host[:100]
-	}
-	var b [3]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }

@@ -8,7 +8,6 @@
 // paces itself by its tick); [ClaimContext] gives a claim its deadline;
 // [Write] runs a fenced mark, retried with internal/retry within its own
 // timeout; [Outcome] holds what the handling of a batch came to;
-// [LogMark] logs a mark's error; [WorkerID] is the default worker id;
-// [StartWindow] is how long a claim may take for its rows still to be
+// [LogMark] logs a mark's error; [StartWindow] is how long a claim may take for its rows still to be
 // started.
 package batchloop
