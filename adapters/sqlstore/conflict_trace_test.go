@@ -6,9 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // statusJob is a row whose claim moves it between the entries of an index
@@ -32,36 +30,10 @@ type statusJob struct {
 // update of row 1 locks the row, then waits for that index lock. The
 // holder then asks for row 1: a cycle, which InnoDB breaks at once.
 func TestMariaDBClaimConflictTraced(t *testing.T) {
-	db := testdb.MySQL(t)
-	table := testdb.Table(t, db, "conflict")
-	s, err := sqlstore.New[statusJob](db, sqlstore.WithTable(table), sqlstore.WithStrategy(dao.StrategyPortable),
-		sqlstore.WithLockWaitLimit(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := queuedMariaDB(t, "conflict", func() *statusJob { return &statusJob{Status: "queued"} })
+	s, db, table, quoted, tx, rows := h.store, h.db, h.name, h.quoted, h.tx, h.rows
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rows := make([]*statusJob, 6)
-	for i := range rows {
-		rows[i] = &statusJob{Status: "queued"}
-	}
-	if err := s.Create(ctx, rows...); err != nil {
-		t.Fatal(err)
-	}
 	first := rows[0].ID
-
-	holderDB, err := testdb.MySQL(t).DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := holderDB.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	quoted := "`" + table + "`"
 	if _, err := tx.ExecContext(ctx, "UPDATE "+quoted+" SET done_by = 'holder' WHERE id IN (?, ?, ?)", rows[3].ID, rows[4].ID, rows[5].ID); err != nil {
 		t.Fatal(err)
 	}

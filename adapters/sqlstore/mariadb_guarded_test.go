@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 
@@ -32,36 +33,10 @@ type dueJob struct {
 // the deadlock victim (1213), rolling its outcome back; the claim then
 // took the row.
 func TestMariaDBGuardedUpdateWaitingHoldsUpNoOutcome(t *testing.T) {
-	db := testdb.MySQL(t)
-	table := testdb.Table(t, db, "guarded")
-	s, err := sqlstore.New[dueJob](db, sqlstore.WithTable(table), sqlstore.WithStrategy(dao.StrategyPortable),
-		sqlstore.WithLockWaitLimit(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := queuedMariaDB(t, "guarded", func() *dueJob { return &dueJob{Status: "queued"} })
+	s, db, table, quoted, tx := h.store, h.db, h.name, h.quoted, h.tx
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rows := make([]*dueJob, 6)
-	for i := range rows {
-		rows[i] = &dueJob{Status: "queued"}
-	}
-	if err := s.Create(ctx, rows...); err != nil {
-		t.Fatal(err)
-	}
-	first, other := rows[0].ID, rows[3].ID
-
-	holderDB, err := testdb.MySQL(t).DB()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tx, err := holderDB.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	quoted := "`" + table + "`"
+	first, other := h.rows[0].ID, h.rows[3].ID
 	if _, err := tx.ExecContext(ctx, "SELECT id FROM "+quoted+" WHERE id = ? FOR UPDATE", first); err != nil {
 		t.Fatal(err)
 	}
@@ -109,8 +84,7 @@ func TestMariaDBGuardedUpdateWaitingHoldsUpNoOutcome(t *testing.T) {
 			t.Errorf("claim returned row %d, which the holder marked done", j.ID)
 		}
 	}
-	var done []dueJob
-	if done, err = s.Find(ctx, dao.Query{Where: dao.Eq("status", "done")}); err != nil || len(done) != 2 {
+	if done, err := s.Find(ctx, dao.Query{Where: dao.Eq("status", "done")}); err != nil || len(done) != 2 {
 		t.Fatalf("%d rows done (%v), want the holder's 2", len(done), err)
 	}
 }
@@ -138,4 +112,51 @@ func waitForLockWait(t *testing.T, db *gorm.DB, table string, limit time.Duratio
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("no UPDATE of %s seen waiting within %v", table, limit)
+}
+
+// heldTable is a table of the MariaDB lock tests: its store, its rows, the
+// handle and name of the table, its name quoted for SQL, and a
+// transaction on a connection of its own in which the test holds locks.
+type heldTable[T any] struct {
+	store        *dao.Table[T]
+	rows         []*T
+	db           *gorm.DB
+	name, quoted string
+	tx           *sql.Tx
+}
+
+// queuedMariaDB creates table name on the MariaDB test server for rows
+// of T, as a portable store (lock waits bounded at 10 s), inserts six
+// rows of status "queued" (made by queued) and opens the holder's
+// transaction, rolled back at the test's end.
+func queuedMariaDB[T any](t *testing.T, name string, queued func() *T) heldTable[T] {
+	t.Helper()
+	db := testdb.MySQL(t)
+	table := testdb.Table(t, db, name)
+	s, err := sqlstore.New[T](db, sqlstore.WithTable(table), sqlstore.WithStrategy(dao.StrategyPortable),
+		sqlstore.WithLockWaitLimit(10*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]*T, 6)
+	for i := range rows {
+		rows[i] = queued()
+	}
+	if err := s.Create(ctx, rows...); err != nil {
+		t.Fatal(err)
+	}
+	holderDB, err := testdb.MySQL(t).DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := holderDB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+	return heldTable[T]{store: s, rows: rows, db: db, name: table, quoted: "`" + table + "`", tx: tx}
 }
