@@ -222,3 +222,43 @@ func TestMaintenanceOnLeaderOnly(t *testing.T) {
 		t.Fatalf("the resigned leader ran its tasks %d more times", n-before)
 	}
 }
+
+// TestMaintenanceRunTaskPeriods: Maintenance.Run, without a worker, runs a
+// task without its own period every period, and one with Every of four
+// periods at most once per Every (first at the first period), each behind
+// the leader gate; it refuses a negative task period before running
+// anything.
+func TestMaintenanceRunTaskPeriods(t *testing.T) {
+	var every, slow, asked atomic.Int64
+	m := &dispatch.Maintenance{
+		Every:  10 * time.Millisecond,
+		Leader: func(context.Context) bool { asked.Add(1); return true },
+		Tasks: []dispatch.Task{
+			{Name: "every", Run: func(context.Context) error { every.Add(1); return nil }},
+			{Name: "slow", Run: func(context.Context) error { slow.Add(1); return nil }, Every: 40 * time.Millisecond},
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	began := time.Now()
+	go func() { done <- m.Run(ctx, slog.New(slog.DiscardHandler)) }()
+	waitFor(t, 10*time.Second, "40 periods", func() bool { return every.Load() >= 40 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	ran := time.Since(began)
+	e, s := every.Load(), slow.Load()
+	most := int64(ran/(40*time.Millisecond)) + 1
+	t.Logf("%d periods in %v: the slow task ran %d times (at most %d), the gate was asked %d times", e, ran.Round(time.Millisecond), s, most, asked.Load())
+	if s < 1 || s > most {
+		t.Errorf("the task with a period of 40 ms ran %d times in %v (%d periods), want 1 to %d", s, ran, e, most)
+	}
+	if asked.Load() < e+s {
+		t.Errorf("the gate was asked %d times for %d task runs", asked.Load(), e+s)
+	}
+	bad := &dispatch.Maintenance{Tasks: []dispatch.Task{{Name: "bad", Run: func(context.Context) error { return nil }, Every: -time.Second}}}
+	if err := bad.Run(context.Background(), nil); !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Errorf("Run with a negative task period: %v, want dao.ErrInvalidArgument", err)
+	}
+}

@@ -128,7 +128,9 @@ type Config struct {
 	// context ends; default 10 s.
 	DrainTimeout time.Duration
 	// Leader, optional, reports whether this client may run the
-	// maintenance (scheduler, rescuer, retention) now; see Leases.
+	// maintenance (scheduler, rescuer, retention) now, asked before each
+	// of those tasks (dispatch.Maintenance's gate); it should return at
+	// once. See Leases.
 	Leader func(ctx context.Context) bool
 	// Leases, optional, is a lease store the client elects a leader over
 	// (election "jobs:<table>") when Leader is nil, so that one client

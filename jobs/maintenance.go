@@ -8,40 +8,28 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dispatch"
 	"github.com/claimstore/claimstore/internal/retry"
 )
 
-// maintain runs the maintenance until ctx ends, on the leader only when
-// leader is set: every tick the scheduler, every RescueInterval the
-// rescuer, every RetentionInterval the retention sweep.
+// maintain runs the maintenance until ctx ends, as dispatch maintenance
+// tasks through its leader gate (on the leader only when leader is set):
+// every tick the scheduler, every RescueInterval the rescuer, every
+// RetentionInterval the retention sweep.
 func (c *Client) maintain(ctx context.Context, leader func(ctx context.Context) bool) {
-	t := time.NewTicker(c.cfg.Tick)
-	defer t.Stop()
-	var lastRescue, lastRetention time.Time
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	counted := func(run func(context.Context) (int64, error)) func(context.Context) error {
+		return func(ctx context.Context) error {
+			_, err := run(ctx)
+			return err
 		}
-		if leader != nil && !leader(ctx) {
-			continue
-		}
-		if _, err := c.Schedule(ctx); err != nil && ctx.Err() == nil {
-			c.log.Warn("scheduler failed", "err", err)
-		}
-		if time.Since(lastRescue) >= c.cfg.RescueInterval {
-			lastRescue = time.Now()
-			if _, err := c.Rescue(ctx); err != nil && ctx.Err() == nil {
-				c.log.Warn("rescuer failed", "err", err)
-			}
-		}
-		if time.Since(lastRetention) >= c.cfg.RetentionInterval {
-			lastRetention = time.Now()
-			if _, err := c.Sweep(ctx); err != nil && ctx.Err() == nil {
-				c.log.Warn("retention sweep failed", "err", err)
-			}
-		}
+	}
+	m := &dispatch.Maintenance{Every: c.cfg.Tick, Leader: leader, Tasks: []dispatch.Task{
+		{Name: "scheduler", Run: counted(c.Schedule)},
+		{Name: "rescuer", Run: counted(c.Rescue), Every: c.cfg.RescueInterval},
+		{Name: "retention sweep", Run: counted(c.Sweep), Every: c.cfg.RetentionInterval},
+	}}
+	if err := m.Run(ctx, c.log); err != nil {
+		c.log.Error("maintenance refused", "err", err)
 	}
 }
 
