@@ -43,11 +43,7 @@ func TestWorkerCountsClaimConflicts(t *testing.T) {
 	ctx := context.Background()
 	sc := newSchedules(t, mem, dispatch.SchedulesConfig{})
 	const n = 20
-	for i := range n {
-		if _, _, err := sc.Add(ctx, dispatch.Spec{Key: fmt.Sprintf("once-%02d", i), At: time.Now().Add(-time.Minute)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addDueOnce(t, sc, n)
 	f := newFires()
 	w := newScheduleWorker(t, s, func(ctx context.Context, fr dispatch.Fire) error {
 		f.record(fr)

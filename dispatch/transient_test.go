@@ -24,11 +24,7 @@ func TestOutcomeWriteRetriesTransientFailures(t *testing.T) {
 	ctx := context.Background()
 	sc := newSchedules(t, mem, dispatch.SchedulesConfig{})
 	const n = 50
-	for i := range n {
-		if _, _, err := sc.Add(ctx, dispatch.Spec{Key: fmt.Sprintf("once-%02d", i), At: time.Now().Add(-time.Minute)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addDueOnce(t, sc, n)
 	f := newFires()
 	w := newScheduleWorker(t, s, func(ctx context.Context, fr dispatch.Fire) error {
 		f.record(fr)
@@ -51,5 +47,15 @@ func TestOutcomeWriteRetriesTransientFailures(t *testing.T) {
 	}
 	if st := w.Stats(); st.WriteErrors != 0 {
 		t.Errorf("worker stats %+v; want no write errors", st)
+	}
+}
+
+// addDueOnce adds n once schedules ("once-00", …) due a minute ago.
+func addDueOnce(t *testing.T, sc *dispatch.Schedules, n int) {
+	t.Helper()
+	for i := range n {
+		if _, _, err := sc.Add(context.Background(), dispatch.Spec{Key: fmt.Sprintf("once-%02d", i), At: time.Now().Add(-time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

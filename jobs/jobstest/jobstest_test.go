@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	"github.com/claimstore/claimstore/jobs"
 	"github.com/claimstore/claimstore/jobs/jobstest"
+	"gorm.io/gorm"
 )
 
 type welcomeArgs struct {
@@ -48,7 +50,11 @@ func fails(t *testing.T, f func(tb testing.TB)) string {
 	return r.failed
 }
 
-func TestRequireInsertedInsideTheTransaction(t *testing.T) {
+// sqliteClient returns a SQLite database with a job table migrated on it
+// (dropped at the test's end), its store, and an insert-only client over
+// it.
+func sqliteClient(t *testing.T) (*gorm.DB, *dao.Table[jobs.Row], *jobs.Client) {
+	t.Helper()
 	ctx := context.Background()
 	db := testdb.SQLite(t)
 	table := testdb.Table(t, db, "jobs")
@@ -64,6 +70,12 @@ func TestRequireInsertedInsideTheTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return db, store, client
+}
+
+func TestRequireInsertedInsideTheTransaction(t *testing.T) {
+	ctx := context.Background()
+	db, store, client := sqliteClient(t)
 	tx := db.Begin()
 	defer tx.Rollback()
 	if _, err := client.InsertTx(ctx, tx, welcomeArgs{To: "ada@example.com"}, &jobs.InsertOpts{Queue: "mail", Tags: []string{"signup"}}); err != nil {
@@ -106,20 +118,7 @@ func (reportArgs) Kind() string { return "report" }
 
 func TestRequireManyInserted(t *testing.T) {
 	ctx := context.Background()
-	db := testdb.SQLite(t)
-	table := testdb.Table(t, db, "jobs")
-	store, err := sqlstore.New[jobs.Row](db, sqlstore.WithTable(table))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = jobs.Drop(context.Background(), store, nil) })
-	if err := jobs.Migrate(ctx, store, nil); err != nil {
-		t.Fatal(err)
-	}
-	client, err := jobs.NewClient(jobs.Config{Store: store})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, store, client := sqliteClient(t)
 	if _, err := client.InsertMany(ctx, []jobs.InsertParams{
 		{Args: welcomeArgs{To: "ada"}},
 		{Args: reportArgs{Month: 1}, Opts: &jobs.InsertOpts{Queue: "reports"}},
