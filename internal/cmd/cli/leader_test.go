@@ -10,6 +10,7 @@ import (
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
 )
 
 // TestLeaderStatus runs `claimstore leader status` on an SQLite file
@@ -21,11 +22,7 @@ func TestLeaderStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	testdb.CloseAtCleanup(t, db)
 	leases, err := sqlstore.NewLeases(db, "")
 	if err != nil {
 		t.Fatal(err)
