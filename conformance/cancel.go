@@ -69,6 +69,7 @@ type sweepCall struct {
 // error.
 func testCancelSweep(t *testing.T, h Harness) {
 	s := h.NewStore(t)
+	ss := h.stores(t, s)
 	backend := s.Capabilities().Backend
 	calls := envPositive(t, EnvCancelSweepCalls, 2000, 400)
 	budget := time.Duration(envPositive(t, EnvCancelSweepSeconds, 15, 5)) * time.Second
@@ -104,7 +105,7 @@ func testCancelSweep(t *testing.T, h Harness) {
 					ctx, cancel = context.WithTimeout(context.Background(), delay)
 				}
 				owner := fmt.Sprintf("sweep-%d", c)
-				got, err := s.Claim(ctx, dao.ClaimRequest{
+				got, err := ss[w%len(ss)].Claim(ctx, dao.ClaimRequest{
 					Where: eligible, Set: claimSet(owner, until), Limit: 1 + rng.IntN(8), OrderBy: contentionOrder,
 				})
 				cancelled := ctx.Err() != nil

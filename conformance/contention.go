@@ -175,6 +175,7 @@ func contentionLimit(w int) func(call int) int {
 
 func testNoDoubleClaim(t *testing.T, h Harness) {
 	s := h.NewStore(t)
+	ss := h.stores(t, s)
 	n, k := h.rows(), h.workers()
 	rows := seed(t, s, n, func(i int, j *Job) { j.Priority = (i * 7919) % 13 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -187,7 +188,7 @@ func testNoDoubleClaim(t *testing.T, h Harness) {
 		go func() {
 			defer wg.Done()
 			<-start
-			results[w] = claimUntilEmpty(ctx, s, fmt.Sprintf("worker-%02d", w), contentionLimit(w))
+			results[w] = claimUntilEmpty(ctx, ss[w%len(ss)], fmt.Sprintf("worker-%02d", w), contentionLimit(w))
 		}()
 	}
 	began := time.Now()
@@ -204,8 +205,8 @@ func testNoDoubleClaim(t *testing.T, h Harness) {
 			t.Error(p)
 		}
 	}
-	t.Logf("%d workers claimed %d rows in %v (%.0f rows/s): %d claims, %d empty while rows were left, %d retried",
-		k, n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), calls, empty, retries)
+	t.Logf("%d workers through %d node(s) claimed %d rows in %v (%.0f rows/s): %d claims, %d empty while rows were left, %d retried",
+		k, len(ss), n, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds(), calls, empty, retries)
 	if caps := s.Capabilities(); caps.LostRace == dao.LostRaceSkip && retries > 0 {
 		t.Errorf("%s documents a lost race as a skipped row, yet %d claims under contention failed with a retryable error", caps.Backend, retries)
 	}

@@ -232,13 +232,17 @@ func (el *election) last() (int, won) {
 // poll, in a strictly greater term. OnElected checks that no two
 // candidates lead at once and that no term has two leaders.
 func testOneLeaderPerTerm(t *testing.T, h Harness) {
-	el := newElection(t, h.Leases(t), "conformance-one-leader")
+	ls := h.Leases(t)
+	lss := h.leaseStores(t, ls)
+	el := newElection(t, ls, "conformance-one-leader")
 	const candidates = 4
 	electors := map[string]*coord.Elector{}
 	stops := map[string]func(){}
+	via := map[string]coord.LeaseStore{} // candidate → the node it runs through
 	for i := range candidates {
 		id := fmt.Sprintf("candidate-%d", i)
-		electors[id], stops[id] = el.start(id, nil)
+		via[id] = lss[i%len(lss)]
+		electors[id], stops[id] = el.start(id, via[id])
 	}
 	first, ok := el.waitElected(0, leaderTTL+leaderSlack)
 	if !ok {
@@ -274,7 +278,7 @@ func testOneLeaderPerTerm(t *testing.T, h Harness) {
 		if took >= bound {
 			t.Errorf("round %d: handover after resign took %v, not less than %v (TTL minus renew interval, the earliest the lease could have expired by itself): the lease was not released", round, took, bound)
 		}
-		electors[cur.id], stops[cur.id] = el.start(cur.id, nil)
+		electors[cur.id], stops[cur.id] = el.start(cur.id, via[cur.id])
 	}
 	t.Logf("handover after resign: worst %v (poll interval %v)", worst.Round(time.Millisecond), leaderPoll)
 }
@@ -315,13 +319,14 @@ func (c *crashable) ReleaseLease(ctx context.Context, name, holder string, term 
 // must have given up locally.
 func testLeaderCrash(t *testing.T, h Harness) {
 	store := h.Leases(t)
+	lss := h.leaseStores(t, store)
 	el := newElection(t, store, "conformance-crash")
 	stores := map[string]*crashable{}
 	electors := map[string]*coord.Elector{}
 	stops := map[string]func(){}
 	for i := range 3 {
 		id := fmt.Sprintf("candidate-%d", i)
-		stores[id] = &crashable{LeaseStore: store}
+		stores[id] = &crashable{LeaseStore: lss[i%len(lss)]}
 		electors[id], stops[id] = el.start(id, stores[id])
 	}
 	if _, ok := el.waitElected(0, leaderTTL+leaderSlack); !ok {
@@ -362,6 +367,7 @@ func testLeaderFencing(t *testing.T, h Harness) {
 	// The priority column holds the term of the last fenced write.
 	const fence = "priority"
 	store := h.Leases(t)
+	lss := h.leaseStores(t, store)
 	el := newElection(t, store, "conformance-fencing")
 	a := &crashable{LeaseStore: store}
 	ea, _ := el.start("old-leader", a)
@@ -376,7 +382,8 @@ func testLeaderFencing(t *testing.T, h Harness) {
 	if n, err := coord.FencedUpdate(ctx, s, old, fence, dao.Eq("id", id), dao.Set{"payload": "by-old"}); err != nil || n != 1 {
 		t.Fatalf("old leader's fenced write while leading = %d, %v; want 1 row", n, err)
 	}
-	eb, _ := el.start("new-leader", nil)
+	// The new leader is elected through another node, when there is one.
+	eb, _ := el.start("new-leader", lss[1%len(lss)])
 	a.crash()
 	next, ok := el.waitElected(1, LeaderHandoverBound)
 	if !ok || next.id != "new-leader" || next.term <= old.Term() {

@@ -47,6 +47,10 @@ func testTryLock(t *testing.T, h Harness) {
 	if slices.Contains(h.Skip, CheckTryLock) {
 		t.Skipf("Harness.Skip names %q: the backend's try-lock is not tested", CheckTryLock)
 	}
+	if slices.Contains(h.Unsupported, CheckTryLock) {
+		t.Run("Refused", func(t *testing.T) { testLockRefused(t, h) })
+		return
+	}
 	t.Run("InvalidKey", func(t *testing.T) { testLockInvalidKey(t, h) })
 	t.Run("MutualExclusion", func(t *testing.T) { testLockMutualExclusion(t, h) })
 	t.Run("NoWait", func(t *testing.T) { testLockNoWait(t, h) })
@@ -120,8 +124,56 @@ func checkAlternation(events []string) []string {
 	return problems
 }
 
+// lockers returns the try-lock of the harness over s and over a store of
+// s's table through each of h.Nodes.
+func (h Harness) lockers(t *testing.T, s dao.Store[Job]) []coord.Locker {
+	t.Helper()
+	var ls []coord.Locker
+	for _, n := range h.stores(t, s) {
+		ls = append(ls, h.lockerOf(t, n))
+	}
+	return ls
+}
+
+// testLockRefused checks a try-lock the backend documents as unsupported
+// (Harness.Unsupported): through every node, concurrent tries of one key
+// and of invalid keys all return an error wrapping errors.ErrUnsupported
+// and run nothing.
+func testLockRefused(t *testing.T, h Harness) {
+	ls := h.lockers(t, h.NewStore(t))
+	key := lockKey(t)
+	var ran, refused, other atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for i, l := range ls {
+		for w := range 2 {
+			wg.Go(func() {
+				for _, k := range []string{key, fmt.Sprintf("%s/%d.%d", key, i, w)} {
+					did, err := coord.WithLock(context.Background(), l, k, func(context.Context, any) error {
+						ran.Add(1)
+						return nil
+					})
+					switch {
+					case errors.Is(err, errors.ErrUnsupported) && !did:
+						refused.Add(1)
+					default:
+						other.Add(1)
+						first.CompareAndSwap(nil, fmt.Sprintf("node %d: WithLock(%q) = %v, %v", i, k, did, err))
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	t.Logf("try-lock documented as unsupported: %d tries through %d node(s): %d refused with errors.ErrUnsupported, %d ran, %d otherwise",
+		refused.Load()+other.Load(), len(ls), refused.Load(), ran.Load(), other.Load())
+	if ran.Load() != 0 || other.Load() != 0 {
+		t.Errorf("%d units of work ran and %d tries were not refused with errors.ErrUnsupported (first: %v)", ran.Load(), other.Load(), first.Load())
+	}
+}
+
 func testLockMutualExclusion(t *testing.T, h Harness) {
-	l := h.lockerOf(t, h.NewStore(t))
+	ls := h.lockers(t, h.NewStore(t))
 	key := lockKey(t)
 	const workers, attempts = 16, 25
 	var log exclusionLog
@@ -134,7 +186,7 @@ func testLockMutualExclusion(t *testing.T, h Harness) {
 			defer wg.Done()
 			for i := range attempts {
 				who := fmt.Sprintf("w%d.%d", w, i)
-				ran, err := coord.WithLock(context.Background(), l, key, func(context.Context, any) error {
+				ran, err := coord.WithLock(context.Background(), ls[w%len(ls)], key, func(context.Context, any) error {
 					log.enter(who)
 					time.Sleep(time.Millisecond)
 					log.exit(who)

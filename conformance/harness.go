@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"os"
 	"slices"
 	"testing"
 
@@ -63,16 +64,57 @@ type Harness struct {
 	// [CheckLockHolderKilled] unless Skip names it.
 	KillLockHolder func(t *testing.T, tx any)
 
+	// Nodes, optional, are other ways into the same database: for a
+	// cluster whose every node takes writes (MariaDB Galera Cluster), one
+	// per node other than the one NewStore's stores use. The concurrent
+	// checks (no double claim, the cancel sweep, leader election, the
+	// try-lock's mutual exclusion) spread their claimers, candidates and
+	// holders over the stores NewStore returned and those of Nodes, round
+	// robin. Empty: everything goes through NewStore's stores.
+	Nodes []Node
+
+	// Unsupported names the checks whose feature the backend refuses by
+	// design, as its documentation states: only [CheckTryLock] (for
+	// example the try-lock on MariaDB Galera Cluster, where GET_LOCK is
+	// local to a node; see dialects.Behaviours). Such a check asserts the
+	// refusal instead: every try, through every node, returns an error
+	// wrapping errors.ErrUnsupported and runs nothing. A name that is not
+	// CheckTryLock fails the run.
+	Unsupported []string
+
 	// Rows and Workers size the concurrent no-double-claim test: Workers
 	// goroutines claim Rows rows until none is left. Zero means 5000 rows
 	// (500 with -short) and 16 workers.
 	Rows, Workers int
 }
 
+// Node opens, through another way into the database of a [Harness] (a
+// connection to another node of a cluster), the stores a check already
+// made, over the same tables.
+type Node struct {
+	// Store returns a store over the table of s, a store NewStore
+	// returned in the same test, through this node; it creates and drops
+	// nothing. Required.
+	Store func(t *testing.T, s dao.Store[Job]) dao.Store[Job]
+	// Leases returns a lease store over the table of ls, a store
+	// Harness.Leases returned in the same check, through this node; it
+	// creates and drops nothing. Required when Harness.Leases is given.
+	Leases func(t *testing.T, ls coord.LeaseStore) coord.LeaseStore
+}
+
 // CheckHeldLock names the check that needs [Harness.HoldLock]: the lost
 // race of a fast path or of [dao.LostRaceBusy], forced with a lock held
 // from another connection.
 const CheckHeldLock = "LostRace/HeldLock"
+
+// InChild reports whether this process is a child the suite started: the
+// test binary run again by [RunStress], by the multi-process checks of
+// [RunJobs] or by [RunLockProcesses], which runs the calling test again.
+// A test that starts servers before it calls the suite connects to the
+// parent's servers instead when InChild is true.
+func InChild() bool {
+	return os.Getenv(envChild) != "" || os.Getenv(envJobsChild) != ""
+}
 
 // Skippable returns the names [Harness.Skip] accepts.
 func Skippable() []string {
@@ -98,6 +140,28 @@ func (h Harness) lacks(t *testing.T, check, field, what string) {
 	}
 	t.Fatalf("Harness.%s is nil, so %s cannot be tested: give Harness.%s (sqlstoretest.Harness does for the SQL adapter), or name %q in Harness.Skip to opt out of this check",
 		field, what, field, check)
+}
+
+// stores returns s, a store NewStore returned, and a store over its table
+// through each of h.Nodes: the stores the concurrent checks spread over.
+func (h Harness) stores(t *testing.T, s dao.Store[Job]) []dao.Store[Job] {
+	t.Helper()
+	out := []dao.Store[Job]{s}
+	for _, n := range h.Nodes {
+		out = append(out, n.Store(t, s))
+	}
+	return out
+}
+
+// leaseStores returns ls, a store Leases returned, and a lease store over
+// its table through each of h.Nodes.
+func (h Harness) leaseStores(t *testing.T, ls coord.LeaseStore) []coord.LeaseStore {
+	t.Helper()
+	out := []coord.LeaseStore{ls}
+	for _, n := range h.Nodes {
+		out = append(out, n.Leases(t, ls))
+	}
+	return out
 }
 
 func (h Harness) rows() int {
@@ -126,7 +190,9 @@ func (h Harness) workers() int {
 // behind a lock another connection holds ([CheckDeadlineBehindLock]), the models section (everyday GORM
 // models, soft delete and timestamps; [Harness].Models) and the
 // coordination section (package coord's try-lock and leader election on
-// the same database). Every check goes through the public [dao.Store] and
+// the same database; a try-lock h.Unsupported names is checked for its
+// refusal). The concurrent checks spread their claimers over h.Nodes when
+// it has some. Every check goes through the public [dao.Store] and
 // coord APIs. A failure names the operation, the input and the rows
 // involved. A check that needs a harness field h lacks
 // fails, unless h.Skip names it; a name in h.Skip that no check has fails
@@ -137,6 +203,16 @@ func Run(t *testing.T, h Harness) {
 		t.Fatal("conformance: Harness.NewStore is nil")
 	}
 	h.checkSkip(t)
+	for _, name := range h.Unsupported {
+		if name != CheckTryLock {
+			t.Fatalf("conformance: Harness.Unsupported names %q; only %q can be refused", name, CheckTryLock)
+		}
+	}
+	for i, n := range h.Nodes {
+		if n.Store == nil || (h.Leases != nil && n.Leases == nil) {
+			t.Fatalf("conformance: Harness.Nodes[%d] lacks Store, or Leases while Harness.Leases is given", i)
+		}
+	}
 	t.Run("Capabilities", func(t *testing.T) { testCapabilities(t, h) })
 	t.Run("CRUD", func(t *testing.T) { testCRUD(t, h) })
 	t.Run("Criteria", func(t *testing.T) { testCriteria(t, h) })

@@ -66,6 +66,14 @@ type JobsHarness struct {
 	// opens stores over them. Both are needed for [CheckJobsProcesses].
 	Setup func(t *testing.T) (target string)
 	Open  func(t *testing.T, target string) JobStores
+	// Nodes, optional, are other ways into the same database: for a
+	// cluster whose every node takes writes (MariaDB Galera Cluster), one
+	// per node other than the one NewStores and Open use. Each returns
+	// stores over the tables of st (stores NewStores or Open returned)
+	// through its node, creating and dropping nothing. The checks with
+	// several clients or processes (Unique, Periodic, PeriodicOwn, Wake,
+	// Processes) spread them over st's node and these, round robin.
+	Nodes []func(t *testing.T, st JobStores) JobStores
 	// Skip opts out of checks by name: [CheckJobsTx], [CheckJobsPeriodic],
 	// [CheckJobsProcesses], [CheckJobsWake]. A check that lacks what it
 	// needs fails unless Skip names it.
@@ -211,6 +219,18 @@ func RunJobs(t *testing.T, h JobsHarness) {
 		t.Run("Processes", func(t *testing.T) { testJobProcesses(t, h) })
 		t.Run("Wake", func(t *testing.T) { testJobWake(t, h) })
 	})
+}
+
+// spread returns st and the stores over its tables through each of
+// h.Nodes: the i-th client of a check with several uses element i modulo
+// the length.
+func (h JobsHarness) spread(t *testing.T, st JobStores) []JobStores {
+	t.Helper()
+	out := []JobStores{st}
+	for _, n := range h.Nodes {
+		out = append(out, n(t, st))
+	}
+	return out
 }
 
 // skipOrFail ends a check that lacks field: skipped when h.Skip names
@@ -994,6 +1014,10 @@ func testJobCancelRequested(t *testing.T, h JobsHarness) {
 func testJobUnique(t *testing.T, h JobsHarness) {
 	st := h.NewStores(t)
 	c := newJobClient(t, st)
+	var cs []*jobs.Client
+	for _, s := range h.spread(t, st) {
+		cs = append(cs, newJobClient(t, s))
+	}
 	ctx := context.Background()
 	opts := &jobs.InsertOpts{UniqueOpts: jobs.UniqueOpts{ByArgs: true}}
 	const inserters = 8
@@ -1001,7 +1025,7 @@ func testJobUnique(t *testing.T, h JobsHarness) {
 	results := make([]*jobs.InsertResult, inserters)
 	errs := make([]error, inserters)
 	for i := range inserters {
-		wg.Go(func() { results[i], errs[i] = c.Insert(ctx, NoteArgs{N: 1}, opts) })
+		wg.Go(func() { results[i], errs[i] = cs[i%len(cs)].Insert(ctx, NoteArgs{N: 1}, opts) })
 	}
 	wg.Wait()
 	var dups int
@@ -1484,7 +1508,7 @@ func testJobPeriodicOwn(t *testing.T, h JobsHarness) {
 	a := startJobs(t, st, periodic("own-a", periodicArgs{}, func(ws *jobs.Workers) error {
 		return jobs.AddWorker(ws, jobs.WorkFunc[periodicArgs](func(ctx context.Context, _ *jobs.Job[periodicArgs]) error { return nop(ctx) }))
 	}))
-	b := startJobs(t, st, periodic("own-b", periodicOtherArgs{}, func(ws *jobs.Workers) error {
+	b := startJobs(t, h.spread(t, st)[1%(len(h.Nodes)+1)], periodic("own-b", periodicOtherArgs{}, func(ws *jobs.Workers) error {
 		return jobs.AddWorker(ws, jobs.WorkFunc[periodicOtherArgs](func(ctx context.Context, _ *jobs.Job[periodicOtherArgs]) error { return nop(ctx) }))
 	}))
 	ctx := context.Background()
@@ -1558,7 +1582,7 @@ func testJobPeriodic(t *testing.T, h JobsHarness) {
 		}
 	}
 	a := startJobs(t, st, mod)
-	b := startJobs(t, st, mod)
+	b := startJobs(t, h.spread(t, st)[1%(len(h.Nodes)+1)], mod)
 	kind := dao.Eq(jobs.ColKind, periodicArgs{}.Kind())
 	deadline := time.Now().Add(time.Minute)
 	for {

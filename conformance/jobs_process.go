@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,7 +28,12 @@ const (
 	envJobsName   = "CLAIMSTORE_JOBS_NAME"   // the child's name (its files)
 	envJobsRole   = "CLAIMSTORE_JOBS_ROLE"   // "worker" or "hanger"
 	envJobsLease  = "CLAIMSTORE_JOBS_LEASE"  // the child client's lease
+	envJobsNode   = "CLAIMSTORE_JOBS_NODE"   // the child's sequence number: its node is this modulo the nodes
 )
+
+// jobsChildSeq numbers the children started, so that consecutive
+// children go through the harness's nodes in turn.
+var jobsChildSeq atomic.Int64
 
 // procArgs is the args of the multi-process check's jobs; a hanger child
 // blocks on them until it is killed, a worker child completes them.
@@ -228,7 +234,7 @@ func startJobsChild(t *testing.T, dir, target, name, role string, lease time.Dur
 	}
 	cmd := exec.Command(exe, "-test.run", runPattern(t.Name()), "-test.count=1", "-test.v", "-test.timeout=10m")
 	cmd.Env = append(os.Environ(), envJobsChild+"="+t.Name(), envJobsTarget+"="+target, envJobsDir+"="+dir,
-		envJobsName+"="+name, envJobsRole+"="+role, envJobsLease+"="+lease.String())
+		envJobsName+"="+name, envJobsRole+"="+role, envJobsLease+"="+lease.String(), fmt.Sprintf("%s=%d", envJobsNode, jobsChildSeq.Add(1)-1))
 	c := &jobsChildProc{name: name, dir: dir, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.out, c.out
 	if err := cmd.Start(); err != nil {
@@ -300,6 +306,12 @@ func jobsChild(t *testing.T, h JobsHarness) {
 		t.Fatalf("child lease: %v", err)
 	}
 	st := h.Open(t, os.Getenv(envJobsTarget))
+	if seq, err := strconv.Atoi(os.Getenv(envJobsNode)); err == nil && len(h.Nodes) > 0 {
+		if k := seq % (len(h.Nodes) + 1); k > 0 {
+			st = h.Nodes[k-1](t, st)
+		}
+		t.Logf("child %s runs through node %d of %d", name, seq%(len(h.Nodes)+1), len(h.Nodes)+1)
+	}
 	f, err := os.OpenFile(filepath.Join(dir, "ran-"+name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)

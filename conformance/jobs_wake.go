@@ -42,7 +42,7 @@ func testJobWake(t *testing.T, h JobsHarness) {
 		c := startJobs(t, st, func(cfg *jobs.Config, _ *jobs.Workers) {
 			cfg.Tick, cfg.Lease = wakeTick, wakeLease
 		})
-		inserter := newJobClient(t, st)
+		inserter := newJobClient(t, h.spread(t, st)[1%(len(h.Nodes)+1)])
 		time.Sleep(wakeIdle)
 		sent := time.Now()
 		j := insert(t, inserter, NoteArgs{N: 1, Text: "wake"}, nil)

@@ -45,6 +45,14 @@ type StressHarness struct {
 	// every process; it must not create or drop anything. Required.
 	Open func(t *testing.T, target string) dao.Store[Job]
 
+	// Nodes, optional, are other ways into the same database (for a
+	// cluster whose every node takes writes, one per node other than
+	// Open's): each returns a store over the table target names through
+	// its node, creating and dropping nothing. Child process p opens its
+	// store with Open when p modulo len(Nodes)+1 is 0, with Nodes[that-1]
+	// otherwise, so that the processes claim through every node.
+	Nodes []func(t *testing.T, target string) dao.Store[Job]
+
 	// Processes, Workers, Rows and Batch size the test: Processes child
 	// processes with Workers claiming goroutines each claim Rows rows,
 	// Batch per claim. Zero means the environment variable
@@ -234,7 +242,11 @@ func envInt(t *testing.T, name string) int {
 func stressChild(t *testing.T, h StressHarness) {
 	dir, target := os.Getenv(envDir), os.Getenv(envTarget)
 	p, workers, batch := envInt(t, envProc), envInt(t, envWorkers), envInt(t, envBatch)
-	s := h.Open(t, target)
+	s := h.Open
+	if k := p % (len(h.Nodes) + 1); k > 0 {
+		s = h.Nodes[k-1]
+	}
+	store := s(t, target)
 	if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("ready-%d", p)), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +265,7 @@ func stressChild(t *testing.T, h StressHarness) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := claimUntilEmpty(ctx, s, workerName(p, w), func(int) int { return batch })
+			r := claimUntilEmpty(ctx, store, workerName(p, w), func(int) int { return batch })
 			if err := writeResult(resultPath(dir, p, w), r); err != nil {
 				t.Errorf("stress child: %v", err)
 			}

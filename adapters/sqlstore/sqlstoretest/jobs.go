@@ -135,3 +135,16 @@ func SQLiteFile(t testing.TB, db *gorm.DB) string {
 	t.Fatalf("sqlstoretest: the SQLite database is not a file: a second pool or another process needs one")
 	return ""
 }
+
+// JobsNode returns a function for [conformance.JobsHarness].Nodes that
+// opens, through db (another way into the database of a JobsHarness of
+// this package: for a cluster, a pool on another node), stores over the
+// tables of st, built with opts; Begin opens its transactions on db. It
+// creates and drops nothing. Stores of another kind fail t.
+func JobsNode(db *gorm.DB, opts ...sqlstore.Option) func(t *testing.T, st conformance.JobStores) conformance.JobStores {
+	return func(t *testing.T, st conformance.JobStores) conformance.JobStores {
+		t.Helper()
+		base := tableOf(t, st.Jobs)
+		return jobStores(t, db, base, false, opts)
+	}
+}

@@ -339,3 +339,52 @@ func dialectOf(t testing.TB, db *gorm.DB) dialects.Name {
 	}
 	return n
 }
+
+// Node returns a [conformance.Node] through db, another way into the
+// database of a harness (for a cluster whose every node takes writes, a
+// pool on another node): its Store opens a store of the table of a
+// store this package's Harness made, built with opts, and its Leases a
+// [sqlstore.Leases] over the table of one Leases made; neither creates
+// nor drops anything. A store or lease store of another kind fails t.
+func Node(db *gorm.DB, opts ...sqlstore.Option) conformance.Node {
+	return conformance.Node{
+		Store: func(t *testing.T, s dao.Store[conformance.Job]) dao.Store[conformance.Job] {
+			t.Helper()
+			return reopen[conformance.Job](t, db, tableOf(t, s), opts)
+		},
+		Leases: func(t *testing.T, ls coord.LeaseStore) coord.LeaseStore {
+			t.Helper()
+			l, ok := ls.(*sqlstore.Leases)
+			if !ok {
+				t.Fatalf("sqlstoretest: Node.Leases got a %T, not a *sqlstore.Leases", ls)
+			}
+			o, err := sqlstore.NewLeases(db, l.Table())
+			if err != nil {
+				t.Fatalf("sqlstoretest: %v", err)
+			}
+			return o
+		},
+	}
+}
+
+// tableOf returns the table of s, a store of sqlstore; another store
+// fails t.
+func tableOf(t *testing.T, s any) string {
+	t.Helper()
+	var table dialects.Table
+	if a, ok := s.(dao.Aser); !ok || !a.As(&table) {
+		t.Fatalf("sqlstoretest: got a %T, not a store of sqlstore", s)
+	}
+	return table.Name
+}
+
+// reopen returns a store of T over the existing table of db, built with
+// opts (a WithTable among them is overridden).
+func reopen[T any](t *testing.T, db *gorm.DB, table string, opts []sqlstore.Option) *dao.Table[T] {
+	t.Helper()
+	s, err := sqlstore.New[T](db, append(opts[:len(opts):len(opts)], sqlstore.WithTable(table))...)
+	if err != nil {
+		t.Fatalf("sqlstoretest: %v", err)
+	}
+	return s
+}
