@@ -101,15 +101,17 @@ conformance:
 ## run as the mysql user; installs galera-4 and rsync when missing) with the
 ## try-lock, a claim burn-down, leases and fencing through all three nodes.
 ## HA_RUN narrows the tests (HA_RUN=TestPostgresFailover, HA_RUN=TestJetStream, HA_RUN=TestGalera),
+## HA_TIMEOUT bounds the run (the Galera conformance suite takes tens of minutes),
 ## HA_MESSAGES sets the messages per run, HA_ROWS the burn-down's rows,
 ## NATS_SERVER the nats-server binary.
 HA_RUN      ?= .
+HA_TIMEOUT  ?= 60m
 HA_MESSAGES ?= 20000
 HA_ROWS     ?= 20000
 NATS_SERVER ?= /usr/sbin/nats-server
 ha:
 	CLAIMSTORE_HA=1 CLAIMSTORE_REQUIRE=postgres CLAIMSTORE_HA_MESSAGES=$(HA_MESSAGES) CLAIMSTORE_HA_ROWS=$(HA_ROWS) CLAIMSTORE_NATS_SERVER=$(NATS_SERVER) \
-		$(GO) test -race -count=1 -timeout 15m -run '$(HA_RUN)' -v ./tools/internal/hatest/...
+		$(GO) test -race -count=1 -timeout $(HA_TIMEOUT) -run '$(HA_RUN)' -v ./tools/internal/hatest/...
 
 ## soak: the chaos soak (tools/internal/soak, `claimstore-dev soak`): producers, dispatch workers
 ## with an elected maintenance leader and a job queue client, outbox relays and (on the

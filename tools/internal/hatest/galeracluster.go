@@ -46,12 +46,7 @@ type GaleraOptions struct {
 // taken by another server, or the script failing; its output and the
 // log directory are in the error.
 func StartGaleraCluster(ctx context.Context, o GaleraOptions) (*GaleraCluster, error) {
-	if o.Dir == "" {
-		o.Dir = filepath.Join(os.TempDir(), "claimstore-galera-ha")
-	}
-	if o.Port == 0 {
-		o.Port = 14306
-	}
+	o = o.withDefaults()
 	script, err := newClusterScript(o.Script, o.Dir, "GALERA_DIR", o.Port, "GALERA_PORT")
 	if err != nil {
 		return nil, fmt.Errorf("hatest: galera cluster: %w", err)
@@ -60,6 +55,30 @@ func StartGaleraCluster(ctx context.Context, o GaleraOptions) (*GaleraCluster, e
 		return nil, err
 	}
 	return &GaleraCluster{script}, nil
+}
+
+// AttachGaleraCluster returns the cluster of o that another process
+// started, without starting, checking or stopping anything: for a child
+// process of a test that started it. Close must not be called on it.
+// Errors: o.Script missing.
+func AttachGaleraCluster(o GaleraOptions) (*GaleraCluster, error) {
+	o = o.withDefaults()
+	script, err := newClusterScript(o.Script, o.Dir, "GALERA_DIR", o.Port, "GALERA_PORT")
+	if err != nil {
+		return nil, fmt.Errorf("hatest: galera cluster: %w", err)
+	}
+	return &GaleraCluster{script}, nil
+}
+
+// withDefaults fills o's zero fields with their defaults.
+func (o GaleraOptions) withDefaults() GaleraOptions {
+	if o.Dir == "" {
+		o.Dir = filepath.Join(os.TempDir(), "claimstore-galera-ha")
+	}
+	if o.Port == 0 {
+		o.Port = 14306
+	}
+	return o
 }
 
 // DSN returns the go-sql-driver/mysql DSN of node (g1, g2 or g3): user
