@@ -81,6 +81,10 @@ innodb_flush_log_at_trx_commit=2
 max_connections=300
 binlog_format=ROW
 default_storage_engine=InnoDB
+# Every character, as the machine's own server stores them (MariaDB
+# 10.11's built-in default, latin1, refuses 4-byte UTF-8).
+character-set-server=utf8mb4
+collation-server=utf8mb4_general_ci
 innodb_autoinc_lock_mode=2
 wsrep_on=ON
 wsrep_provider=$PROVIDER
