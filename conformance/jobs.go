@@ -71,8 +71,8 @@ type JobsHarness struct {
 	// per node other than the one NewStores and Open use. Each returns
 	// stores over the tables of st (stores NewStores or Open returned)
 	// through its node, creating and dropping nothing. The checks with
-	// several clients or processes (Unique, Periodic, PeriodicOwn, Wake,
-	// Processes) spread them over st's node and these, round robin.
+	// several clients or processes (Periodic, PeriodicOwn, Wake, Processes)
+	// spread them over st's node and these, round robin.
 	Nodes []func(t *testing.T, st JobStores) JobStores
 	// Skip opts out of checks by name: [CheckJobsTx], [CheckJobsPeriodic],
 	// [CheckJobsProcesses], [CheckJobsWake]. A check that lacks what it
@@ -1014,10 +1014,6 @@ func testJobCancelRequested(t *testing.T, h JobsHarness) {
 func testJobUnique(t *testing.T, h JobsHarness) {
 	st := h.NewStores(t)
 	c := newJobClient(t, st)
-	var cs []*jobs.Client
-	for _, s := range h.spread(t, st) {
-		cs = append(cs, newJobClient(t, s))
-	}
 	ctx := context.Background()
 	opts := &jobs.InsertOpts{UniqueOpts: jobs.UniqueOpts{ByArgs: true}}
 	const inserters = 8
@@ -1025,7 +1021,7 @@ func testJobUnique(t *testing.T, h JobsHarness) {
 	results := make([]*jobs.InsertResult, inserters)
 	errs := make([]error, inserters)
 	for i := range inserters {
-		wg.Go(func() { results[i], errs[i] = cs[i%len(cs)].Insert(ctx, NoteArgs{N: 1}, opts) })
+		wg.Go(func() { results[i], errs[i] = c.Insert(ctx, NoteArgs{N: 1}, opts) })
 	}
 	wg.Wait()
 	var dups int
