@@ -147,7 +147,7 @@ start_all() {
 		launch g1 --wsrep-new-cluster
 	fi
 	synced g1 1
-	q g1 "CREATE USER IF NOT EXISTS 'root'@'%'; GRANT ALL ON *.* TO 'root'@'%' WITH GRANT OPTION; CREATE DATABASE IF NOT EXISTS test" ||
+	q g1 "CREATE USER IF NOT EXISTS 'root'@'%'; GRANT ALL ON *.* TO 'root'@'%' WITH GRANT OPTION; CREATE DATABASE IF NOT EXISTS test; ALTER DATABASE test CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci" ||
 		die "could not create root@'%' and the database test on g1"
 	# Joiners one at a time: each takes a state transfer from a donor.
 	launch g2
