@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -34,12 +35,22 @@ type jobRunLog struct {
 	runs    map[int64]int
 	running map[int64]int
 	overlap int // runs that began while another run of the same job ran
+	// by lists, for every job, the nodes whose client ran it, in order,
+	// and at when each run began.
+	by map[int64][]int
+	at map[int64][]time.Time
 }
 
-func (l *jobRunLog) start(id int64) {
+func newJobRunLog() *jobRunLog {
+	return &jobRunLog{runs: map[int64]int{}, running: map[int64]int{}, by: map[int64][]int{}, at: map[int64][]time.Time{}}
+}
+
+func (l *jobRunLog) start(id int64, node int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.runs[id]++
+	l.by[id] = append(l.by[id], node)
+	l.at[id] = append(l.at[id], time.Now())
 	l.running[id]++
 	if l.running[id] > 1 {
 		l.overlap++
@@ -152,69 +163,12 @@ func TestGaleraJobQueue(t *testing.T) {
 // checks every job: run once, completed at its first attempt.
 func galeraJobCycle(ctx context.Context, t *testing.T, dbs []*gorm.DB, runners, n int) jobCycleResult {
 	t.Helper()
-	table := testdb.Table(t, dbs[0], "ha_jobs")
-	qtable := testdb.Table(t, dbs[0], "ha_job_queues")
-	js, err := sqlstore.New[jobs.Row](dbs[0], sqlstore.WithTable(table))
-	if err != nil {
-		t.Fatal(err)
-	}
-	qs, err := sqlstore.New[jobs.Queue](dbs[0], sqlstore.WithTable(qtable))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = jobs.Drop(context.Background(), js, qs) })
-	if err := jobs.Migrate(ctx, js, qs); err != nil {
-		t.Fatal(err)
-	}
-
-	log := &jobRunLog{runs: map[int64]int{}, running: map[int64]int{}}
-	ws := jobs.NewWorkers()
-	if err := jobs.AddWorker(ws, jobs.WorkFunc[galeraJobArgs](func(_ context.Context, j *jobs.Job[galeraJobArgs]) error {
-		log.start(j.ID)
-		defer log.end(j.ID)
-		return nil
-	})); err != nil {
-		t.Fatal(err)
-	}
-	warns := &warnLog{}
-	clients := make([]*jobs.Client, len(dbs))
-	for i, db := range dbs {
-		s, err := sqlstore.New[jobs.Row](db, sqlstore.WithTable(table))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st := s.Capabilities().Strategy; st != dao.StrategyFastPath {
-			t.Fatalf("job store on %s claims with %v, want the fast path", hatest.GaleraNodes[i], st)
-		}
-		q, err := sqlstore.New[jobs.Queue](db, sqlstore.WithTable(qtable))
-		if err != nil {
-			t.Fatal(err)
-		}
-		clients[i], err = jobs.NewClient(jobs.Config{
-			Store: s, QueueStore: q, Workers: ws,
-			ID:     "ha-" + hatest.GaleraNodes[i],
-			Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 12}},
-			Tick:   100 * time.Millisecond, Lease: 15 * time.Second,
-			Logger: slog.New(warns),
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	seq := 0
-	for i := range n / 100 {
-		p := make([]jobs.InsertParams, 100)
-		for k := range p {
-			seq++
-			p[k] = jobs.InsertParams{Args: galeraJobArgs{Seq: seq}}
-		}
-		if _, err := clients[i%len(clients)].InsertMany(ctx, p); err != nil {
-			t.Fatalf("insert through %s: %v", hatest.GaleraNodes[i%len(clients)], err)
-		}
-	}
+	q := newGaleraJobQueue(ctx, t, dbs, n, 15*time.Second, 0)
+	table, clients, log, warns := q.table, q.clients, q.log, q.warns
 
 	before := certStats(t, dbs)
 	began := time.Now()
+	var err error
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	runErrs := make(chan error, runners)
@@ -279,4 +233,215 @@ func galeraJobCycle(ctx context.Context, t *testing.T, dbs []*gorm.DB, runners, 
 		t.Errorf("%d job ids ran, %d stored", len(log.runs), len(ids))
 	}
 	return r
+}
+
+// galeraJobQueue is a job table and its queue table, created through g1,
+// with a jobs.Client on each node over them, and n jobs inserted.
+type galeraJobQueue struct {
+	table   string
+	clients []*jobs.Client
+	log     *jobRunLog
+	warns   *warnLog
+}
+
+// newGaleraJobQueue creates the tables through dbs[0] (dropped at
+// cleanup), builds a client on each node (12 workers, ticks of 100 ms,
+// the given lease) whose work records its run in the log and then sleeps
+// for work, and inserts n jobs through the three clients in turn, 100 at
+// a time.
+func newGaleraJobQueue(ctx context.Context, t *testing.T, dbs []*gorm.DB, n int, lease, work time.Duration) *galeraJobQueue {
+	t.Helper()
+	table := testdb.Table(t, dbs[0], "ha_jobs")
+	qtable := testdb.Table(t, dbs[0], "ha_job_queues")
+	js, err := sqlstore.New[jobs.Row](dbs[0], sqlstore.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := sqlstore.New[jobs.Queue](dbs[0], sqlstore.WithTable(qtable))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = jobs.Drop(context.Background(), js, qs) })
+	if err := jobs.Migrate(ctx, js, qs); err != nil {
+		t.Fatal(err)
+	}
+	log := newJobRunLog()
+	warns := &warnLog{}
+	clients := make([]*jobs.Client, len(dbs))
+	for i, db := range dbs {
+		ws := jobs.NewWorkers()
+		if err := jobs.AddWorker(ws, jobs.WorkFunc[galeraJobArgs](func(ctx context.Context, j *jobs.Job[galeraJobArgs]) error {
+			log.start(j.ID, i)
+			defer log.end(j.ID)
+			if work > 0 {
+				time.Sleep(work)
+			}
+			return nil
+		})); err != nil {
+			t.Fatal(err)
+		}
+		s, err := sqlstore.New[jobs.Row](db, sqlstore.WithTable(table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := s.Capabilities().Strategy; st != dao.StrategyFastPath {
+			t.Fatalf("job store on %s claims with %v, want the fast path", hatest.GaleraNodes[i], st)
+		}
+		q, err := sqlstore.New[jobs.Queue](db, sqlstore.WithTable(qtable))
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients[i], err = jobs.NewClient(jobs.Config{
+			Store: s, QueueStore: q, Workers: ws,
+			ID:     "ha-" + hatest.GaleraNodes[i],
+			Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 12}},
+			Tick:   100 * time.Millisecond, Lease: lease,
+			Logger: slog.New(warns),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seq := 0
+	for i := range n / 100 {
+		p := make([]jobs.InsertParams, 100)
+		for k := range p {
+			seq++
+			p[k] = jobs.InsertParams{Args: galeraJobArgs{Seq: seq}}
+		}
+		if _, err := clients[i%len(clients)].InsertMany(ctx, p); err != nil {
+			t.Fatalf("insert through %s: %v", hatest.GaleraNodes[i%len(clients)], err)
+		}
+	}
+	return &galeraJobQueue{table: table, clients: clients, log: log, warns: warns}
+}
+
+// galeraSuspectTimeout is evs.suspect_timeout, which the cluster script
+// leaves at its default (Galera Cluster docs, "Galera Parameters"): how
+// long the others wait for a silent node before they drop it.
+const galeraSuspectTimeout = 5 * time.Second
+
+// TestGaleraNodeKilledMidJobQueue kills g3 with SIGKILL while a
+// jobs.Client on each node runs a queue of 3,000 jobs (12 workers per
+// client, each job 100 ms of work, leases of 10 s). The jobs g3's client
+// had claimed are run again by the clients of g1 and g2 once their
+// leases end (the rescuer), with their lost attempt recorded. Every job
+// must end completed; none may be run twice by the surviving clients or
+// overlap another run of itself there; a job run twice must have been
+// run first on g3. After the kill, the clients on g1 and g2 must go on
+// starting jobs not run before with no pause longer than the cluster's
+// suspect timeout plus 2 s (the longest is printed: the cluster holds
+// its commits until it drops the dead node, after evs.suspect_timeout,
+// 5 s by default, then reconfigures), and g3 rejoins (IST).
+func TestGaleraNodeKilledMidJobQueue(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	c := galeraCluster(ctx, t)
+	dbs := openGaleraNodes(ctx, t, c, 16)
+	const n, lease, work = 3000, 10 * time.Second, 100 * time.Millisecond
+	q := newGaleraJobQueue(ctx, t, dbs, n, lease, work)
+
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	runErrs := make([]chan error, len(q.clients))
+	for i, cl := range q.clients {
+		runErrs[i] = make(chan error, 1)
+		go func() { runErrs[i] <- cl.Run(rctx) }()
+	}
+	left := func() int64 {
+		n, err := syncedCount(ctx, dbs[0], "SELECT COUNT(*) FROM "+q.table+" WHERE state <> 'completed'")
+		if err != nil {
+			return -1
+		}
+		return n
+	}
+	time.Sleep(2 * time.Second)
+	if err := c.KillNode(ctx, "g3"); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	t.Logf("g3 killed with %d jobs not completed", left())
+	for ctx.Err() == nil && left() != 0 {
+		time.Sleep(200 * time.Millisecond)
+	}
+	took := time.Since(killed)
+	stop()
+	for i, ch := range runErrs {
+		select {
+		case err := <-ch:
+			if err != nil && i != 2 {
+				t.Errorf("Run on %s: %v", hatest.GaleraNodes[i], err)
+			}
+		case <-time.After(time.Minute):
+			if i != 2 {
+				t.Errorf("the client on %s did not stop within a minute", hatest.GaleraNodes[i])
+			}
+		}
+	}
+
+	// The longest wait, after the kill, between the first runs of jobs
+	// on g1 or g2: the runs again of g3's jobs, which wait for their
+	// leases, are left out.
+	var starts []time.Time
+	q.log.mu.Lock()
+	for id, by := range q.log.by {
+		if by[0] != 2 && q.log.at[id][0].After(killed) {
+			starts = append(starts, q.log.at[id][0])
+		}
+	}
+	q.log.mu.Unlock()
+	slices.SortFunc(starts, time.Time.Compare)
+	var longest time.Duration
+	prev := killed
+	for _, at := range starts {
+		longest = max(longest, at.Sub(prev))
+		prev = at
+	}
+
+	var ids []int64
+	if err := dbs[0].Raw("SELECT id FROM " + q.table).Scan(&ids).Error; err != nil {
+		t.Fatal(err)
+	}
+	notDone := left()
+	attempt2, err := syncedCount(ctx, dbs[0], "SELECT COUNT(*) FROM "+q.table+" WHERE state = 'completed' AND attempt > 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost, again, twiceBySurvivors, rerunNotFromG3 int
+	q.log.mu.Lock()
+	for _, id := range ids {
+		by := q.log.by[id]
+		if len(by) == 0 {
+			lost++
+			continue
+		}
+		survivors := 0
+		for _, node := range by {
+			if node != 2 {
+				survivors++
+			}
+		}
+		if survivors > 1 {
+			twiceBySurvivors++
+		}
+		if len(by) > 1 {
+			again++
+			if by[0] != 2 {
+				rerunNotFromG3++
+			}
+		}
+	}
+	overlap := q.log.overlap
+	q.log.mu.Unlock()
+	t.Logf("%d jobs, a client on each node, g3 killed after 2 s: all completed %v after the kill; not completed %d, never run %d, run twice by the g1 and g2 clients %d, run again after a first run on g3 %d (completed at attempt > 1: %d), run again after a first run elsewhere %d, overlapping runs %d; longest wait between job starts on g1 or g2 after the kill %v",
+		len(ids), took.Round(time.Millisecond), notDone, lost, twiceBySurvivors, again, attempt2, rerunNotFromG3, overlap, longest.Round(time.Millisecond))
+	if len(ids) != n || notDone != 0 || lost != 0 || twiceBySurvivors != 0 || rerunNotFromG3 != 0 || overlap != 0 {
+		t.Errorf("%d jobs stored (want %d), %d not completed, %d never run, %d run twice by the surviving clients, %d run again after a first run not on g3, %d overlapping runs",
+			len(ids), n, notDone, lost, twiceBySurvivors, rerunNotFromG3, overlap)
+	}
+	if longest > galeraSuspectTimeout+2*time.Second {
+		t.Errorf("the clients on g1 and g2 started no job for %v after the kill, want at most %v (the suspect timeout) plus 2 s for the reconfiguration on a loaded machine",
+			longest.Round(time.Millisecond), galeraSuspectTimeout)
+	}
+	rejoinAndCount(ctx, t, c, "g3", "SELECT COUNT(*) FROM "+q.table+" WHERE state = 'completed'", n)
 }

@@ -574,20 +574,28 @@ func TestGaleraNodeKilledMidBurnDown(t *testing.T) {
 	if twice > 0 || lost != 0 {
 		t.Errorf("%d rows marked done twice, %d not done", twice, lost)
 	}
+	rejoinAndCount(ctx, t, c, "g3", `SELECT COUNT(*) FROM `+table+` WHERE state = 'done'`, rows)
+}
+
+// rejoinAndCount starts node again, waits until it has rejoined, and
+// checks that query, a COUNT read on it with wsrep_sync_wait, gives
+// want.
+func rejoinAndCount(ctx context.Context, t *testing.T, c *hatest.GaleraCluster, node, query string, want int64) {
+	t.Helper()
 	start := time.Now()
-	if err := c.StartNode(ctx, "g3"); err != nil {
+	if err := c.StartNode(ctx, node); err != nil {
 		t.Fatal(err)
 	}
-	g3, err := sqlstore.Open(ctx, "mariadb", c.DSN("g3"))
+	db, err := sqlstore.Open(ctx, "mariadb", c.DSN(node))
 	if err != nil {
 		t.Fatal(err)
 	}
-	testdb.CloseAtCleanup(t, g3)
-	done, err := syncedCount(ctx, g3, `SELECT COUNT(*) FROM `+table+` WHERE state = 'done'`)
-	if err != nil || done != rows {
-		t.Errorf("rows done read on g3 after it rejoined: %d (%v), want %d", done, err, rows)
+	testdb.CloseAtCleanup(t, db)
+	got, err := syncedCount(ctx, db, query)
+	if err != nil || got != want {
+		t.Errorf("%s read on %s after it rejoined: %d (%v), want %d", query, node, got, err, want)
 	}
-	t.Logf("g3 rejoined in %v and reads %d rows done", time.Since(start).Round(time.Millisecond), done)
+	t.Logf("%s rejoined in %v and reads %d (%s)", node, time.Since(start).Round(time.Millisecond), got, query)
 }
 
 // BenchmarkGaleraBurnDown measures the claim burn-down — 20,000 rows,
