@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,7 +23,7 @@ import (
 // table in the table's migration table ([MigrationTable]); a job table
 // recorded at a higher version (by a newer release) is refused with
 // [ErrSchemaTooNew].
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // MigrationTable returns the name of the table in which [Migrate] records
 // the schema versions applied to job table table: table + "_migrations".
@@ -182,6 +184,7 @@ func migrate(ctx context.Context, store dao.Store[Row], queues dao.Store[Queue],
 // migration that stopped half-way is completed by the next one.
 var steps = []func(db *gorm.DB, table string, dialect dialects.Name) error{
 	createV1,
+	coverFetchIndex,
 }
 
 // createV1 creates the job table, its indexes and, on PostgreSQL, its
@@ -241,6 +244,87 @@ func createV1(db *gorm.DB, table string, dialect dialects.Name) error {
 		return createNotifyTrigger(db, table)
 	}
 	return nil
+}
+
+// fetchCover are the columns the fetch index holds after its key (state,
+// queue, priority, scheduled_at, id) on SQLite, MySQL and MariaDB from
+// schema version 2 on: the other columns the queue's claim filters on. A
+// running job is stored as available with a lease (see [Row]), so it
+// stays in the fetch index and every claim of its queue steps over it;
+// with these columns in the index entry the claim rejects it there,
+// without reading its table row (SQLite documentation, "The SQLite Query
+// Optimizer Overview", covering indexes, whose terms SQLite tests before
+// it seeks the table row; MySQL manual, "Index Condition Pushdown
+// Optimization").
+var fetchCover = []string{ColLeaseUntil, ColAttempt, ColMaxAttempts, ColCancelRequestedAt, ColKind}
+
+// fetchColumns returns the columns of the fetch index of schema version 2
+// on SQLite, MySQL and MariaDB, in order.
+func fetchColumns() []string {
+	return append([]string{ColState, ColQueue, ColPriority, ColScheduledAt, ColID}, fetchCover...)
+}
+
+// coverFetchIndex brings the fetch index of table to schema version 2 on
+// SQLite, MySQL and MariaDB: it rebuilds an index without the fetchCover
+// columns with them, under the same name. SQLite drops and creates it in
+// one transaction (its DDL is transactional); MySQL and MariaDB in one
+// ALTER TABLE, which builds the new index while the table takes writes
+// (MySQL manual, "Online DDL Operations"). Other backends are left as
+// version 1 made them.
+func coverFetchIndex(db *gorm.DB, table string, dialect dialects.Name) error {
+	switch dialect {
+	case dialects.SQLite, dialects.MySQL, dialects.MariaDB, dialects.Galera:
+	default:
+		return nil
+	}
+	fetch, _, _ := IndexNames(db, table)
+	covered, err := indexHas(db, table, fetch, fetchColumns())
+	if err != nil || covered {
+		return err
+	}
+	t, ix := clause.Table{Name: table}, clause.Column{Name: fetch}
+	cols := make([]any, 0, len(fetchColumns()))
+	marks := make([]string, 0, cap(cols))
+	for _, c := range fetchColumns() {
+		cols = append(cols, clause.Column{Name: c})
+		marks = append(marks, "?")
+	}
+	list := "(" + strings.Join(marks, ", ") + ")"
+	if dialect == dialects.SQLite {
+		err = db.Transaction(func(tx *gorm.DB) error {
+			if err := tx.Exec("DROP INDEX IF EXISTS ?", ix).Error; err != nil {
+				return err
+			}
+			return tx.Exec("CREATE INDEX ? ON ? "+list, append([]any{ix, t}, cols...)...).Error
+		})
+	} else if db.Migrator().HasIndex(table, fetch) {
+		err = db.Exec("ALTER TABLE ? DROP INDEX ?, ADD INDEX ? "+list, append([]any{t, ix, ix}, cols...)...).Error
+	} else {
+		err = db.Exec("CREATE INDEX ? ON ? "+list, append([]any{ix, t}, cols...)...).Error
+	}
+	if err != nil {
+		// A concurrent migration may have rebuilt it meanwhile.
+		if ok, _ := indexHas(db, table, fetch, fetchColumns()); ok {
+			return nil
+		}
+		return fmt.Errorf("rebuild index %s: %w", fetch, err)
+	}
+	return nil
+}
+
+// indexHas reports whether index name of table exists with exactly the
+// columns cols, in order (GORM's Migrator.GetIndexes).
+func indexHas(db *gorm.DB, table, name string, cols []string) (bool, error) {
+	idx, err := db.Migrator().GetIndexes(table)
+	if err != nil {
+		return false, fmt.Errorf("read the indexes of %s: %w", table, err)
+	}
+	for _, ix := range idx {
+		if ix.Name() == name {
+			return slices.Equal(ix.Columns(), cols), nil
+		}
+	}
+	return false, nil
 }
 
 // filterUniqueIndex makes the unique index of table's unique_key, which

@@ -1,0 +1,100 @@
+package jobs_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/testutil/testdb"
+	"github.com/claimstore/claimstore/jobs"
+)
+
+// TestMigrateCoversFetchIndex makes a job table of schema version 1 on
+// SQLite and MariaDB, with jobs in it, runs Migrate and checks that the
+// fetch index now holds the claim's filter columns after its key, that
+// the jobs are kept, that version 2 is recorded, and that a second
+// Migrate changes nothing. It prints the index's columns before and after.
+func TestMigrateCoversFetchIndex(t *testing.T) {
+	for _, be := range []testdb.Backend{{Name: "sqlite", Open: testdb.SQLite}, {Name: "mariadb", Open: testdb.MySQL}} {
+		t.Run(be.Name, func(t *testing.T) {
+			ctx := context.Background()
+			db := be.Open(t)
+			table := testdb.Table(t, db, "mig_jobs")
+			js, err := sqlstore.New[jobs.Row](db, sqlstore.WithTable(table))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = jobs.Drop(context.Background(), js, nil) })
+			if err := jobs.MigrateTo(ctx, js, nil, 1); err != nil {
+				t.Fatal(err)
+			}
+			g := db.Session(&gorm.Session{NewDB: true}).WithContext(ctx)
+			fetch, _, _ := jobs.IndexNames(db, table)
+			v1 := []string{jobs.ColState, jobs.ColQueue, jobs.ColPriority, jobs.ColScheduledAt, jobs.ColID}
+			before := indexColumns(t, g, table, fetch)
+			t.Logf("version 1: %s (%s)", fetch, strings.Join(before, ", "))
+			if !slices.Equal(before, v1) {
+				t.Fatalf("version 1 fetch index: got %v, want %v", before, v1)
+			}
+			c, err := jobs.NewClient(jobs.Config{Store: js})
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 10
+			params := make([]jobs.InsertParams, n)
+			for i := range params {
+				params[i] = jobs.InsertParams{Args: benchArgs{Seq: int64(i)}}
+			}
+			if _, err := c.InsertMany(ctx, params); err != nil {
+				t.Fatal(err)
+			}
+			want := append(slices.Clone(v1), jobs.ColLeaseUntil, jobs.ColAttempt, jobs.ColMaxAttempts, jobs.ColCancelRequestedAt, jobs.ColKind)
+			for run := range 2 {
+				if err := jobs.Migrate(ctx, js, nil); err != nil {
+					t.Fatalf("Migrate %d: %v", run+1, err)
+				}
+				after := indexColumns(t, g, table, fetch)
+				t.Logf("after Migrate %d: %s (%s)", run+1, fetch, strings.Join(after, ", "))
+				if !slices.Equal(after, want) {
+					t.Errorf("after Migrate %d: fetch index %v, want %v", run+1, after, want)
+				}
+				var versions []int
+				if err := g.Table(jobs.MigrationTable(table)).Order("version").Pluck("version", &versions).Error; err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(versions, []int{1, 2}) {
+					t.Errorf("after Migrate %d: versions recorded %v, want [1 2]", run+1, versions)
+				}
+				kept, err := js.Count(ctx, dao.Eq(jobs.ColQueue, jobs.DefaultQueue))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("after Migrate %d: %d of %d jobs", run+1, kept, n)
+				if kept != n {
+					t.Errorf("after Migrate %d: %d jobs, want %d", run+1, kept, n)
+				}
+			}
+		})
+	}
+}
+
+// indexColumns returns the columns of index name of table, in order, or
+// nil when table has no such index.
+func indexColumns(t *testing.T, db *gorm.DB, table, name string) []string {
+	t.Helper()
+	idx, err := db.Migrator().GetIndexes(table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ix := range idx {
+		if ix.Name() == name {
+			return ix.Columns()
+		}
+	}
+	return nil
+}
