@@ -184,7 +184,7 @@ func migrate(ctx context.Context, store dao.Store[Row], queues dao.Store[Queue],
 // migration that stopped half-way is completed by the next one.
 var steps = []func(db *gorm.DB, table string, dialect dialects.Name) error{
 	createV1,
-	coverFetchIndex,
+	claimIndexesV2,
 }
 
 // createV1 creates the job table, its indexes and, on PostgreSQL, its
@@ -264,19 +264,44 @@ func fetchColumns() []string {
 	return append([]string{ColState, ColQueue, ColPriority, ColScheduledAt, ColID}, fetchCover...)
 }
 
-// coverFetchIndex brings the fetch index of table to schema version 2 on
-// SQLite, MySQL and MariaDB: it rebuilds an index without the fetchCover
-// columns with them, under the same name. SQLite drops and creates it in
-// one transaction (its DDL is transactional); MySQL and MariaDB in one
-// ALTER TABLE, which builds the new index while the table takes writes
-// (MySQL manual, "Online DDL Operations"). Other backends are left as
-// version 1 made them.
-func coverFetchIndex(db *gorm.DB, table string, dialect dialects.Name) error {
+// claimIndexesV2 brings the claim's indexes of table to schema version 2
+// on SQLite, MySQL and MariaDB (other backends are left as version 1 made
+// them):
+//
+//   - the fetch index gets the fetchCover columns, rebuilt under the same
+//     name: SQLite drops and creates it in one transaction (its DDL is
+//     transactional); MySQL and MariaDB in one ALTER TABLE, which builds
+//     the new index while the table takes writes (MySQL manual, "Online
+//     DDL Operations");
+//   - on SQLite, the schedule index becomes partial, (scheduled_at) WHERE
+//     state IN ('scheduled', 'retryable'), as on PostgreSQL. Without
+//     statistics (no ANALYZE has run, as on a new table) SQLite's planner
+//     takes the version 1 index (state, scheduled_at) for a queue's claim
+//     (state = ? AND scheduled_at <= ?) over the fetch index, then sorts:
+//     every claim reads all the available jobs of every queue. A partial
+//     index serves only a query whose WHERE clause implies its own
+//     (SQLite documentation, "Partial Indexes", section 2.2), which a
+//     claim's never does; the scheduler's read of due jobs steps over the
+//     waiting jobs in the fetch index instead, without reading their table
+//     rows.
+func claimIndexesV2(db *gorm.DB, table string, dialect dialects.Name) error {
 	switch dialect {
 	case dialects.SQLite, dialects.MySQL, dialects.MariaDB, dialects.Galera:
 	default:
 		return nil
 	}
+	if err := coverFetchIndex(db, table, dialect); err != nil {
+		return err
+	}
+	if dialect == dialects.SQLite {
+		return partialScheduleIndex(db, table)
+	}
+	return nil
+}
+
+// coverFetchIndex rebuilds the fetch index of table with the fetchCover
+// columns unless it has them (see claimIndexesV2).
+func coverFetchIndex(db *gorm.DB, table string, dialect dialects.Name) error {
 	fetch, _, _ := IndexNames(db, table)
 	covered, err := indexHas(db, table, fetch, fetchColumns())
 	if err != nil || covered {
@@ -310,6 +335,34 @@ func coverFetchIndex(db *gorm.DB, table string, dialect dialects.Name) error {
 		return fmt.Errorf("rebuild index %s: %w", fetch, err)
 	}
 	return nil
+}
+
+// partialScheduleIndex makes the schedule index of table on SQLite the
+// partial index (scheduled_at) WHERE state IN ('scheduled',
+// 'retryable'), in one transaction, unless it is partial already (SQLite
+// documentation, "PRAGMA index_list").
+func partialScheduleIndex(db *gorm.DB, table string) error {
+	_, schedule, _ := IndexNames(db, table)
+	partial := func(tx *gorm.DB) (bool, error) {
+		var n int64
+		err := tx.Raw("SELECT count(*) FROM pragma_index_list(?) WHERE name = ? AND partial = 1", table, schedule).Scan(&n).Error
+		return n > 0, err
+	}
+	return db.Transaction(func(tx *gorm.DB) error {
+		if ok, err := partial(tx); err != nil || ok {
+			return err
+		}
+		ix := clause.Column{Name: schedule}
+		if err := tx.Exec("DROP INDEX IF EXISTS ?", ix).Error; err != nil {
+			return fmt.Errorf("drop index %s: %w", schedule, err)
+		}
+		err := tx.Exec("CREATE INDEX ? ON ? (?) WHERE ? IN ('scheduled', 'retryable')",
+			ix, clause.Table{Name: table}, clause.Column{Name: ColScheduledAt}, clause.Column{Name: ColState}).Error
+		if err != nil {
+			return fmt.Errorf("create index %s: %w", schedule, err)
+		}
+		return nil
+	})
 }
 
 // indexHas reports whether index name of table exists with exactly the

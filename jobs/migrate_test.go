@@ -16,8 +16,8 @@ import (
 
 // TestMigrateCoversFetchIndex makes a job table of schema version 1 on
 // SQLite and MariaDB, with jobs in it, runs Migrate and checks that the
-// fetch index now holds the claim's filter columns after its key, that
-// the jobs are kept, that version 2 is recorded, and that a second
+// fetch index now holds the claim's filter columns after its key (and on
+// SQLite that the schedule index is partial), that the jobs are kept, that version 2 is recorded, and that a second
 // Migrate changes nothing. It prints the index's columns before and after.
 func TestMigrateCoversFetchIndex(t *testing.T) {
 	for _, be := range []testdb.Backend{{Name: "sqlite", Open: testdb.SQLite}, {Name: "mariadb", Open: testdb.MySQL}} {
@@ -62,6 +62,17 @@ func TestMigrateCoversFetchIndex(t *testing.T) {
 				t.Logf("after Migrate %d: %s (%s)", run+1, fetch, strings.Join(after, ", "))
 				if !slices.Equal(after, want) {
 					t.Errorf("after Migrate %d: fetch index %v, want %v", run+1, after, want)
+				}
+				if be.Name == "sqlite" {
+					_, schedule, _ := jobs.IndexNames(db, table)
+					var def string
+					if err := g.Raw("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?", schedule).Scan(&def).Error; err != nil {
+						t.Fatal(err)
+					}
+					t.Logf("after Migrate %d: %s", run+1, def)
+					if !strings.Contains(def, "WHERE") {
+						t.Errorf("after Migrate %d: the schedule index is not partial: %s", run+1, def)
+					}
 				}
 				var versions []int
 				if err := g.Table(jobs.MigrationTable(table)).Order("version").Pluck("version", &versions).Error; err != nil {
