@@ -28,18 +28,7 @@ func TestClaimReadsFetchIndexOnMariaDB(t *testing.T) {
 	if err := g.Exec("ANALYZE TABLE " + table).Error; err != nil {
 		t.Fatal(err)
 	}
-	req, err := js.CheckClaim(queueClaim(now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dt dialects.Table
-	if !js.As(&dt) {
-		t.Fatal("the store does not tell its table")
-	}
-	r, err := dialects.NewRenderer(dialects.MariaDB)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dt, r, req := renderClaim(t, js, dialects.MariaDB, now)
 	st, err := r.LockCandidates(dt, dao.Query{Where: req.Where, OrderBy: req.OrderBy, Limit: req.Limit})
 	if err != nil {
 		t.Fatal(err)
@@ -98,18 +87,7 @@ func queueClaim(now time.Time) dao.ClaimRequest {
 func TestClaimReadsFetchIndexOnSQLite(t *testing.T) {
 	db := testdb.SQLite(t)
 	js, table, g, now := busyJobTable(t, db)
-	var dt dialects.Table
-	if !js.As(&dt) {
-		t.Fatal("the store does not tell its table")
-	}
-	r, err := dialects.NewRenderer(dialects.SQLite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := js.CheckClaim(queueClaim(now))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dt, r, req := renderClaim(t, js, dialects.SQLite, now)
 	st, err := r.Claim(dt, req)
 	if err != nil {
 		t.Fatal(err)
@@ -152,12 +130,7 @@ func TestClaimReadsFetchIndexOnSQLite(t *testing.T) {
 func busyJobTable(t *testing.T, db *gorm.DB) (*dao.Table[jobs.Row], string, *gorm.DB, time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	table := testdb.Table(t, db, "fetch_jobs")
-	js, err := sqlstore.New[jobs.Row](db, sqlstore.WithTable(table))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = jobs.Drop(context.Background(), js, nil) })
+	js, table := newJobStore(t, db, "fetch_jobs")
 	if err := jobs.Migrate(ctx, js, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -188,4 +161,38 @@ func busyJobTable(t *testing.T, db *gorm.DB) (*dao.Table[jobs.Row], string, *gor
 		t.Fatal(err)
 	}
 	return js, table, g, now
+}
+
+// newJobStore returns a job store of db on a new table named from prefix,
+// not migrated, whose tables are dropped when t ends; and the table's
+// name.
+func newJobStore(t *testing.T, db *gorm.DB, prefix string) (*dao.Table[jobs.Row], string) {
+	t.Helper()
+	table := testdb.Table(t, db, prefix)
+	js, err := sqlstore.New[jobs.Row](db, sqlstore.WithTable(table))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = jobs.Drop(context.Background(), js, nil) })
+	return js, table
+}
+
+// renderClaim returns the table of js, the renderer of dialect d and the
+// checked queueClaim at now, from which a test renders the claim's
+// statements.
+func renderClaim(t *testing.T, js *dao.Table[jobs.Row], d dialects.Name, now time.Time) (dialects.Table, dialects.Renderer, dao.ClaimRequest) {
+	t.Helper()
+	var dt dialects.Table
+	if !js.As(&dt) {
+		t.Fatal("the store does not tell its table")
+	}
+	r, err := dialects.NewRenderer(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := js.CheckClaim(queueClaim(now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dt, r, req
 }

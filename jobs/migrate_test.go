@@ -8,7 +8,6 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	"github.com/claimstore/claimstore/jobs"
@@ -24,12 +23,7 @@ func TestMigrateCoversFetchIndex(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			ctx := context.Background()
 			db := be.Open(t)
-			table := testdb.Table(t, db, "mig_jobs")
-			js, err := sqlstore.New[jobs.Row](db, sqlstore.WithTable(table))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = jobs.Drop(context.Background(), js, nil) })
+			js, table := newJobStore(t, db, "mig_jobs")
 			if err := jobs.MigrateTo(ctx, js, nil, 1); err != nil {
 				t.Fatal(err)
 			}
