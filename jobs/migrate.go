@@ -92,13 +92,19 @@ type migration struct {
 //     AFTER INSERT trigger that notifies the channel named like the table
 //     (pg_notify, delivered at commit: PostgreSQL manual, "NOTIFY"), which
 //     wakes the clients' queues;
+//   - on SQLite: the fetch index on (state, queue, priority, scheduled_at,
+//     id, lease_until, attempt, max_attempts, cancel_requested_at, kind),
+//     the claim's order then the rest of its filter; the schedule index on
+//     (scheduled_at) WHERE state IN ('scheduled', 'retryable'); the final
+//     index on (state, finalized_at) (see claimIndexesV2);
 //   - elsewhere: the composite indexes (state, queue, priority,
 //     scheduled_at, id), (state, scheduled_at) and (state, finalized_at);
 //   - the queue table.
 //
 // A claim changes none of the fetch index's columns and not its predicate
 // (a running job stays stored as available; see [Row]), so on PostgreSQL
-// it is a HOT update; the outcome write moves the job out of the index.
+// it is a HOT update (on SQLite it rewrites the job's fetch index entry);
+// the outcome write moves the job out of the index.
 //
 // Another store with a Migrate method is migrated with it;
 // the memory store needs nothing. Errors: dao.ErrInvalidArgument for a
@@ -247,119 +253,83 @@ func createV1(db *gorm.DB, table string, dialect dialects.Name) error {
 }
 
 // fetchCover are the columns the fetch index holds after its key (state,
-// queue, priority, scheduled_at, id) on SQLite, MySQL and MariaDB from
-// schema version 2 on: the other columns the queue's claim filters on. A
-// running job is stored as available with a lease (see [Row]), so it
-// stays in the fetch index and every claim of its queue steps over it;
-// with these columns in the index entry the claim rejects it there,
-// without reading its table row (SQLite documentation, "The SQLite Query
-// Optimizer Overview", covering indexes, whose terms SQLite tests before
-// it seeks the table row; MySQL manual, "Index Condition Pushdown
-// Optimization").
+// queue, priority, scheduled_at, id) on SQLite from schema version 2 on:
+// the other columns the queue's claim filters on. A running job is stored
+// as available with a lease (see [Row]), so it stays in the fetch index
+// and every claim of its queue steps over it; with these columns in the
+// index entry SQLite rejects it there, without reading its table row (it
+// tests the terms an index holds before it seeks the row: SQLite
+// documentation, "The SQLite Query Optimizer Overview", covering
+// indexes).
 var fetchCover = []string{ColLeaseUntil, ColAttempt, ColMaxAttempts, ColCancelRequestedAt, ColKind}
 
 // fetchColumns returns the columns of the fetch index of schema version 2
-// on SQLite, MySQL and MariaDB, in order.
+// on SQLite, in order.
 func fetchColumns() []string {
 	return append([]string{ColState, ColQueue, ColPriority, ColScheduledAt, ColID}, fetchCover...)
 }
 
 // claimIndexesV2 brings the claim's indexes of table to schema version 2
-// on SQLite, MySQL and MariaDB (other backends are left as version 1 made
-// them):
+// on SQLite, each in one transaction (SQLite's DDL is transactional);
+// other backends are left as version 1 made them:
 //
 //   - the fetch index gets the fetchCover columns, rebuilt under the same
-//     name: SQLite drops and creates it in one transaction (its DDL is
-//     transactional); MySQL and MariaDB in one ALTER TABLE, which builds
-//     the new index while the table takes writes (MySQL manual, "Online
-//     DDL Operations");
-//   - on SQLite, the schedule index becomes partial, (scheduled_at) WHERE
-//     state IN ('scheduled', 'retryable'), as on PostgreSQL. Without
-//     statistics (no ANALYZE has run, as on a new table) SQLite's planner
-//     takes the version 1 index (state, scheduled_at) for a queue's claim
-//     (state = ? AND scheduled_at <= ?) over the fetch index, then sorts:
-//     every claim reads all the available jobs of every queue. A partial
-//     index serves only a query whose WHERE clause implies its own
-//     (SQLite documentation, "Partial Indexes", section 2.2), which a
-//     claim's never does; the scheduler's read of due jobs steps over the
-//     waiting jobs in the fetch index instead, without reading their table
-//     rows.
+//     name;
+//   - the schedule index becomes partial, (scheduled_at) WHERE state IN
+//     ('scheduled', 'retryable'), as on PostgreSQL. Without statistics
+//     (no ANALYZE has run, as on a new table) SQLite's planner takes the
+//     version 1 index (state, scheduled_at) for a queue's claim (state = ?
+//     AND scheduled_at <= ?) over the fetch index, then sorts: every claim
+//     reads all the available jobs of every queue. A partial index serves
+//     only a query whose WHERE clause implies its own (SQLite
+//     documentation, "Partial Indexes", section 2.2), which a claim's
+//     never does; the scheduler's read of due jobs steps over the waiting
+//     jobs in the fetch index instead, without reading their table rows.
+//
+// On MySQL and MariaDB the claim's UPDATE writes no column of a secondary
+// index (lease_until and attempt are in none), which their deadlock
+// behaviour relies on (adapters/sqlstore's doc), so their fetch index
+// keeps its version 1 columns.
 func claimIndexesV2(db *gorm.DB, table string, dialect dialects.Name) error {
-	switch dialect {
-	case dialects.SQLite, dialects.MySQL, dialects.MariaDB, dialects.Galera:
-	default:
+	if dialect != dialects.SQLite {
 		return nil
 	}
-	if err := coverFetchIndex(db, table, dialect); err != nil {
-		return err
-	}
-	if dialect == dialects.SQLite {
-		return partialScheduleIndex(db, table)
-	}
-	return nil
-}
-
-// coverFetchIndex rebuilds the fetch index of table with the fetchCover
-// columns unless it has them (see claimIndexesV2).
-func coverFetchIndex(db *gorm.DB, table string, dialect dialects.Name) error {
-	fetch, _, _ := IndexNames(db, table)
+	fetch, schedule, _ := IndexNames(db, table)
+	t := clause.Table{Name: table}
 	covered, err := indexHas(db, table, fetch, fetchColumns())
-	if err != nil || covered {
+	if err != nil {
 		return err
 	}
-	t, ix := clause.Table{Name: table}, clause.Column{Name: fetch}
-	cols := make([]any, 0, len(fetchColumns()))
-	marks := make([]string, 0, cap(cols))
-	for _, c := range fetchColumns() {
-		cols = append(cols, clause.Column{Name: c})
-		marks = append(marks, "?")
-	}
-	list := "(" + strings.Join(marks, ", ") + ")"
-	if dialect == dialects.SQLite {
-		err = db.Transaction(func(tx *gorm.DB) error {
-			if err := tx.Exec("DROP INDEX IF EXISTS ?", ix).Error; err != nil {
-				return err
-			}
-			return tx.Exec("CREATE INDEX ? ON ? "+list, append([]any{ix, t}, cols...)...).Error
-		})
-	} else if db.Migrator().HasIndex(table, fetch) {
-		err = db.Exec("ALTER TABLE ? DROP INDEX ?, ADD INDEX ? "+list, append([]any{t, ix, ix}, cols...)...).Error
-	} else {
-		err = db.Exec("CREATE INDEX ? ON ? "+list, append([]any{ix, t}, cols...)...).Error
-	}
-	if err != nil {
-		// A concurrent migration may have rebuilt it meanwhile.
-		if ok, _ := indexHas(db, table, fetch, fetchColumns()); ok {
-			return nil
+	if !covered {
+		cols := make([]any, 0, len(fetchColumns()))
+		marks := make([]string, 0, cap(cols))
+		for _, c := range fetchColumns() {
+			cols = append(cols, clause.Column{Name: c})
+			marks = append(marks, "?")
 		}
-		return fmt.Errorf("rebuild index %s: %w", fetch, err)
-	}
-	return nil
-}
-
-// partialScheduleIndex makes the schedule index of table on SQLite the
-// partial index (scheduled_at) WHERE state IN ('scheduled',
-// 'retryable'), in one transaction, unless it is partial already (SQLite
-// documentation, "PRAGMA index_list").
-func partialScheduleIndex(db *gorm.DB, table string) error {
-	_, schedule, _ := IndexNames(db, table)
-	partial := func(tx *gorm.DB) (bool, error) {
-		var n int64
-		err := tx.Raw("SELECT count(*) FROM pragma_index_list(?) WHERE name = ? AND partial = 1", table, schedule).Scan(&n).Error
-		return n > 0, err
-	}
-	return db.Transaction(func(tx *gorm.DB) error {
-		if ok, err := partial(tx); err != nil || ok {
+		sql := "CREATE INDEX ? ON ? (" + strings.Join(marks, ", ") + ")"
+		if err := rebuildIndex(db, fetch, sql, append([]any{clause.Column{Name: fetch}, t}, cols...)); err != nil {
 			return err
 		}
-		ix := clause.Column{Name: schedule}
-		if err := tx.Exec("DROP INDEX IF EXISTS ?", ix).Error; err != nil {
-			return fmt.Errorf("drop index %s: %w", schedule, err)
+	}
+	var partial int64
+	err = db.Raw("SELECT count(*) FROM pragma_index_list(?) WHERE name = ? AND partial = 1", table, schedule).Scan(&partial).Error
+	if err != nil || partial > 0 {
+		return err
+	}
+	return rebuildIndex(db, schedule, "CREATE INDEX ? ON ? (?) WHERE ? IN ('scheduled', 'retryable')",
+		[]any{clause.Column{Name: schedule}, t, clause.Column{Name: ColScheduledAt}, clause.Column{Name: ColState}})
+}
+
+// rebuildIndex drops index name on SQLite and creates it with the
+// statement create and its args, in one transaction.
+func rebuildIndex(db *gorm.DB, name, create string, args []any) error {
+	return db.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec("DROP INDEX IF EXISTS ?", clause.Column{Name: name}).Error; err != nil {
+			return fmt.Errorf("drop index %s: %w", name, err)
 		}
-		err := tx.Exec("CREATE INDEX ? ON ? (?) WHERE ? IN ('scheduled', 'retryable')",
-			ix, clause.Table{Name: table}, clause.Column{Name: ColScheduledAt}, clause.Column{Name: ColState}).Error
-		if err != nil {
-			return fmt.Errorf("create index %s: %w", schedule, err)
+		if err := tx.Exec(create, args...).Error; err != nil {
+			return fmt.Errorf("create index %s: %w", name, err)
 		}
 		return nil
 	})

@@ -14,9 +14,10 @@ import (
 )
 
 // TestMigrateCoversFetchIndex makes a job table of schema version 1 on
-// SQLite and MariaDB, with jobs in it, runs Migrate and checks that the
-// fetch index now holds the claim's filter columns after its key (and on
-// SQLite that the schedule index is partial), that the jobs are kept, that version 2 is recorded, and that a second
+// SQLite and MariaDB, with jobs in it, runs Migrate and checks that on
+// SQLite the fetch index now holds the claim's filter columns after its
+// key and the schedule index is partial (on MariaDB the index is
+// unchanged), that the jobs are kept, that version 2 is recorded, and that a second
 // Migrate changes nothing. It prints the index's columns before and after.
 func TestMigrateCoversFetchIndex(t *testing.T) {
 	for _, be := range []testdb.Backend{{Name: "sqlite", Open: testdb.SQLite}, {Name: "mariadb", Open: testdb.MySQL}} {
@@ -47,7 +48,12 @@ func TestMigrateCoversFetchIndex(t *testing.T) {
 			if _, err := c.InsertMany(ctx, params); err != nil {
 				t.Fatal(err)
 			}
-			want := append(slices.Clone(v1), jobs.ColLeaseUntil, jobs.ColAttempt, jobs.ColMaxAttempts, jobs.ColCancelRequestedAt, jobs.ColKind)
+			// On MariaDB the claim writes no secondary index's column, so
+			// the fetch index keeps its version 1 columns.
+			want := v1
+			if be.Name == "sqlite" {
+				want = append(slices.Clone(v1), jobs.ColLeaseUntil, jobs.ColAttempt, jobs.ColMaxAttempts, jobs.ColCancelRequestedAt, jobs.ColKind)
+			}
 			for run := range 2 {
 				if err := jobs.Migrate(ctx, js, nil); err != nil {
 					t.Fatalf("Migrate %d: %v", run+1, err)
