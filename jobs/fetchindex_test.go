@@ -3,7 +3,6 @@ package jobs_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,10 +79,8 @@ func queueClaim(now time.Time) dao.ClaimRequest {
 // TestClaimReadsFetchIndexOnSQLite checks, with EXPLAIN QUERY PLAN on
 // SQLite, that the claim statement of a queue reads the fetch index
 // jobs.Migrate creates in the claim's order (no temporary B-tree for the
-// ORDER BY), and that the index holds every column of the claim's filter
-// (SQLite tests such terms on the index entry before it reads the table
-// row, so a claim steps over the queue's running jobs in the index); it
-// prints the plan.
+// ORDER BY) over a table holding running, scheduled and completed jobs
+// besides the available ones; it prints the plan.
 func TestClaimReadsFetchIndexOnSQLite(t *testing.T) {
 	db := testdb.SQLite(t)
 	js, table, g, now := busyJobTable(t, db)
@@ -113,12 +110,6 @@ func TestClaimReadsFetchIndexOnSQLite(t *testing.T) {
 	}
 	if !reads {
 		t.Errorf("the claim does not read the fetch index %s", fetch)
-	}
-	cols := indexColumns(t, g, table, fetch)
-	for _, c := range []string{jobs.ColState, jobs.ColQueue, jobs.ColKind, jobs.ColScheduledAt, jobs.ColAttempt, jobs.ColMaxAttempts, jobs.ColCancelRequestedAt, jobs.ColLeaseUntil} {
-		if !slices.Contains(cols, c) {
-			t.Errorf("the fetch index (%s) does not hold the claim's filter column %s", strings.Join(cols, ", "), c)
-		}
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -92,19 +90,17 @@ type migration struct {
 //     AFTER INSERT trigger that notifies the channel named like the table
 //     (pg_notify, delivered at commit: PostgreSQL manual, "NOTIFY"), which
 //     wakes the clients' queues;
-//   - on SQLite: the fetch index on (state, queue, priority, scheduled_at,
-//     id, lease_until, attempt, max_attempts, cancel_requested_at, kind),
-//     the claim's order then the rest of its filter; the schedule index on
-//     (scheduled_at) WHERE state IN ('scheduled', 'retryable'); the final
-//     index on (state, finalized_at) (see claimIndexesV2);
+//   - on SQLite: the composite indexes (state, queue, priority,
+//     scheduled_at, id) and (state, finalized_at), and the schedule index
+//     on (scheduled_at) WHERE state IN ('scheduled', 'retryable') (see
+//     claimIndexesV2);
 //   - elsewhere: the composite indexes (state, queue, priority,
 //     scheduled_at, id), (state, scheduled_at) and (state, finalized_at);
 //   - the queue table.
 //
 // A claim changes none of the fetch index's columns and not its predicate
 // (a running job stays stored as available; see [Row]), so on PostgreSQL
-// it is a HOT update (on SQLite it rewrites the job's fetch index entry);
-// the outcome write moves the job out of the index.
+// it is a HOT update; the outcome write moves the job out of the index.
 //
 // Another store with a Migrate method is migrated with it;
 // the memory store needs nothing. Errors: dao.ErrInvalidArgument for a
@@ -252,73 +248,30 @@ func createV1(db *gorm.DB, table string, dialect dialects.Name) error {
 	return nil
 }
 
-// fetchCover are the columns the fetch index holds after its key (state,
-// queue, priority, scheduled_at, id) on SQLite from schema version 2 on:
-// the other columns the queue's claim filters on. A running job is stored
-// as available with a lease (see [Row]), so it stays in the fetch index
-// and every claim of its queue steps over it; with these columns in the
-// index entry SQLite rejects it there, without reading its table row (it
-// tests the terms an index holds before it seeks the row: SQLite
-// documentation, "The SQLite Query Optimizer Overview", covering
-// indexes).
-var fetchCover = []string{ColLeaseUntil, ColAttempt, ColMaxAttempts, ColCancelRequestedAt, ColKind}
-
-// fetchColumns returns the columns of the fetch index of schema version 2
-// on SQLite, in order.
-func fetchColumns() []string {
-	return append([]string{ColState, ColQueue, ColPriority, ColScheduledAt, ColID}, fetchCover...)
-}
-
 // claimIndexesV2 brings the claim's indexes of table to schema version 2
-// on SQLite, each in one transaction (SQLite's DDL is transactional);
-// other backends are left as version 1 made them:
-//
-//   - the fetch index gets the fetchCover columns, rebuilt under the same
-//     name;
-//   - the schedule index becomes partial, (scheduled_at) WHERE state IN
-//     ('scheduled', 'retryable'), as on PostgreSQL. Without statistics
-//     (no ANALYZE has run, as on a new table) SQLite's planner takes the
-//     version 1 index (state, scheduled_at) for a queue's claim (state = ?
-//     AND scheduled_at <= ?) over the fetch index, then sorts: every claim
-//     reads all the available jobs of every queue. A partial index serves
-//     only a query whose WHERE clause implies its own (SQLite
-//     documentation, "Partial Indexes", section 2.2), which a claim's
-//     never does; the scheduler's read of due jobs steps over the waiting
-//     jobs in the fetch index instead, without reading their table rows.
-//
-// On MySQL and MariaDB the claim's UPDATE writes no column of a secondary
-// index (lease_until and attempt are in none), which their deadlock
-// behaviour relies on (adapters/sqlstore's doc), so their fetch index
-// keeps its version 1 columns.
+// on SQLite; other backends are left as version 1 made them. The schedule
+// index becomes partial, (scheduled_at) WHERE state IN ('scheduled',
+// 'retryable'), as on PostgreSQL. Without statistics (no ANALYZE has run,
+// as on a new table) SQLite's planner takes the version 1 index (state,
+// scheduled_at) for a queue's claim (state = ? AND scheduled_at <= ?)
+// over the fetch index, then sorts: every claim reads all the available
+// jobs of every queue. A partial index serves only a query whose WHERE
+// clause implies its own (SQLite documentation, "Partial Indexes",
+// section 2.2), which a claim's never does; the scheduler's read of due
+// jobs steps over the waiting jobs in the fetch index instead (state, then
+// scheduled_at in the entry).
 func claimIndexesV2(db *gorm.DB, table string, dialect dialects.Name) error {
 	if dialect != dialects.SQLite {
 		return nil
 	}
-	fetch, schedule, _ := IndexNames(db, table)
-	t := clause.Table{Name: table}
-	covered, err := indexHas(db, table, fetch, fetchColumns())
-	if err != nil {
-		return err
-	}
-	if !covered {
-		cols := make([]any, 0, len(fetchColumns()))
-		marks := make([]string, 0, cap(cols))
-		for _, c := range fetchColumns() {
-			cols = append(cols, clause.Column{Name: c})
-			marks = append(marks, "?")
-		}
-		sql := "CREATE INDEX ? ON ? (" + strings.Join(marks, ", ") + ")"
-		if err := rebuildIndex(db, fetch, sql, append([]any{clause.Column{Name: fetch}, t}, cols...)); err != nil {
-			return err
-		}
-	}
+	_, schedule, _ := IndexNames(db, table)
 	var partial int64
-	err = db.Raw("SELECT count(*) FROM pragma_index_list(?) WHERE name = ? AND partial = 1", table, schedule).Scan(&partial).Error
+	err := db.Raw("SELECT count(*) FROM pragma_index_list(?) WHERE name = ? AND partial = 1", table, schedule).Scan(&partial).Error
 	if err != nil || partial > 0 {
 		return err
 	}
 	return rebuildIndex(db, schedule, "CREATE INDEX ? ON ? (?) WHERE ? IN ('scheduled', 'retryable')",
-		[]any{clause.Column{Name: schedule}, t, clause.Column{Name: ColScheduledAt}, clause.Column{Name: ColState}})
+		[]any{clause.Column{Name: schedule}, clause.Table{Name: table}, clause.Column{Name: ColScheduledAt}, clause.Column{Name: ColState}})
 }
 
 // rebuildIndex drops index name on SQLite and creates it with the
@@ -333,21 +286,6 @@ func rebuildIndex(db *gorm.DB, name, create string, args []any) error {
 		}
 		return nil
 	})
-}
-
-// indexHas reports whether index name of table exists with exactly the
-// columns cols, in order (GORM's Migrator.GetIndexes).
-func indexHas(db *gorm.DB, table, name string, cols []string) (bool, error) {
-	idx, err := db.Migrator().GetIndexes(table)
-	if err != nil {
-		return false, fmt.Errorf("read the indexes of %s: %w", table, err)
-	}
-	for _, ix := range idx {
-		if ix.Name() == name {
-			return slices.Equal(ix.Columns(), cols), nil
-		}
-	}
-	return false, nil
 }
 
 // filterUniqueIndex makes the unique index of table's unique_key, which
