@@ -21,7 +21,7 @@ import (
 // table in the table's migration table ([MigrationTable]); a job table
 // recorded at a higher version (by a newer release) is refused with
 // [ErrSchemaTooNew].
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // MigrationTable returns the name of the table in which [Migrate] records
 // the schema versions applied to job table table: table + "_migrations".
@@ -90,6 +90,10 @@ type migration struct {
 //     AFTER INSERT trigger that notifies the channel named like the table
 //     (pg_notify, delivered at commit: PostgreSQL manual, "NOTIFY"), which
 //     wakes the clients' queues;
+//   - on SQLite: the composite indexes (state, queue, priority,
+//     scheduled_at, id) and (state, finalized_at), and the schedule index
+//     on (scheduled_at) WHERE state IN ('scheduled', 'retryable') (see
+//     claimIndexesV2);
 //   - elsewhere: the composite indexes (state, queue, priority,
 //     scheduled_at, id), (state, scheduled_at) and (state, finalized_at);
 //   - the queue table.
@@ -182,6 +186,7 @@ func migrate(ctx context.Context, store dao.Store[Row], queues dao.Store[Queue],
 // migration that stopped half-way is completed by the next one.
 var steps = []func(db *gorm.DB, table string, dialect dialects.Name) error{
 	createV1,
+	claimIndexesV2,
 }
 
 // createV1 creates the job table, its indexes and, on PostgreSQL, its
@@ -241,6 +246,46 @@ func createV1(db *gorm.DB, table string, dialect dialects.Name) error {
 		return createNotifyTrigger(db, table)
 	}
 	return nil
+}
+
+// claimIndexesV2 brings the claim's indexes of table to schema version 2
+// on SQLite; other backends are left as version 1 made them. The schedule
+// index becomes partial, (scheduled_at) WHERE state IN ('scheduled',
+// 'retryable'), as on PostgreSQL. Without statistics (no ANALYZE has run,
+// as on a new table) SQLite's planner takes the version 1 index (state,
+// scheduled_at) for a queue's claim (state = ? AND scheduled_at <= ?)
+// over the fetch index, then sorts: every claim reads all the available
+// jobs of every queue. A partial index serves only a query whose WHERE
+// clause implies its own (SQLite documentation, "Partial Indexes",
+// section 2.2), which a claim's never does; the scheduler's read of due
+// jobs steps over the waiting jobs in the fetch index instead (state, then
+// scheduled_at in the entry).
+func claimIndexesV2(db *gorm.DB, table string, dialect dialects.Name) error {
+	if dialect != dialects.SQLite {
+		return nil
+	}
+	_, schedule, _ := IndexNames(db, table)
+	var partial int64
+	err := db.Raw("SELECT count(*) FROM pragma_index_list(?) WHERE name = ? AND partial = 1", table, schedule).Scan(&partial).Error
+	if err != nil || partial > 0 {
+		return err
+	}
+	return rebuildIndex(db, schedule, "CREATE INDEX ? ON ? (?) WHERE ? IN ('scheduled', 'retryable')",
+		[]any{clause.Column{Name: schedule}, clause.Table{Name: table}, clause.Column{Name: ColScheduledAt}, clause.Column{Name: ColState}})
+}
+
+// rebuildIndex drops index name on SQLite and creates it with the
+// statement create and its args, in one transaction.
+func rebuildIndex(db *gorm.DB, name, create string, args []any) error {
+	return db.Transaction(func(tx *gorm.DB) error {
+		if err := tx.Exec("DROP INDEX IF EXISTS ?", clause.Column{Name: name}).Error; err != nil {
+			return fmt.Errorf("drop index %s: %w", name, err)
+		}
+		if err := tx.Exec(create, args...).Error; err != nil {
+			return fmt.Errorf("create index %s: %w", name, err)
+		}
+		return nil
+	})
 }
 
 // filterUniqueIndex makes the unique index of table's unique_key, which
