@@ -21,7 +21,7 @@ import (
 // table in the table's migration table ([MigrationTable]); a job table
 // recorded at a higher version (by a newer release) is refused with
 // [ErrSchemaTooNew].
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // MigrationTable returns the name of the table in which [Migrate] records
 // the schema versions applied to job table table: table + "_migrations".
@@ -182,6 +182,7 @@ func migrate(ctx context.Context, store dao.Store[Row], queues dao.Store[Queue],
 // migration that stopped half-way is completed by the next one.
 var steps = []func(db *gorm.DB, table string, dialect dialects.Name) error{
 	createV1,
+	createWaits,
 }
 
 // createV1 creates the job table, its indexes and, on PostgreSQL, its
@@ -250,13 +251,20 @@ func createV1(db *gorm.DB, table string, dialect dialects.Name) error {
 // refused ("CREATE INDEX (Transact-SQL)", filtered indexes). It rebuilds
 // the index only when it has no filter.
 func filterUniqueIndex(db *gorm.DB, table string) error {
-	name := db.NamingStrategy.IndexName(table, ColUniqueKey)
+	return filterUniqueIndexOf(db, table, ColUniqueKey)
+}
+
+// filterUniqueIndexOf makes the unique index of table's column column a
+// filtered index (WHERE column IS NOT NULL), as filterUniqueIndex does
+// for unique_key.
+func filterUniqueIndexOf(db *gorm.DB, table, column string) error {
+	name := db.NamingStrategy.IndexName(table, column)
 	var filtered int64
 	err := db.Raw("SELECT count(*) FROM sys.indexes WHERE name = ? AND object_id = OBJECT_ID(?) AND has_filter = 1", name, table).Scan(&filtered).Error
 	if err != nil || filtered > 0 {
 		return err
 	}
-	idx, t, col := clause.Column{Name: name}, clause.Table{Name: table}, clause.Column{Name: ColUniqueKey}
+	idx, t, col := clause.Column{Name: name}, clause.Table{Name: table}, clause.Column{Name: column}
 	if db.Migrator().HasIndex(table, name) {
 		if err := db.Exec("DROP INDEX ? ON ?", idx, t).Error; err != nil {
 			return fmt.Errorf("drop index %s: %w", name, err)
