@@ -121,7 +121,22 @@ func startSeqClients(t *testing.T, st JobStores, n, workers int, l *seqLog) []*j
 	return out
 }
 
-// testJobSequence checks sequences: 3 clients of 8 workers run 10 keys ×
+// whileRetryable runs insert again while it fails with an error a retry
+// can cure (dao.IsRetryable: SQLite's busy database under the load of
+// three clients, a deadlock), for up to a minute, and returns its last
+// error.
+func whileRetryable(insert func() error) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := insert()
+		if err == nil || !dao.IsRetryable(err) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// testJobSequence checks sequences: 3 clients of 4 workers run 10 keys ×
 // 12 jobs, one job in four failing its first attempt: per key the jobs
 // start in insertion order (a failed job's retry before the next job),
 // never two at once, each completed once; a discarded or cancelled job
@@ -130,7 +145,7 @@ func startSeqClients(t *testing.T, st JobStores, n, workers int, l *seqLog) []*j
 func testJobSequence(t *testing.T, h JobsHarness) {
 	st := h.NewStores(t)
 	l := newSeqLog()
-	cs := startSeqClients(t, st, 3, 8, l)
+	cs := startSeqClients(t, st, 3, 4, l)
 	c := cs[0]
 	ctx := context.Background()
 	const keys, perKey = 10, 12
@@ -148,11 +163,11 @@ func testJobSequence(t *testing.T, h JobsHarness) {
 	// Half in one InsertMany, the rest one by one, through several
 	// clients.
 	half := len(params) / 2
-	if _, err := c.InsertMany(ctx, params[:half]); err != nil {
+	if err := whileRetryable(func() error { _, err := c.InsertMany(ctx, params[:half]); return err }); err != nil {
 		t.Fatalf("insert many: %v", err)
 	}
 	for i, p := range params[half:] {
-		if _, err := cs[i%len(cs)].Insert(ctx, p.Args, p.Opts); err != nil {
+		if err := whileRetryable(func() error { _, err := cs[i%len(cs)].Insert(ctx, p.Args, p.Opts); return err }); err != nil {
 			t.Fatalf("insert: %v", err)
 		}
 	}
@@ -271,7 +286,11 @@ func testJobBatch(t *testing.T, h JobsHarness) {
 			}
 			params[i] = jobs.InsertParams{Args: a, Opts: opts}
 		}
-		res, err := cs[round%3].InsertBatch(ctx, params, jobs.BatchOpts{Callback: batchDoneArgs{Round: round}})
+		var res *jobs.BatchResult
+		err := whileRetryable(func() (err error) {
+			res, err = cs[round%3].InsertBatch(ctx, params, jobs.BatchOpts{Callback: batchDoneArgs{Round: round}})
+			return err
+		})
 		if err != nil {
 			t.Fatalf("insert batch: %v", err)
 		}

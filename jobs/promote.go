@@ -61,7 +61,6 @@ func (p *promotions) take() (seqs, batches map[string]bool) {
 	return seqs, batches
 }
 
-
 // promoteLoop promotes the sequences and batches finalized adds, until
 // ctx ends; what is left then the maintenance promotes.
 func (c *Client) promoteLoop(ctx context.Context) {
