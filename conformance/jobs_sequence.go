@@ -115,6 +115,10 @@ func startSeqClients(t *testing.T, st JobStores, n, workers int, l *seqLog) []*j
 	for i := range out {
 		out[i] = startJobs(t, st, func(cfg *jobs.Config, ws *jobs.Workers) {
 			cfg.Queues = map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: workers}}
+			// A lease long enough that the outcome writes of a loaded
+			// database (SQLite under the race detector) land within it:
+			// a lapsed lease runs a job again, which the checks count.
+			cfg.Lease = 30 * time.Second
 			addSeqWorkers(t, ws, l)
 		})
 	}
@@ -134,6 +138,21 @@ func whileRetryable(insert func() error) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// insertRetry inserts one job, again while the error is retryable
+// (whileRetryable), and fails t on error.
+func insertRetry(t *testing.T, c *jobs.Client, args jobs.Args, opts *jobs.InsertOpts) *jobs.Row {
+	t.Helper()
+	var res *jobs.InsertResult
+	err := whileRetryable(func() (err error) {
+		res, err = c.Insert(context.Background(), args, opts)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("insert %T: %v", args, err)
+	}
+	return res.Job
 }
 
 // testJobSequence checks sequences: 3 clients of 4 workers run 10 keys ×
@@ -228,8 +247,8 @@ func testJobSequence(t *testing.T, h JobsHarness) {
 				if s.maxAttempts1 {
 					first.MaxAttempts = 1
 				}
-				a := insert(t, c.Client, s.args, first)
-				b := insert(t, c.Client, seqArgs{Key: s.key, N: 1}, &jobs.InsertOpts{Sequence: jobs.SequenceOpts{Key: s.key}})
+				a := insertRetry(t, c.Client, s.args, first)
+				b := insertRetry(t, c.Client, seqArgs{Key: s.key, N: 1}, &jobs.InsertOpts{Sequence: jobs.SequenceOpts{Key: s.key}})
 				if b.State != jobs.StatePending {
 					t.Fatalf("second job of sequence %s inserted %s, want pending", s.key, b.State)
 				}
