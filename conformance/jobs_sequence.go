@@ -140,21 +140,6 @@ func whileRetryable(insert func() error) error {
 	}
 }
 
-// insertRetry inserts one job, again while the error is retryable
-// (whileRetryable), and fails t on error.
-func insertRetry(t *testing.T, c *jobs.Client, args jobs.Args, opts *jobs.InsertOpts) *jobs.Row {
-	t.Helper()
-	var res *jobs.InsertResult
-	err := whileRetryable(func() (err error) {
-		res, err = c.Insert(context.Background(), args, opts)
-		return err
-	})
-	if err != nil {
-		t.Fatalf("insert %T: %v", args, err)
-	}
-	return res.Job
-}
-
 // testJobSequence checks sequences: 3 clients of 4 workers run 10 keys ×
 // 12 jobs, one job in four failing its first attempt: per key the jobs
 // start in insertion order (a failed job's retry before the next job),
@@ -247,8 +232,20 @@ func testJobSequence(t *testing.T, h JobsHarness) {
 				if s.maxAttempts1 {
 					first.MaxAttempts = 1
 				}
-				a := insertRetry(t, c.Client, s.args, first)
-				b := insertRetry(t, c.Client, seqArgs{Key: s.key, N: 1}, &jobs.InsertOpts{Sequence: jobs.SequenceOpts{Key: s.key}})
+				// Inserted together, so that the second is pending
+				// whatever the first's speed.
+				var res []jobs.InsertResult
+				err := whileRetryable(func() (err error) {
+					res, err = c.InsertMany(ctx, []jobs.InsertParams{
+						{Args: s.args, Opts: first},
+						{Args: seqArgs{Key: s.key, N: 1}, Opts: &jobs.InsertOpts{Sequence: jobs.SequenceOpts{Key: s.key}}},
+					})
+					return err
+				})
+				if err != nil {
+					t.Fatalf("insert: %v", err)
+				}
+				a, b := res[0].Job, res[1].Job
 				if b.State != jobs.StatePending {
 					t.Fatalf("second job of sequence %s inserted %s, want pending", s.key, b.State)
 				}

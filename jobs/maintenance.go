@@ -25,7 +25,7 @@ func (c *Client) maintain(ctx context.Context, leader func(ctx context.Context) 
 	}
 	m := &dispatch.Maintenance{Every: c.cfg.Tick, Leader: leader, Tasks: []dispatch.Task{
 		{Name: "scheduler", Run: counted(c.Schedule)},
-		{Name: "promoter", Run: counted(c.Promote)},
+		{Name: "promoter", Run: counted(c.Promote), Every: PromoteInterval},
 		{Name: "rescuer", Run: counted(c.Rescue), Every: c.cfg.RescueInterval},
 		{Name: "retention sweep", Run: counted(c.Sweep), Every: c.cfg.RetentionInterval},
 	}}

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/claimstore/claimstore/dao"
 )
@@ -13,11 +14,18 @@ import (
 // final. It runs twice over: right after the outcomes that finalize jobs
 // are written (the client's written hook queues their sequences and
 // batches, and promoteLoop promotes them, batched), and as a maintenance
-// task every tick ([Client.Promote]), so that a client that died between
+// task every [PromoteInterval] ([Client.Promote]), so that a client that died between
 // the outcome write and the promotion leaves no job pending for ever.
 // Each promotion is a conditional write the database enforces — the
 // sequence's unique head index, the guard on the pending state — so that
 // promotions that race, in one process or several, promote a job once.
+
+// PromoteInterval is the period of the maintenance's promotion
+// ([Client.Promote]), at least the client's tick: the promotion that
+// follows each outcome write does the work, the maintenance's catches up
+// after a client that stopped before it, after a job deleted or a
+// transaction committed, at the cost of reading every pending job.
+const PromoteInterval = time.Second
 
 // promotions collects the sequences and batches whose pending jobs may
 // be promoted, for promoteLoop.
@@ -109,7 +117,7 @@ func (c *Client) promoteAll(ctx context.Context, seqs, batches map[string]bool) 
 // batch whose jobs are all final — and returns how many it promoted. It
 // reads every pending job (in pages of [MaintenanceBatch], by id), so it
 // costs in proportion to the pending jobs. It is what the client's
-// maintenance runs every tick besides the promotion that follows each
+// maintenance runs every [PromoteInterval] besides the promotion that follows each
 // outcome write; calling it yourself is safe at any time (each promotion
 // is a conditional write the database enforces). Errors: the store's,
 // mapped.
