@@ -201,11 +201,6 @@ func createV1(db *gorm.DB, table string, dialect dialects.Name) error {
 	fetch, schedule, final := IndexNames(db, table)
 	t := clause.Table{Name: table}
 	col := func(n string) clause.Column { return clause.Column{Name: n} }
-	type index struct {
-		name string
-		sql  string
-		args []any
-	}
 	var idx []index
 	if postgres {
 		idx = []index{
@@ -224,14 +219,8 @@ func createV1(db *gorm.DB, table string, dialect dialects.Name) error {
 			{final, "CREATE INDEX ? ON ? (?, ?)", []any{col(final), t, col(ColState), col(ColFinalizedAt)}},
 		}
 	}
-	for _, ix := range idx {
-		if !postgres && db.Migrator().HasIndex(table, ix.name) {
-			continue
-		}
-		// A concurrent migration may have created it meanwhile.
-		if err := db.Exec(ix.sql, ix.args...).Error; err != nil && !db.Migrator().HasIndex(table, ix.name) {
-			return fmt.Errorf("create index %s: %w", ix.name, err)
-		}
+	if err := createIndexes(db, table, postgres, idx); err != nil {
+		return err
 	}
 	if dialect == dialects.SQLServer {
 		if err := filterUniqueIndex(db, table); err != nil {
@@ -240,6 +229,30 @@ func createV1(db *gorm.DB, table string, dialect dialects.Name) error {
 	}
 	if postgres {
 		return createNotifyTrigger(db, table)
+	}
+	return nil
+}
+
+// index is an index a schema step creates: its name and its CREATE
+// statement with the statement's arguments.
+type index struct {
+	name string
+	sql  string
+	args []any
+}
+
+// createIndexes creates the indexes idx of table that are missing: on
+// PostgreSQL their statements say IF NOT EXISTS, elsewhere the migrator
+// looks first. An index a concurrent migration created meanwhile is no
+// error.
+func createIndexes(db *gorm.DB, table string, postgres bool, idx []index) error {
+	for _, ix := range idx {
+		if !postgres && db.Migrator().HasIndex(table, ix.name) {
+			continue
+		}
+		if err := db.Exec(ix.sql, ix.args...).Error; err != nil && !db.Migrator().HasIndex(table, ix.name) {
+			return fmt.Errorf("create index %s: %w", ix.name, err)
+		}
 	}
 	return nil
 }

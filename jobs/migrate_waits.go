@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"fmt"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -45,11 +44,6 @@ func createWaits(db *gorm.DB, table string, dialect dialects.Name) error {
 	if postgres {
 		exists = "CREATE INDEX IF NOT EXISTS ? ON ? "
 	}
-	type index struct {
-		name string
-		sql  string
-		args []any
-	}
 	idx := []index{
 		{sequence, exists + "(?, ?, ?)", []any{col(sequence), t, col(ColSequenceKey), col(ColState), col(ColID)}},
 		{batch, exists + "(?, ?)", []any{col(batch), t, col(ColBatchID), col(ColState)}},
@@ -60,14 +54,8 @@ func createWaits(db *gorm.DB, table string, dialect dialects.Name) error {
 	} else {
 		idx = append(idx, index{pending, exists + "(?, ?)", []any{col(pending), t, col(ColState), col(ColID)}})
 	}
-	for _, ix := range idx {
-		if !postgres && db.Migrator().HasIndex(table, ix.name) {
-			continue
-		}
-		// A concurrent migration may have created it meanwhile.
-		if err := db.Exec(ix.sql, ix.args...).Error; err != nil && !db.Migrator().HasIndex(table, ix.name) {
-			return fmt.Errorf("create index %s: %w", ix.name, err)
-		}
+	if err := createIndexes(db, table, postgres, idx); err != nil {
+		return err
 	}
 	if dialect == dialects.SQLServer {
 		return filterUniqueIndexOf(db, table, ColSequenceHead)
