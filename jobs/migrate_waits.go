@@ -1,7 +1,6 @@
 package jobs
 
 import (
-
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
