@@ -175,6 +175,17 @@ type JobsHarness struct {
 //     process inserts while another process runs the queue: PostgreSQL's
 //     notifications, the change signal of the other SQL backends, or an
 //     insert of the same process wake it.
+//   - Sequence: 3 clients run 10 sequence keys × 12 jobs, some failing
+//     once: per key the jobs start in insertion order (a failed job's
+//     retry before the next job), never two at once, each completed
+//     once; a discarded or cancelled job holds its sequence unless its
+//     options say to continue, and the held sequence goes on once the
+//     job is retried or deleted.
+//   - Batch: 3 clients finish a batch's last jobs at the same moment; its
+//     callback, pending until then, runs once with the counts by final
+//     state.
+//   - BatchSequenceArgs: bad sequence keys and batches are refused with
+//     dao.ErrInvalidArgument and insert nothing.
 func RunJobs(t *testing.T, h JobsHarness) {
 	t.Helper()
 	if h.NewStores == nil {
@@ -218,6 +229,9 @@ func RunJobs(t *testing.T, h JobsHarness) {
 		t.Run("CompleteTx", func(t *testing.T) { testJobCompleteTx(t, h) })
 		t.Run("Processes", func(t *testing.T) { testJobProcesses(t, h) })
 		t.Run("Wake", func(t *testing.T) { testJobWake(t, h) })
+		t.Run("Sequence", func(t *testing.T) { testJobSequence(t, h) })
+		t.Run("Batch", func(t *testing.T) { testJobBatch(t, h) })
+		t.Run("BatchSequenceArgs", func(t *testing.T) { testJobWaitsInvalid(t, h) })
 	})
 }
 

@@ -440,6 +440,7 @@ func (c *Client) Cancel(ctx context.Context, id int64) (*Row, error) {
 	})
 	if changed && r.State == StateCancelled && r.FinalizedAt != nil {
 		c.emitJob(EventJobCancelled, r, *r.FinalizedAt)
+		c.promoteNow(ctx, r)
 	}
 	return r, err
 }
@@ -452,10 +453,15 @@ func (c *Client) Cancel(ctx context.Context, id int64) (*Row, error) {
 // Errors: dao.ErrNotFound; the store's errors, mapped.
 func (c *Client) Retry(ctx context.Context, id int64) (*Row, error) {
 	r, _, err := c.change(ctx, "retry", id, func(r *Row, now time.Time) (dao.Criteria, dao.Set, error) {
-		if r.running(now) {
+		if r.running(now) || r.State == StatePending {
 			return dao.Criteria{}, nil, nil
 		}
 		set := dao.Set{ColState: string(StateAvailable), ColScheduledAt: now}
+		if r.SequenceKey != nil && r.SequenceHead == nil {
+			// It takes its sequence again: the unique index refuses
+			// that (dao.ErrDuplicate) while another job holds it.
+			set[ColSequenceHead] = *r.SequenceKey
+		}
 		if r.State.Final() {
 			set[ColFinalizedAt] = nil
 			set[ColCancelRequestedAt] = nil
@@ -646,11 +652,13 @@ func (c *Client) change(ctx context.Context, op string, id int64, decide func(r 
 }
 
 // keepUniqueIn clears the unique key in set when r's key is not held in
-// state.
+// state, and the sequence head when state releases r's sequence
+// (keepSequenceIn).
 func keepUniqueIn(r *Row, state State, set dao.Set) {
 	if r.UniqueKey != nil && r.UniqueStates&state.bit() == 0 {
 		set[ColUniqueKey] = nil
 	}
+	keepSequenceIn(r, state, set)
 }
 
 // QueueInfo is one queue as [Client.Queues] lists it.

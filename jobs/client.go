@@ -202,6 +202,9 @@ type Client struct {
 	// recheck holds the jobs whose outcome made them wait again, for
 	// finishCancelled.
 	recheck *recheck
+	// promos holds the sequences and batches of jobs that became final,
+	// for promoteLoop.
+	promos *promotions
 
 	pausedMu sync.RWMutex
 	paused   map[string]bool
@@ -319,6 +322,7 @@ func NewClient(cfg Config) (*Client, error) {
 		queues:   map[string]*queue{},
 		running:  map[int64]runningJob{},
 		recheck:  newRecheck(),
+		promos:   newPromotions(),
 		paused:   map[string]bool{},
 	}
 	c.txb, _ = cfg.Store.(dao.TxBinder[Row])
@@ -721,6 +725,7 @@ func (c *Client) Run(ctx context.Context) error {
 	defer stopPoll()
 	bg.Go(func() { c.pollLoop(pollCtx) })
 	bg.Go(func() { c.recheckLoop(pollCtx) })
+	bg.Go(func() { c.promoteLoop(pollCtx) })
 	if e := c.elector; e != nil {
 		bg.Go(func() { _ = e.Run(bgCtx) })
 	}

@@ -87,6 +87,19 @@
 // priority, scheduled time, max attempts, tags, metadata and
 // [UniqueOpts].
 //
+// # Sequences and batches
+//
+// Jobs inserted with the same InsertOpts.Sequence key ([SequenceOpts])
+// run one at a time in insertion order; a failed job holds its sequence
+// until it completes, or is cancelled or discarded (the sequence then
+// stops unless ContinueOnCancelled or ContinueOnDiscarded). [Client.InsertBatch]
+// inserts jobs as a batch with a callback job that runs once, with the
+// counts by final state ([Row.BatchCounts]), when every job of the batch
+// is final. Both wait in [StatePending], which no claim takes, and are
+// promoted by conditional writes the database enforces (a unique index on
+// the sequence's holder, a guard on the pending state) right after the
+// outcome writes and by the maintenance every [PromoteInterval] ([Client.Promote]).
+//
 // # Running
 //
 // [Client.Run] runs the client's queues until its context ends, then

@@ -211,6 +211,8 @@ func (c *Client) written(j *dispatch.Job[Row], set dao.Set) {
 	row := &j.Row
 	if state, _ := set[ColState].(string); set != nil && !row.info.settled && !State(state).Final() {
 		c.recheck.add(row.ID)
+	} else if set != nil && (row.info.settled || State(state).Final()) {
+		c.promos.add(row)
 	}
 	if set == nil || row.info.event == "" || !c.events.active() {
 		return
@@ -278,6 +280,12 @@ func (r *Row) applyOutcome(set dao.Set, at time.Time) {
 			}
 		case ColUniqueKey:
 			r.UniqueKey = nil
+		case ColSequenceHead:
+			if k, ok := v.(string); ok {
+				r.SequenceHead = &k
+			} else {
+				r.SequenceHead = nil
+			}
 		case ColMetadata:
 			if m, ok := v.(string); ok {
 				r.Metadata = m

@@ -47,6 +47,11 @@ type InsertOpts struct {
 	// with the same unique properties is in one of the unique states
 	// inserts nothing and returns that job.
 	UniqueOpts UniqueOpts
+	// Sequence, when its Key is set, puts the job in a sequence: the
+	// jobs of one key run one at a time, in insertion order (see
+	// [SequenceOpts]). An args type gives its jobs a sequence by a field
+	// with its own InsertOpts ([ArgsWithInsertOpts]).
+	Sequence SequenceOpts
 
 	// uniqueKey, when set, is the unique key as is (periodic jobs: one
 	// per schedule and occurrence), held in every state.
@@ -80,9 +85,10 @@ func (u UniqueOpts) isZero() bool {
 }
 
 // DefaultUniqueStates are the states a unique job holds its key in when
-// UniqueOpts.ByState is empty.
+// UniqueOpts.ByState is empty. A unique job holds its key while pending
+// whatever its states.
 func DefaultUniqueStates() []State {
-	return []State{StateAvailable, StateScheduled, StateRunning, StateRetryable, StateCompleted}
+	return []State{StatePending, StateAvailable, StateScheduled, StateRunning, StateRetryable, StateCompleted}
 }
 
 // InsertParams is one job of [Client.InsertMany].
@@ -194,6 +200,14 @@ func (c *Client) insertMany(ctx context.Context, store dao.Store[Row], params []
 			return nil, fmt.Errorf("jobs: insert: job %d: %w", i, err)
 		}
 	}
+	return c.insertBuilt(ctx, store, rows, inTx, now)
+}
+
+// insertBuilt inserts rows, built at now, through store (the insert
+// middleware around it), wakes the local queues that got available jobs
+// and, unless inTx, promotes the sequences of the inserted jobs (see
+// promoteInserted).
+func (c *Client) insertBuilt(ctx context.Context, store dao.Store[Row], rows []*Row, inTx bool, now time.Time) ([]InsertResult, error) {
 	out, err := c.insertChain(ctx, rows, func(ctx context.Context) ([]InsertResult, error) {
 		return insertRows(ctx, store, rows)
 	})
@@ -213,6 +227,9 @@ func (c *Client) insertMany(ctx context.Context, store dao.Store[Row], params []
 		}
 	}
 	c.wakeLocal(woken)
+	if !inTx {
+		c.promoteInserted(ctx, out)
+	}
 	return out, nil
 }
 
@@ -325,6 +342,9 @@ func merged(args Args, opts *InsertOpts) InsertOpts {
 	if opts.uniqueKey != "" {
 		o.uniqueKey = opts.uniqueKey
 	}
+	if !opts.Sequence.isZero() {
+		o.Sequence = opts.Sequence
+	}
 	return o
 }
 
@@ -401,6 +421,9 @@ func (c *Client) newRow(args Args, opts *InsertOpts, now time.Time) (*Row, error
 			return nil, err
 		}
 		r.UniqueKey, r.UniqueStates = &key, mask
+	}
+	if err := o.Sequence.apply(r); err != nil {
+		return nil, err
 	}
 	return r, nil
 }
@@ -501,7 +524,9 @@ func uniqueKey(kind string, args Args, r *Row, u UniqueOpts) (string, int, error
 		b.WriteString("&queue=" + r.Queue)
 	}
 	sum := sha256.Sum256([]byte(b.String()))
-	return hex.EncodeToString(sum[:]), stateMask(states), nil
+	// Pending comes before available: a job that holds its key when
+	// available holds it while it waits to be.
+	return hex.EncodeToString(sum[:]), stateMask(states) | StatePending.bit(), nil
 }
 
 // uniqueFields caches, per args type, the JSON names and field indexes of

@@ -25,6 +25,7 @@ func (c *Client) maintain(ctx context.Context, leader func(ctx context.Context) 
 	}
 	m := &dispatch.Maintenance{Every: c.cfg.Tick, Leader: leader, Tasks: []dispatch.Task{
 		{Name: "scheduler", Run: counted(c.Schedule)},
+		{Name: "promoter", Run: counted(c.Promote), Every: PromoteInterval},
 		{Name: "rescuer", Run: counted(c.Rescue), Every: c.cfg.RescueInterval},
 		{Name: "retention sweep", Run: counted(c.Sweep), Every: c.cfg.RetentionInterval},
 	}}
@@ -156,6 +157,7 @@ func (c *Client) finalizeStuck(ctx context.Context, only dao.Criteria) (int64, e
 			}
 			r.applyOutcome(set, now)
 			c.emitJob(kind, r, now)
+			c.promoteNow(ctx, r)
 		}
 		total += n
 	}
@@ -264,7 +266,10 @@ func (c *Client) Sweep(ctx context.Context) (int64, error) {
 			if err != nil {
 				return total, err
 			}
-			old := dao.And(dao.Eq(ColState, string(s.state)), dao.Lt(ColFinalizedAt, now.Add(-s.keep)))
+			// A job that holds its sequence after its end (see
+			// SequenceOpts) is kept: its deletion would let the
+			// sequence go on.
+			old := dao.And(dao.Eq(ColState, string(s.state)), dao.Lt(ColFinalizedAt, now.Add(-s.keep)), dao.IsNull(ColSequenceHead))
 			n, err := c.retryConflict(ctx, func() (int64, error) { return c.store.Delete(ctx, old, MaintenanceBatch) })
 			total += n
 			if err != nil {

@@ -21,7 +21,7 @@ import (
 // table in the table's migration table ([MigrationTable]); a job table
 // recorded at a higher version (by a newer release) is refused with
 // [ErrSchemaTooNew].
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // MigrationTable returns the name of the table in which [Migrate] records
 // the schema versions applied to job table table: table + "_migrations".
@@ -187,6 +187,7 @@ func migrate(ctx context.Context, store dao.Store[Row], queues dao.Store[Queue],
 var steps = []func(db *gorm.DB, table string, dialect dialects.Name) error{
 	createV1,
 	claimIndexesV2,
+	createWaits,
 }
 
 // createV1 creates the job table, its indexes and, on PostgreSQL, its
@@ -205,11 +206,6 @@ func createV1(db *gorm.DB, table string, dialect dialects.Name) error {
 	fetch, schedule, final := IndexNames(db, table)
 	t := clause.Table{Name: table}
 	col := func(n string) clause.Column { return clause.Column{Name: n} }
-	type index struct {
-		name string
-		sql  string
-		args []any
-	}
 	var idx []index
 	if postgres {
 		idx = []index{
@@ -228,14 +224,8 @@ func createV1(db *gorm.DB, table string, dialect dialects.Name) error {
 			{final, "CREATE INDEX ? ON ? (?, ?)", []any{col(final), t, col(ColState), col(ColFinalizedAt)}},
 		}
 	}
-	for _, ix := range idx {
-		if !postgres && db.Migrator().HasIndex(table, ix.name) {
-			continue
-		}
-		// A concurrent migration may have created it meanwhile.
-		if err := db.Exec(ix.sql, ix.args...).Error; err != nil && !db.Migrator().HasIndex(table, ix.name) {
-			return fmt.Errorf("create index %s: %w", ix.name, err)
-		}
+	if err := createIndexes(db, table, postgres, idx); err != nil {
+		return err
 	}
 	if dialect == dialects.SQLServer {
 		if err := filterUniqueIndex(db, table); err != nil {
@@ -288,6 +278,30 @@ func rebuildIndex(db *gorm.DB, name, create string, args []any) error {
 	})
 }
 
+// index is an index a schema step creates: its name and its CREATE
+// statement with the statement's arguments.
+type index struct {
+	name string
+	sql  string
+	args []any
+}
+
+// createIndexes creates the indexes idx of table that are missing: on
+// PostgreSQL their statements say IF NOT EXISTS, elsewhere the migrator
+// looks first. An index a concurrent migration created meanwhile is no
+// error.
+func createIndexes(db *gorm.DB, table string, postgres bool, idx []index) error {
+	for _, ix := range idx {
+		if !postgres && db.Migrator().HasIndex(table, ix.name) {
+			continue
+		}
+		if err := db.Exec(ix.sql, ix.args...).Error; err != nil && !db.Migrator().HasIndex(table, ix.name) {
+			return fmt.Errorf("create index %s: %w", ix.name, err)
+		}
+	}
+	return nil
+}
+
 // filterUniqueIndex makes the unique index of table's unique_key, which
 // GORM creates without its WHERE clause on SQL Server, a filtered index
 // (WHERE unique_key IS NOT NULL): SQL Server's unique indexes hold one
@@ -295,13 +309,20 @@ func rebuildIndex(db *gorm.DB, name, create string, args []any) error {
 // refused ("CREATE INDEX (Transact-SQL)", filtered indexes). It rebuilds
 // the index only when it has no filter.
 func filterUniqueIndex(db *gorm.DB, table string) error {
-	name := db.NamingStrategy.IndexName(table, ColUniqueKey)
+	return filterUniqueIndexOf(db, table, ColUniqueKey)
+}
+
+// filterUniqueIndexOf makes the unique index of table's column column a
+// filtered index (WHERE column IS NOT NULL), as filterUniqueIndex does
+// for unique_key.
+func filterUniqueIndexOf(db *gorm.DB, table, column string) error {
+	name := db.NamingStrategy.IndexName(table, column)
 	var filtered int64
 	err := db.Raw("SELECT count(*) FROM sys.indexes WHERE name = ? AND object_id = OBJECT_ID(?) AND has_filter = 1", name, table).Scan(&filtered).Error
 	if err != nil || filtered > 0 {
 		return err
 	}
-	idx, t, col := clause.Column{Name: name}, clause.Table{Name: table}, clause.Column{Name: ColUniqueKey}
+	idx, t, col := clause.Column{Name: name}, clause.Table{Name: table}, clause.Column{Name: column}
 	if db.Migrator().HasIndex(table, name) {
 		if err := db.Exec("DROP INDEX ? ON ?", idx, t).Error; err != nil {
 			return fmt.Errorf("drop index %s: %w", name, err)

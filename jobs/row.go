@@ -9,14 +9,22 @@ import (
 	"github.com/claimstore/claimstore/internal/argerr"
 )
 
-// State is the state of a job. A job is available when it may run
-// (scheduled time reached), scheduled or retryable while it waits for a
-// later time, running while a worker holds its lease, and completed,
-// cancelled or discarded once it is final (its FinalizedAt is set).
+// State is the state of a job. A job is pending while it waits for
+// other jobs (its sequence's job before it, its batch), available when
+// it may run (scheduled time reached), scheduled or retryable while it
+// waits for a later time, running while a worker holds its lease, and
+// completed, cancelled or discarded once it is final (its FinalizedAt is
+// set).
 type State string
 
 // The states of a job.
 const (
+	// StatePending: waiting for other jobs, not claimable: a job of a
+	// sequence until the sequence's job before it is final (see
+	// [SequenceOpts]), a batch's callback until every job of the batch
+	// is final (see [Client.InsertBatch]). A promotion makes it
+	// available (scheduled when its ScheduledAt is still ahead).
+	StatePending State = "pending"
 	// StateAvailable: ready to run; a worker claims it in queue order
 	// (priority, then scheduled time, then id).
 	StateAvailable State = "available"
@@ -45,8 +53,13 @@ const (
 
 // States lists every state, in lifecycle order.
 func States() []State {
-	return []State{StateAvailable, StateScheduled, StateRunning, StateRetryable, StateCompleted, StateCancelled, StateDiscarded}
+	return []State{StatePending, StateAvailable, StateScheduled, StateRunning, StateRetryable, StateCompleted, StateCancelled, StateDiscarded}
 }
+
+// stateBits lists the states in the order of their bits in a stored
+// unique-states mask: pending, added later, takes the next bit, so that
+// the masks stored before it keep their meaning.
+var stateBits = []State{StateAvailable, StateScheduled, StateRunning, StateRetryable, StateCompleted, StateCancelled, StateDiscarded, StatePending}
 
 // Final reports whether s is completed, cancelled or discarded.
 func (s State) Final() bool {
@@ -65,7 +78,7 @@ func (s State) valid() bool {
 
 // bit returns the state's bit in a unique-states mask.
 func (s State) bit() int {
-	for i, v := range States() {
+	for i, v := range stateBits {
 		if s == v {
 			return 1 << i
 		}
@@ -95,6 +108,11 @@ const (
 	ColLeaseOwner        = "lease_owner"
 	ColLeaseUntil        = "lease_until"
 	ColCreatedAt         = "created_at"
+	ColSequenceKey       = "sequence_key"
+	ColSequenceHead      = "sequence_head"
+	ColSequenceRelease   = "sequence_release"
+	ColBatchID           = "batch_id"
+	ColBatchCallback     = "batch_callback"
 )
 
 // Size limits of the job table's columns, in bytes.
@@ -170,6 +188,25 @@ type Row struct {
 	LeaseUntil *time.Time
 	// CreatedAt is when the job was inserted.
 	CreatedAt time.Time `gorm:"not null"`
+	// SequenceKey is the key of the job's sequence ([SequenceOpts]),
+	// NULL for a job in none.
+	SequenceKey *string `gorm:"size:191"`
+	// SequenceHead is the sequence key while the job holds its sequence
+	// (from its promotion until it is final, and after a cancel or
+	// discard that does not release it), else NULL. A unique index on it
+	// makes the database refuse a second holder: at most one job of a
+	// sequence runs or waits to run at a time.
+	SequenceHead *string `gorm:"size:191;uniqueIndex:,where:sequence_head IS NOT NULL"`
+	// SequenceRelease is the mask of the final states in which the job
+	// releases its sequence (completed always; cancelled and discarded
+	// as [SequenceOpts] says); 0 outside a sequence.
+	SequenceRelease int `gorm:"size:16;not null;default:0"`
+	// BatchID is the id of the batch the job belongs to
+	// ([Client.InsertBatch]), NULL for none.
+	BatchID *string `gorm:"size:64"`
+	// BatchCallback is, on a batch's callback job, the id of the batch
+	// it waits for, else NULL.
+	BatchCallback *string `gorm:"size:64"`
 
 	// args is the decoded Args of a claimed job, set by the client
 	// before its work runs (see Client.prepare); not a column.

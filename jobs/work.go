@@ -170,7 +170,7 @@ var completedSet = dao.Set{ColState: string(StateCompleted), ColFinalizedAt: dis
 // time of the outcome write, so that the outcomes of jobs that ended
 // alike are one statement.
 func (c *Client) final(row *Row, state State, now time.Time, ae *AttemptError) dao.Set {
-	if state == StateCompleted && ae == nil && row.UniqueKey == nil && row.Attempt == 1 && row.info.output == nil {
+	if state == StateCompleted && ae == nil && row.UniqueKey == nil && row.SequenceHead == nil && row.Attempt == 1 && row.info.output == nil {
 		return completedSet
 	}
 	set := dao.Set{ColState: string(state), ColFinalizedAt: dispatch.WriteTime{}}

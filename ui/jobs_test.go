@@ -61,7 +61,7 @@ func TestJobPages(t *testing.T) {
 		if got := ids(l.Jobs); !slices.Equal(got, all) || l.NextBefore != 0 || l.Table != e.table {
 			t.Fatalf("all jobs: %v (next %d), want %v newest first", got, l.NextBefore, all)
 		}
-		want := map[string]int64{"available": 1, "scheduled": 1, "running": 0, "retryable": 0, "completed": 1, "cancelled": 0, "discarded": 2}
+		want := map[string]int64{"pending": 0, "available": 1, "scheduled": 1, "running": 0, "retryable": 0, "completed": 1, "cancelled": 0, "discarded": 2}
 		if len(l.Counts) != len(want) {
 			t.Fatalf("counts %+v", l.Counts)
 		}
