@@ -21,7 +21,7 @@ import (
 // table in the table's migration table ([MigrationTable]); a job table
 // recorded at a higher version (by a newer release) is refused with
 // [ErrSchemaTooNew].
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // MigrationTable returns the name of the table in which [Migrate] records
 // the schema versions applied to job table table: table + "_migrations".
@@ -182,6 +182,7 @@ func migrate(ctx context.Context, store dao.Store[Row], queues dao.Store[Queue],
 // migration that stopped half-way is completed by the next one.
 var steps = []func(db *gorm.DB, table string, dialect dialects.Name) error{
 	createV1,
+	createLimits,
 }
 
 // createV1 creates the job table, its indexes and, on PostgreSQL, its
@@ -365,7 +366,7 @@ func Drop(ctx context.Context, store dao.Store[Row], queues dao.Store[Queue]) er
 	migrateMu.Lock()
 	defer migrateMu.Unlock()
 	db = db.Session(&gorm.Session{NewDB: true}).WithContext(ctx)
-	tables := []string{table, MigrationTable(table)}
+	tables := []string{table, MigrationTable(table), LimitTable(table)}
 	if queues != nil {
 		tables = append(tables, tableOf(queues))
 	}
