@@ -88,6 +88,12 @@ func startLimited(t *testing.T, st JobStores, p *limitProbe, lim jobs.Limit, max
 	})
 }
 
+// limitLease is the lease of the limit checks' clients (but the crash
+// check's): long enough that no lease ends under a loaded SQLite whose
+// writers wait seconds for its lock (with -race on 2 cores), which
+// would run a job again as the at-least-once delivery does.
+const limitLease = 30 * time.Second
+
 // insertLimited inserts n limit jobs, job i in partition i%parts, and
 // returns their ids.
 func insertLimited(t *testing.T, c *jobs.Client, n, parts int) []int64 {
@@ -156,7 +162,7 @@ func testJobGlobalLimit(t *testing.T, h JobsHarness) {
 	p := newLimitProbe(30 * time.Millisecond)
 	const limit = 3
 	for range 3 {
-		startLimited(t, st, p, jobs.Limit{Max: limit}, 20, 5*time.Second)
+		startLimited(t, st, p, jobs.Limit{Max: limit}, 20, limitLease)
 	}
 	ids := insertLimited(t, admin, 90, 1)
 	waitLimited(t, admin, p, ids, 2*time.Minute)
@@ -179,7 +185,7 @@ func testJobPartitionLimit(t *testing.T, h JobsHarness) {
 	p := newLimitProbe(30 * time.Millisecond)
 	const limit, parts = 2, 6
 	for range 3 {
-		startLimited(t, st, p, jobs.Limit{Max: limit, ByKind: true, ByArgs: []string{"part"}}, 20, 5*time.Second)
+		startLimited(t, st, p, jobs.Limit{Max: limit, ByKind: true, ByArgs: []string{"part"}}, 20, limitLease)
 	}
 	ids := insertLimited(t, admin, 120, parts)
 	waitLimited(t, admin, p, ids, 2*time.Minute)
@@ -326,7 +332,7 @@ func testJobRateLimit(t *testing.T, h JobsHarness) {
 	p := newLimitProbe(time.Millisecond)
 	const rate, burst, n = 20, 4, 100
 	for range 3 {
-		startLimited(t, st, p, jobs.Limit{Rate: rate, Burst: burst}, 20, 5*time.Second)
+		startLimited(t, st, p, jobs.Limit{Rate: rate, Burst: burst}, 20, limitLease)
 	}
 	ids := insertLimited(t, admin, n, 1)
 	waitLimited(t, admin, p, ids, 2*time.Minute)

@@ -179,11 +179,22 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 	var rows []Row
 	run := func(tx limitTx) error {
 		var err error
-		rows, err = l.claimIn(ctx, tx, now, req)
+		rows, _, err = l.claimIn(ctx, tx, now, req, false)
 		return err
 	}
 	var err error
 	if db, ok := gormOf(l.c.store); ok && l.c.txb != nil {
+		// A first pass without the lock (reads only) finds out whether
+		// there is room: a queue at its limit takes no write lock, which
+		// on SQLite would hold up every other writer.
+		dry := sqlLimitTx{tx: db.Session(&gorm.Session{NewDB: true}).WithContext(ctx), table: LimitTable(l.c.table), queue: l.queue, store: l.c.store}
+		_, n, err := l.claimIn(ctx, dry, now, req, true)
+		if err != nil {
+			return nil, fmt.Errorf("jobs: queue %s: limited claim: %w", l.queue, err)
+		}
+		if n == 0 {
+			return nil, nil
+		}
 		err = l.inSQL(ctx, db, now, run)
 	} else {
 		err = l.inMemory(run)
@@ -194,8 +205,9 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 	return rows, nil
 }
 
-// claimIn is claim's work in tx.
-func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req dao.ClaimRequest) ([]Row, error) {
+// claimIn is claim's work in tx; it returns the rows claimed and how
+// many it chose. With dry it only chooses, writing nothing.
+func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req dao.ClaimRequest, dry bool) ([]Row, int, error) {
 	st := tx.jobs()
 	running := map[string]int{}
 	if l.lim.Max > 0 {
@@ -204,13 +216,13 @@ func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req da
 			dao.Ne(ColLeaseOwner, ""), dao.NotNull(ColLeaseUntil), dao.Gt(ColLeaseUntil, now),
 		)})
 		if err != nil {
-			return nil, fmt.Errorf("count running jobs: %w", err)
+			return nil, 0, fmt.Errorf("count running jobs: %w", err)
 		}
 		for i := range live {
 			running[l.lim.partition(&live[i])]++
 		}
 		if !l.lim.partitioned() && running[""] >= l.lim.Max {
-			return nil, nil
+			return nil, 0, nil
 		}
 	}
 	scan := req.Limit
@@ -219,7 +231,7 @@ func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req da
 	}
 	cands, err := st.Find(ctx, dao.Query{Where: req.Where, OrderBy: req.OrderBy, Limit: scan})
 	if err != nil {
-		return nil, fmt.Errorf("read candidates: %w", err)
+		return nil, 0, fmt.Errorf("read candidates: %w", err)
 	}
 	parts := make([]string, len(cands))
 	for i := range cands {
@@ -229,7 +241,7 @@ func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req da
 	if l.lim.Rate > 0 && len(cands) > 0 {
 		uniq := slices.Compact(slices.Sorted(slices.Values(parts)))
 		if buckets, err = tx.buckets(ctx, uniq); err != nil {
-			return nil, fmt.Errorf("read token buckets: %w", err)
+			return nil, 0, fmt.Errorf("read token buckets: %w", err)
 		}
 		for _, p := range uniq {
 			buckets[p] = l.refill(buckets[p], p, now)
@@ -265,18 +277,18 @@ func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req da
 	if tokenWait > 0 && l.rateWake != nil {
 		l.rateWake(tokenWait)
 	}
-	if len(chosen) == 0 {
-		return nil, nil
+	if len(chosen) == 0 || dry {
+		return nil, len(chosen), nil
 	}
 	if _, err := st.Update(ctx, dao.And(req.Where, dao.In(ColID, chosen...)), req.Set); err != nil {
-		return nil, fmt.Errorf("claim chosen jobs: %w", err)
+		return nil, 0, fmt.Errorf("claim chosen jobs: %w", err)
 	}
 	rows, err := st.Find(ctx, dao.Query{
 		Where:   dao.And(dao.In(ColID, chosen...), dao.Eq(ColLeaseOwner, req.Set[ColLeaseOwner])),
 		OrderBy: req.OrderBy,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read claimed jobs: %w", err)
+		return nil, 0, fmt.Errorf("read claimed jobs: %w", err)
 	}
 	if buckets != nil {
 		// A chosen job another writer took meanwhile (none under the
@@ -297,10 +309,10 @@ func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req da
 			save = append(save, b)
 		}
 		if err := tx.saveBuckets(ctx, save); err != nil {
-			return nil, fmt.Errorf("write token buckets: %w", err)
+			return nil, 0, fmt.Errorf("write token buckets: %w", err)
 		}
 	}
-	return rows, nil
+	return rows, len(chosen), nil
 }
 
 // refill returns b refilled to now: Rate tokens per Period since its
