@@ -176,7 +176,7 @@ type JobsHarness struct {
 //     when its leases end, not before.
 //   - RateLimit: 3 clients over a queue limited to 20 starts per second
 //     start jobs at that rate (within the token bucket's bound and above
-//     half of it), every job once.
+//     a quarter of it), every job once.
 //   - LimitInvalid: a Limit that limits nothing or has a negative
 //     setting is refused with dao.ErrInvalidArgument.
 func RunJobs(t *testing.T, h JobsHarness) {

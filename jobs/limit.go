@@ -188,9 +188,9 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 		// there is room: a queue at its limit takes no write lock, which
 		// on SQLite would hold up every other writer.
 		dry := sqlLimitTx{tx: db.Session(&gorm.Session{NewDB: true}).WithContext(ctx), table: LimitTable(l.c.table), queue: l.queue, store: l.c.store}
-		_, n, err := l.claimIn(ctx, dry, now, req, true)
-		if err != nil {
-			return nil, fmt.Errorf("jobs: queue %s: limited claim: %w", l.queue, err)
+		_, n, dryErr := l.claimIn(ctx, dry, now, req, true)
+		if dryErr != nil {
+			return nil, fmt.Errorf("jobs: queue %s: limited claim: %w", l.queue, dryErr)
 		}
 		if n == 0 {
 			return nil, nil
