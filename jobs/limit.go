@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/gorm"
@@ -168,6 +169,10 @@ type limiter struct {
 	// rateWake, when set, is called with how long until a token of a
 	// partition that has jobs waiting comes.
 	rateWake func(d time.Duration)
+	// short is set when the last claim took fewer jobs than asked: the
+	// queue may be at its limit, so the next claim looks without the
+	// lock first.
+	short atomic.Bool
 }
 
 // claim claims up to req.Limit jobs of the queue within the limit, at
@@ -183,10 +188,12 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 		return err
 	}
 	var err error
-	if db, ok := gormOf(l.c.store); ok && l.c.txb != nil {
-		// A first pass without the lock (reads only) finds out whether
-		// there is room: a queue at its limit takes no write lock, which
-		// on SQLite would hold up every other writer.
+	db, ok := gormOf(l.c.store)
+	if ok && l.c.txb != nil && l.short.Load() {
+		// After a short claim, a first pass without the lock (reads
+		// only) finds out whether there is room: a queue at its limit
+		// takes no write lock, which on SQLite would hold up every other
+		// writer.
 		dry := sqlLimitTx{tx: db.Session(&gorm.Session{NewDB: true}).WithContext(ctx), table: LimitTable(l.c.table), queue: l.queue, store: l.c.store}
 		_, n, dryErr := l.claimIn(ctx, dry, now, req, true)
 		if dryErr != nil {
@@ -195,6 +202,8 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 		if n == 0 {
 			return nil, nil
 		}
+	}
+	if ok && l.c.txb != nil {
 		err = l.inSQL(ctx, db, now, run)
 	} else {
 		err = l.inMemory(run)
@@ -202,6 +211,7 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 	if err != nil {
 		return nil, fmt.Errorf("jobs: queue %s: limited claim: %w", l.queue, err)
 	}
+	l.short.Store(len(rows) < req.Limit)
 	return rows, nil
 }
 
