@@ -324,7 +324,8 @@ func testJobLimitCrash(t *testing.T, h JobsHarness) {
 // testJobRateLimit runs jobs on 3 clients over a queue limited to 20
 // started per second (burst 4): over the window from the first second
 // after the first start to the last start, the starts stay within the
-// token bucket's bound (rate × window + burst, with slack for timing)
+// token bucket's bound (rate × window + burst, and a second burst of
+// slack for the delay from claim to start)
 // and above a quarter of the rate; every job runs once.
 func testJobRateLimit(t *testing.T, h JobsHarness) {
 	st := h.NewStores(t)
@@ -348,11 +349,14 @@ func testJobRateLimit(t *testing.T, h JobsHarness) {
 		}
 	}
 	window := starts[len(starts)-1].Sub(from).Seconds()
-	most := rate*window + burst + 2
+	// A job is recorded when its work starts, a little after its claim:
+	// jobs claimed just before the window may start in it, so the bound
+	// allows a second bucket's worth.
+	most := rate*window + 2*burst + 2
 	t.Logf("starts after the first second: %d over %.2f s = %.1f/s (limit %d/s, burst %d); whole run %.2f s",
 		in, window, float64(in)/window, rate, burst, starts[len(starts)-1].Sub(starts[0]).Seconds())
 	if float64(in) > most {
-		t.Errorf("%d jobs started over %.2f s, more than rate × window + burst = %.1f", in, window, most)
+		t.Errorf("%d jobs started over %.2f s, more than rate × window + 2 × burst = %.1f", in, window, most)
 	}
 	// The lower bound only shows jobs keep starting near the rate: a
 	// loaded SQLite under -race claims slower than 20 a second.
