@@ -186,6 +186,18 @@ type JobsHarness struct {
 //     state.
 //   - BatchSequenceArgs: bad sequence keys and batches are refused with
 //     dao.ErrInvalidArgument and insert nothing.
+//   - GlobalLimit: 3 clients of 20 workers over a queue limited to 3
+//     running at once never run more than 3 at once, and run every job
+//     once.
+//   - PartitionLimit: the same with a limit of 2 per partition (kind and
+//     an args field), several partitions running together.
+//   - LimitCrash: the slots of a client that died holding them come back
+//     when its leases end, not before.
+//   - RateLimit: 3 clients over a queue limited to 20 starts per second
+//     start jobs at that rate (within the token bucket's bound and above
+//     a quarter of it), every job once.
+//   - LimitInvalid: a Limit that limits nothing or has a negative
+//     setting is refused with dao.ErrInvalidArgument.
 func RunJobs(t *testing.T, h JobsHarness) {
 	t.Helper()
 	if h.NewStores == nil {
@@ -232,6 +244,11 @@ func RunJobs(t *testing.T, h JobsHarness) {
 		t.Run("Sequence", func(t *testing.T) { testJobSequence(t, h) })
 		t.Run("Batch", func(t *testing.T) { testJobBatch(t, h) })
 		t.Run("BatchSequenceArgs", func(t *testing.T) { testJobWaitsInvalid(t, h) })
+		t.Run("GlobalLimit", func(t *testing.T) { testJobGlobalLimit(t, h) })
+		t.Run("PartitionLimit", func(t *testing.T) { testJobPartitionLimit(t, h) })
+		t.Run("LimitCrash", func(t *testing.T) { testJobLimitCrash(t, h) })
+		t.Run("RateLimit", func(t *testing.T) { testJobRateLimit(t, h) })
+		t.Run("LimitInvalid", func(t *testing.T) { testJobLimitInvalid(t, h) })
 	})
 }
 

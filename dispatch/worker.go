@@ -140,6 +140,14 @@ type Config[T any] struct {
 	// their leases renewed (a paused job queue). It must return at once,
 	// without I/O.
 	Paused func() bool
+	// Claim, optional, claims in place of Store.Claim: it gets the
+	// claim's time by the worker's clock and the request the worker
+	// would send (Due and the lease condition, the claim Set with the
+	// lease, at most Limit rows, OrderBy), and returns, as Store.Claim
+	// does, the rows it claimed in their post-claim state, fewer than
+	// Limit when it chooses to. Package jobs claims the jobs of a queue
+	// with a global limit or a rate limit so.
+	Claim func(ctx context.Context, now time.Time, req dao.ClaimRequest) ([]T, error)
 
 	// WorkerID names this worker in the lease owner column; default
 	// "<hostname>-<pid>-<random>" (outbox.DefaultWorkerID). At most
@@ -594,12 +602,18 @@ func (w *Worker[T]) claim(ctx context.Context, n int) (int, error) {
 	sent := time.Now()
 	cctx, cancel := batchloop.ClaimContext(ctx, w.cfg.Lease/claimWait)
 	cctx = dao.WithClaimTrace(cctx, w.claimTrace(dao.ContextClaimTrace(ctx)))
-	rows, err := w.cfg.Store.Claim(cctx, dao.ClaimRequest{
+	req := dao.ClaimRequest{
 		Where:   dao.And(w.cfg.Due(now), dao.Or(dao.IsNull(w.cfg.UntilField), dao.Le(w.cfg.UntilField, now))),
 		Set:     set,
 		Limit:   n,
 		OrderBy: w.cfg.OrderBy,
-	})
+	}
+	var rows []T
+	if w.cfg.Claim != nil {
+		rows, err = w.cfg.Claim(cctx, now, req)
+	} else {
+		rows, err = w.cfg.Store.Claim(cctx, req)
+	}
 	cancel()
 	w.claimed.Add(int64(len(rows)))
 	took := time.Since(began)

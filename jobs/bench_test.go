@@ -21,6 +21,8 @@ import (
 // benchArgs is the job of the benchmarks: Seq numbers it.
 type benchArgs struct {
 	Seq int64 `json:"seq"`
+	// Part is the partition of the limited job cycle (Seq % partitions).
+	Part int64 `json:"part,omitempty"`
 }
 
 func (benchArgs) Kind() string { return "bench" }
@@ -57,10 +59,21 @@ func dropStores(b *testing.B, js *dao.Table[jobs.Row], qs *dao.Table[jobs.Queue]
 // insertJobs inserts n jobs numbered from first.
 func insertJobs(b *testing.B, c *jobs.Client, first, n int) {
 	b.Helper()
+	insertParted(b, c, first, n, 0)
+}
+
+// insertParted inserts n jobs numbered from first, job seq in partition
+// seq % parts (no partition when parts is 0).
+func insertParted(b *testing.B, c *jobs.Client, first, n, parts int) {
+	b.Helper()
 	for i := 0; i < n; i += 5000 {
 		params := make([]jobs.InsertParams, min(5000, n-i))
 		for k := range params {
-			params[k] = jobs.InsertParams{Args: benchArgs{Seq: int64(first + i + k)}}
+			a := benchArgs{Seq: int64(first + i + k)}
+			if parts > 0 {
+				a.Part = a.Seq % int64(parts)
+			}
+			params[k] = jobs.InsertParams{Args: a}
 		}
 		if _, err := c.InsertMany(context.Background(), params); err != nil {
 			b.Fatal(err)
@@ -91,7 +104,7 @@ func BenchmarkJobCycle(b *testing.B) {
 			var claimRate, jobRate []float64
 			for i := 0; b.Loop(); i++ {
 				claimRate = append(claimRate, burnDown(b, db))
-				jobRate = append(jobRate, jobCycle(b, db))
+				jobRate = append(jobRate, jobCycle(b, db, jobs.QueueConfig{}, 0))
 			}
 			c, j := median(claimRate), median(jobRate)
 			b.ReportMetric(c, "claim-rows/s")
@@ -142,9 +155,10 @@ func burnDown(b *testing.B, db *gorm.DB) float64 {
 	return float64(claimed.Load()) / time.Since(began).Seconds()
 }
 
-// jobCycle loads cycleJobs jobs and times a client at its defaults
-// running them until every one is completed; it returns jobs per second.
-func jobCycle(b *testing.B, db *gorm.DB) float64 {
+// jobCycle loads cycleJobs jobs (in parts partitions) and times a client
+// at its defaults but for qc running them until every one is completed;
+// it returns jobs per second.
+func jobCycle(b *testing.B, db *gorm.DB, qc jobs.QueueConfig, parts int) float64 {
 	b.Helper()
 	b.StopTimer()
 	js, qs := benchStores(b, db)
@@ -160,11 +174,11 @@ func jobCycle(b *testing.B, db *gorm.DB) float64 {
 	})); err != nil {
 		b.Fatal(err)
 	}
-	c, err := jobs.NewClient(jobs.Config{Store: js, QueueStore: qs, Workers: ws, Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {}}})
+	c, err := jobs.NewClient(jobs.Config{Store: js, QueueStore: qs, Workers: ws, Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: qc}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	insertJobs(b, c, 1, cycleJobs)
+	insertParted(b, c, 1, cycleJobs, parts)
 	b.StartTimer()
 	began := time.Now()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -187,6 +201,40 @@ func jobCycle(b *testing.B, db *gorm.DB) float64 {
 		b.Fatal(err)
 	}
 	return rate
+}
+
+// BenchmarkJobCycleLimited measures, on SQLite, PostgreSQL and MariaDB,
+// the job cycle of BenchmarkJobCycle (cycleJobs jobs, one client at its
+// defaults) on an unlimited queue, on a queue with a global limit of
+// 1000 running (jobs.Limit{Max: 1000}) and on one with 100 partitions of
+// limit 10 (jobs.Limit{Max: 10, ByArgs: []string{"part"}}), in the same
+// run, and reports the rates and the ratios of the limited ones to the
+// unlimited one. Neither limit is reached by the client's 100 workers:
+// it is the limited claim's cost:
+//
+//	go test -run '^$' -bench JobCycleLimited -benchtime 3x ./jobs/
+func BenchmarkJobCycleLimited(b *testing.B) {
+	for _, be := range testdb.SQLBackends {
+		b.Run(be.Name, func(b *testing.B) {
+			db := be.Open(b)
+			if sqlDB, err := db.DB(); err == nil {
+				sqlDB.SetMaxOpenConns(16)
+			}
+			var free, global, parted []float64
+			for b.Loop() {
+				free = append(free, jobCycle(b, db, jobs.QueueConfig{}, 100))
+				global = append(global, jobCycle(b, db, jobs.QueueConfig{Limit: &jobs.Limit{Max: 1000}}, 100))
+				parted = append(parted, jobCycle(b, db, jobs.QueueConfig{Limit: &jobs.Limit{Max: 10, ByArgs: []string{"part"}}}, 100))
+			}
+			f, g, p := median(free), median(global), median(parted)
+			b.ReportMetric(f, "unlimited-jobs/s")
+			b.ReportMetric(g, "global-jobs/s")
+			b.ReportMetric(p, "parted-jobs/s")
+			b.ReportMetric(g/f, "global/unlimited")
+			b.ReportMetric(p/f, "parted/unlimited")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
 }
 
 // BenchmarkInsertToStart measures, on SQLite, PostgreSQL and MariaDB, the

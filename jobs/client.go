@@ -68,6 +68,12 @@ type QueueConfig struct {
 	// the rate: bench/peers' jobs phase, --dispatch-batch 200 against
 	// 100).
 	BatchSize int
+	// Limit, optional, limits the queue's jobs across every client that
+	// runs the queue: at most Limit.Max running at once, at most
+	// Limit.Rate started per Limit.Period, per partition (see [Limit]).
+	// Every client of the queue must give the same Limit. Nil: no limit
+	// beyond MaxWorkers, and the claim of an unlimited queue.
+	Limit *Limit
 }
 
 // Config configures a [Client]. Store is required; zero durations and
@@ -364,6 +370,14 @@ func (c *Client) newQueue(name string, qc QueueConfig) (*queue, error) {
 	if qc.MaxWorkers < 0 || qc.BatchSize < 0 {
 		return nil, fmt.Errorf("queue %s: %w", name, argerr.Errorf("negative MaxWorkers or BatchSize"))
 	}
+	if qc.Limit != nil {
+		lim := *qc.Limit
+		lim.ByArgs = slices.Clone(lim.ByArgs)
+		if err := lim.check(); err != nil {
+			return nil, fmt.Errorf("queue %s: %w", name, err)
+		}
+		qc.Limit = &lim
+	}
 	w, err := c.newQueueWorker(name, qc)
 	if err != nil {
 		return nil, fmt.Errorf("queue %s: %w", name, err)
@@ -544,7 +558,8 @@ func (c *Client) workerID(name string) string {
 func (c *Client) newQueueWorker(name string, qc QueueConfig) (*dispatch.Worker[Row], error) {
 	maxWorkers := cmp.Or(qc.MaxWorkers, DefaultMaxWorkers)
 	batch := min(cmp.Or(qc.BatchSize, max(1, maxWorkers/2)), maxWorkers)
-	return dispatch.New(dispatch.Config[Row]{
+	claim, written, bind := c.limitedClaim(name, qc.Limit)
+	w, err := dispatch.New(dispatch.Config[Row]{
 		Store:      c.store,
 		KeyField:   ColID,
 		Key:        func(r *Row) any { return r.ID },
@@ -568,7 +583,8 @@ func (c *Client) newQueueWorker(name string, qc QueueConfig) (*dispatch.Worker[R
 		ReleaseSet:   func(time.Time) dao.Set { return attemptBack },
 		Handler:      c.handle,
 		Prepare:      c.prepare,
-		Written:      c.written,
+		Written:      written,
+		Claim:        claim,
 		Paused:       func() bool { return c.isPaused(name) },
 		WorkerID:     c.workerID(name),
 		Concurrency:  maxWorkers,
@@ -579,6 +595,10 @@ func (c *Client) newQueueWorker(name string, qc QueueConfig) (*dispatch.Worker[R
 		Now:          c.cfg.Now,
 		Logger:       c.cfg.Logger,
 	})
+	if err == nil {
+		bind(w)
+	}
+	return w, err
 }
 
 // isPaused reports whether queue name was paused at the last read of the

@@ -115,6 +115,17 @@
 // runs on the elected leader when Config.Leases or Config.Leader is set,
 // else on every client.
 //
+// # Global limits and rate limits
+//
+// A queue's [QueueConfig].Limit ([Limit]) holds across every client that
+// runs it: at most Limit.Max jobs running at once and at most Limit.Rate
+// started per Limit.Period (a token bucket), for the whole queue or per
+// kind and args fields (ByKind, ByArgs). It is enforced in the claim:
+// the claims of a limited queue take a row lock in the limit table
+// ([LimitTable]) and claim no more than the room left, counting the jobs
+// whose leases have not ended, so a dead client's slots come back when
+// its leases end. Jobs over the limit stay available.
+//
 // # Observing
 //
 // [Client.Subscribe] delivers the client's events: each job's outcome once

@@ -1,0 +1,507 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/dialects"
+	"github.com/claimstore/claimstore/dispatch"
+	"github.com/claimstore/claimstore/internal/argerr"
+)
+
+// Limit limits the jobs of a queue across every client that runs it: at
+// most Max running at once and at most Rate started per Period, in each
+// partition of the queue's jobs (the whole queue, or the jobs of one kind
+// and of the same values of some args fields). It is enforced in the
+// claim: the claims of a limited queue are serialized across clients by
+// a row lock on the queue's row in the limit table ([LimitTable]; a
+// process mutex on the memory store), and each claim counts the jobs
+// running in each partition — jobs stored available with a lease that
+// ends after the claim's time — and takes no more than the room left.
+// A client that dies holds its slots until the leases of its jobs end,
+// never longer and never shorter. Jobs over the limit stay available,
+// neither failed nor delayed. Every client that runs the queue must give
+// it the same Limit. docs/jobs.md, "Global limits and rate limits", has
+// the details and the cost.
+type Limit struct {
+	// Max is the most jobs of a partition running at once across every
+	// client; 0: no concurrency limit.
+	Max int
+	// Rate is the most jobs of a partition started per Period across
+	// every client, smoothed by a token bucket of Burst tokens refilled
+	// at Rate per Period; 0: no rate limit.
+	Rate int
+	// Period is the rate's period; default 1 s.
+	Period time.Duration
+	// Burst is the token bucket's size: the most jobs of a partition
+	// started at once after an idle spell; default Rate/10, at least 1.
+	// Over any window of length d, at most Burst + Rate·d/Period jobs of
+	// a partition start.
+	Burst int
+	// ByKind partitions the queue's jobs by kind: each kind has the
+	// limit.
+	ByKind bool
+	// ByArgs partitions the queue's jobs by the values of these
+	// top-level fields of their args' JSON (a missing field is null):
+	// each combination of values has the limit.
+	ByArgs []string
+}
+
+// LimitScan is the most available jobs of a partitioned limited queue
+// one claim reads to find jobs of partitions with room: jobs behind
+// LimitScan jobs of full partitions wait until those start.
+const LimitScan = 500
+
+// LimitTable returns the name of the table in which [Migrate] keeps the
+// limited queues' lock rows and rate-limit token buckets for job table
+// table: table + "_limits".
+func LimitTable(table string) string { return table + "_limits" }
+
+// check validates l and sets its defaults.
+func (l *Limit) check() error {
+	if l.Max < 0 || l.Rate < 0 || l.Period < 0 || l.Burst < 0 {
+		return argerr.Errorf("limit: negative Max, Rate, Period or Burst")
+	}
+	if l.Max == 0 && l.Rate == 0 {
+		return argerr.Errorf("limit: neither Max nor Rate set")
+	}
+	if l.Rate == 0 && (l.Burst > 0 || l.Period > 0) {
+		return argerr.Errorf("limit: Burst or Period without Rate")
+	}
+	seen := map[string]bool{}
+	for _, f := range l.ByArgs {
+		if f == "" || seen[f] {
+			return argerr.Errorf("limit: ByArgs field %q empty or repeated", f)
+		}
+		seen[f] = true
+	}
+	if l.Rate > 0 {
+		if l.Period == 0 {
+			l.Period = time.Second
+		}
+		if l.Burst == 0 {
+			l.Burst = max(1, l.Rate/10)
+		}
+	}
+	return nil
+}
+
+// partitioned reports whether l has partitions.
+func (l *Limit) partitioned() bool { return l.ByKind || len(l.ByArgs) > 0 }
+
+// maxPartLen is the longest partition key kept as it is; longer ones
+// are replaced by their digest.
+const maxPartLen = 191
+
+// partition returns the key of row's partition: "" for an unpartitioned
+// limit, else the JSON array of the kind (ByKind) and the ByArgs values,
+// or "sha256:" and its digest when longer than maxPartLen.
+func (l *Limit) partition(row *Row) string {
+	if !l.partitioned() {
+		return ""
+	}
+	var vals []json.RawMessage
+	if l.ByKind {
+		k, _ := json.Marshal(row.Kind)
+		vals = append(vals, k)
+	}
+	if len(l.ByArgs) > 0 {
+		var fields map[string]json.RawMessage
+		_ = json.Unmarshal([]byte(row.EncodedArgs), &fields) // args that are not an object: every field null
+		for _, f := range l.ByArgs {
+			v, ok := fields[f]
+			var b bytes.Buffer
+			if !ok || json.Compact(&b, v) != nil {
+				b.Reset()
+				b.WriteString("null")
+			}
+			vals = append(vals, b.Bytes())
+		}
+	}
+	key, _ := json.Marshal(vals)
+	if len(key) > maxPartLen {
+		sum := sha256.Sum256(key)
+		return "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return string(key)
+}
+
+// limitRow is a row of the limit table: the lock row of a limited queue
+// (Part ""), and the token bucket of a partition (of the whole queue for
+// Part "").
+type limitRow struct {
+	Queue string `gorm:"primaryKey;size:128"`
+	Part  string `gorm:"primaryKey;size:191"`
+	// Claims counts the limited claims of the queue (the lock row's
+	// write).
+	Claims int64 `gorm:"not null"`
+	// Tokens is the bucket's tokens at RefilledAt.
+	Tokens     float64   `gorm:"not null"`
+	RefilledAt time.Time `gorm:"not null"`
+}
+
+// limitTx is the state a limited claim reads and writes under its
+// queue's lock: the job store and the token buckets.
+type limitTx interface {
+	jobs() dao.Store[Row]
+	buckets(ctx context.Context, parts []string) (map[string]limitRow, error)
+	saveBuckets(ctx context.Context, rows []limitRow) error
+}
+
+// limiter claims the jobs of one limited queue.
+type limiter struct {
+	c     *Client
+	queue string
+	lim   Limit
+	// rateWake, when set, is called with how long until a token of a
+	// partition that has jobs waiting comes.
+	rateWake func(d time.Duration)
+	// short is set when the last claim took fewer jobs than asked: the
+	// queue may be at its limit, so the next claim looks without the
+	// lock first.
+	short atomic.Bool
+}
+
+// claim claims up to req.Limit jobs of the queue within the limit, at
+// now (the worker's clock): under the queue's lock it counts the running
+// jobs by partition, reads candidates, chooses those with room (and
+// tokens), claims them by id with req.Where checked again, and debits
+// their buckets.
+func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest) ([]Row, error) {
+	var rows []Row
+	run := func(tx limitTx) error {
+		var err error
+		rows, _, err = l.claimIn(ctx, tx, now, req, false)
+		return err
+	}
+	var err error
+	db, ok := gormOf(l.c.store)
+	if ok && l.c.txb != nil && l.short.Load() {
+		// After a short claim, a first pass without the lock (reads
+		// only) finds out whether there is room: a queue at its limit
+		// takes no write lock, which on SQLite would hold up every other
+		// writer.
+		dry := sqlLimitTx{tx: db.Session(&gorm.Session{NewDB: true}).WithContext(ctx), table: LimitTable(l.c.table), queue: l.queue, store: l.c.store}
+		_, n, dryErr := l.claimIn(ctx, dry, now, req, true)
+		if dryErr != nil {
+			return nil, fmt.Errorf("jobs: queue %s: limited claim: %w", l.queue, dryErr)
+		}
+		if n == 0 {
+			return nil, nil
+		}
+	}
+	if ok && l.c.txb != nil {
+		err = l.inSQL(ctx, db, now, run)
+	} else {
+		err = l.inMemory(run)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("jobs: queue %s: limited claim: %w", l.queue, err)
+	}
+	l.short.Store(len(rows) < req.Limit)
+	return rows, nil
+}
+
+// claimIn is claim's work in tx; it returns the rows claimed and how
+// many it chose. With dry it only chooses, writing nothing.
+func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req dao.ClaimRequest, dry bool) ([]Row, int, error) {
+	st := tx.jobs()
+	running := map[string]int{}
+	if l.lim.Max > 0 {
+		live, err := st.Find(ctx, dao.Query{Where: dao.And(
+			dao.Eq(ColState, string(StateAvailable)), dao.Eq(ColQueue, l.queue),
+			dao.Ne(ColLeaseOwner, ""), dao.NotNull(ColLeaseUntil), dao.Gt(ColLeaseUntil, now),
+		)})
+		if err != nil {
+			return nil, 0, fmt.Errorf("count running jobs: %w", err)
+		}
+		for i := range live {
+			running[l.lim.partition(&live[i])]++
+		}
+		if !l.lim.partitioned() && running[""] >= l.lim.Max {
+			return nil, 0, nil
+		}
+	}
+	scan := req.Limit
+	if l.lim.partitioned() {
+		scan = max(scan, LimitScan)
+	}
+	cands, err := st.Find(ctx, dao.Query{Where: req.Where, OrderBy: req.OrderBy, Limit: scan})
+	if err != nil {
+		return nil, 0, fmt.Errorf("read candidates: %w", err)
+	}
+	parts := make([]string, len(cands))
+	for i := range cands {
+		parts[i] = l.lim.partition(&cands[i])
+	}
+	var buckets map[string]limitRow
+	if l.lim.Rate > 0 && len(cands) > 0 {
+		uniq := slices.Compact(slices.Sorted(slices.Values(parts)))
+		if buckets, err = tx.buckets(ctx, uniq); err != nil {
+			return nil, 0, fmt.Errorf("read token buckets: %w", err)
+		}
+		for _, p := range uniq {
+			buckets[p] = l.refill(buckets[p], p, now)
+		}
+	}
+	var chosen []any
+	chosenPart := map[int64]string{}
+	var tokenWait time.Duration
+	for i := range cands {
+		if len(chosen) == req.Limit {
+			break
+		}
+		p := parts[i]
+		if l.lim.Max > 0 && running[p] >= l.lim.Max {
+			continue
+		}
+		if buckets != nil {
+			b := buckets[p]
+			if b.Tokens < 1 {
+				w := time.Duration((1 - b.Tokens) * float64(l.lim.Period) / float64(l.lim.Rate))
+				if tokenWait == 0 || w < tokenWait {
+					tokenWait = w
+				}
+				continue
+			}
+			b.Tokens--
+			buckets[p] = b
+		}
+		running[p]++
+		chosen = append(chosen, cands[i].ID)
+		chosenPart[cands[i].ID] = p
+	}
+	if tokenWait > 0 && l.rateWake != nil {
+		l.rateWake(tokenWait)
+	}
+	if len(chosen) == 0 || dry {
+		return nil, len(chosen), nil
+	}
+	if _, err := st.Update(ctx, dao.And(req.Where, dao.In(ColID, chosen...)), req.Set); err != nil {
+		return nil, 0, fmt.Errorf("claim chosen jobs: %w", err)
+	}
+	rows, err := st.Find(ctx, dao.Query{
+		Where:   dao.And(dao.In(ColID, chosen...), dao.Eq(ColLeaseOwner, req.Set[ColLeaseOwner])),
+		OrderBy: req.OrderBy,
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("read claimed jobs: %w", err)
+	}
+	if buckets != nil {
+		// A chosen job another writer took meanwhile (none under the
+		// lock, save a rescue) gives its token back.
+		got := make(map[int64]bool, len(rows))
+		for i := range rows {
+			got[rows[i].ID] = true
+		}
+		for id, p := range chosenPart {
+			if !got[id] {
+				b := buckets[p]
+				b.Tokens++
+				buckets[p] = b
+			}
+		}
+		save := make([]limitRow, 0, len(buckets))
+		for _, b := range buckets {
+			save = append(save, b)
+		}
+		if err := tx.saveBuckets(ctx, save); err != nil {
+			return nil, 0, fmt.Errorf("write token buckets: %w", err)
+		}
+	}
+	return rows, len(chosen), nil
+}
+
+// refill returns b refilled to now: Rate tokens per Period since its
+// last refill, at most Burst; a partition without a bucket starts full.
+func (l *limiter) refill(b limitRow, part string, now time.Time) limitRow {
+	burst := float64(l.lim.Burst)
+	if b.RefilledAt.IsZero() {
+		return limitRow{Queue: l.queue, Part: part, Tokens: burst, RefilledAt: now}
+	}
+	if el := now.Sub(b.RefilledAt); el > 0 {
+		b.Tokens = min(burst, b.Tokens+float64(el)*float64(l.lim.Rate)/float64(l.lim.Period))
+		b.RefilledAt = now
+	}
+	b.Queue, b.Part = l.queue, part
+	return b
+}
+
+// inSQL runs fn in one transaction on db that first locks the queue's
+// row of the limit table (creating it when missing): PostgreSQL and
+// MySQL/MariaDB row lock, SQLite's write lock (PostgreSQL manual,
+// "Row-Level Locks"; MySQL manual, "Locking Reads"; SQLite, "File
+// Locking And Concurrency"). MySQL and MariaDB run it in READ
+// COMMITTED, so that each read sees the claims committed before the
+// lock was granted.
+func (l *limiter) inSQL(ctx context.Context, db *gorm.DB, now time.Time, fn func(limitTx) error) error {
+	var opts []*sql.TxOptions
+	var d dialects.Name
+	if a, ok := l.c.store.(dao.Aser); ok && a.As(&d) && (d == dialects.MySQL || d == dialects.MariaDB) {
+		opts = append(opts, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	}
+	lt := LimitTable(l.c.table)
+	return db.Session(&gorm.Session{NewDB: true}).WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		lock := func() (int64, error) {
+			res := tx.Table(lt).Where("queue = ? AND part = ?", l.queue, "").
+				UpdateColumn("claims", gorm.Expr("? + 1", clause.Column{Name: "claims"}))
+			return res.RowsAffected, res.Error
+		}
+		n, err := lock()
+		if err != nil {
+			return fmt.Errorf("lock the queue's limit row: %w", err)
+		}
+		if n == 0 {
+			row := limitRow{Queue: l.queue, Part: "", Tokens: float64(l.lim.Burst), RefilledAt: now.UTC()}
+			if err := tx.Table(lt).Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
+				return fmt.Errorf("create the queue's limit row: %w", err)
+			}
+			if _, err := lock(); err != nil {
+				return fmt.Errorf("lock the queue's limit row: %w", err)
+			}
+		}
+		return fn(sqlLimitTx{tx: tx, table: lt, queue: l.queue, store: l.c.txb.WithTx(tx)})
+	}, opts...)
+}
+
+// sqlLimitTx is a limitTx in a SQL transaction.
+type sqlLimitTx struct {
+	tx    *gorm.DB
+	table string
+	queue string
+	store dao.Store[Row]
+}
+
+func (t sqlLimitTx) jobs() dao.Store[Row] { return t.store }
+
+func (t sqlLimitTx) buckets(ctx context.Context, parts []string) (map[string]limitRow, error) {
+	var rows []limitRow
+	if err := t.tx.Table(t.table).Where("queue = ? AND part IN ?", t.queue, parts).Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	out := make(map[string]limitRow, len(rows))
+	for _, r := range rows {
+		out[r.Part] = r
+	}
+	return out, nil
+}
+
+func (t sqlLimitTx) saveBuckets(ctx context.Context, rows []limitRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	for i := range rows {
+		rows[i].RefilledAt = rows[i].RefilledAt.UTC()
+	}
+	return t.tx.Table(t.table).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "queue"}, {Name: "part"}},
+		DoUpdates: clause.AssignmentColumns([]string{"tokens", "refilled_at"}),
+	}).Create(&rows).Error
+}
+
+// memLimits is the limit state of the limited queues on stores that are
+// not on SQL (the memory store: every client of it is in this process),
+// by job table and queue.
+var memLimits = struct {
+	sync.Mutex
+	queues map[[2]string]*memLimitQueue
+}{queues: map[[2]string]*memLimitQueue{}}
+
+// memLimitQueue is one queue's lock and token buckets.
+type memLimitQueue struct {
+	mu      sync.Mutex
+	buckets map[string]limitRow
+}
+
+// inMemory runs fn under the queue's process mutex.
+func (l *limiter) inMemory(fn func(limitTx) error) error {
+	key := [2]string{l.c.table, l.queue}
+	memLimits.Lock()
+	q := memLimits.queues[key]
+	if q == nil {
+		q = &memLimitQueue{buckets: map[string]limitRow{}}
+		memLimits.queues[key] = q
+	}
+	memLimits.Unlock()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return fn(memLimitTx{q: q, store: l.c.store})
+}
+
+// memLimitTx is a limitTx under a memLimitQueue's mutex.
+type memLimitTx struct {
+	q     *memLimitQueue
+	store dao.Store[Row]
+}
+
+func (t memLimitTx) jobs() dao.Store[Row] { return t.store }
+
+func (t memLimitTx) buckets(_ context.Context, parts []string) (map[string]limitRow, error) {
+	out := map[string]limitRow{}
+	for _, p := range parts {
+		if b, ok := t.q.buckets[p]; ok {
+			out[p] = b
+		}
+	}
+	return out, nil
+}
+
+func (t memLimitTx) saveBuckets(_ context.Context, rows []limitRow) error {
+	for _, r := range rows {
+		t.q.buckets[r.Part] = r
+	}
+	return nil
+}
+
+// createLimits creates the limit table of job table table (schema
+// version 4).
+func createLimits(db *gorm.DB, table string, _ dialects.Name) error {
+	return autoMigrate(db, LimitTable(table), &limitRow{})
+}
+
+// limitedClaim returns the dispatch worker settings of queue name with
+// limit lim (nil: unlimited, the worker's own claim): its claim, its
+// Written callback — which for a limited queue also wakes the queue, so
+// that a slot freed in this client is taken at once (slots freed by
+// other clients are seen at the next tick) — and bind, to be called with
+// the worker once built (the wake-ups need it).
+func (c *Client) limitedClaim(name string, lim *Limit) (claim func(context.Context, time.Time, dao.ClaimRequest) ([]Row, error), written func(*dispatch.Job[Row], dao.Set), bind func(*dispatch.Worker[Row])) {
+	if lim == nil {
+		return nil, c.written, func(*dispatch.Worker[Row]) {}
+	}
+	var w *dispatch.Worker[Row]
+	var timerMu sync.Mutex
+	var timer *time.Timer
+	l := &limiter{c: c, queue: name, lim: *lim, rateWake: func(d time.Duration) {
+		// One wake-up pending at a time: the claim it causes sets the
+		// next.
+		timerMu.Lock()
+		defer timerMu.Unlock()
+		if timer == nil {
+			timer = time.AfterFunc(d, func() {
+				timerMu.Lock()
+				timer = nil
+				timerMu.Unlock()
+				w.Wake()
+			})
+		}
+	}}
+	written = func(j *dispatch.Job[Row], set dao.Set) {
+		c.written(j, set)
+		w.Wake()
+	}
+	return l.claim, written, func(worker *dispatch.Worker[Row]) { w = worker }
+}

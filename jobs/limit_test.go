@@ -1,0 +1,35 @@
+package jobs
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestLimitPartition checks the partition keys: the whole queue without
+// ByKind and ByArgs; else the JSON array of the kind and the named args
+// fields' compacted values, null for a missing field, and a digest for a
+// key longer than maxPartLen.
+func TestLimitPartition(t *testing.T) {
+	row := func(kind, args string) *Row { return &Row{Kind: kind, EncodedArgs: args} }
+	long := strings.Repeat("x", 300)
+	for _, tc := range []struct {
+		lim  Limit
+		row  *Row
+		want string
+	}{
+		{Limit{Max: 1}, row("email", `{"customer_id":7}`), ""},
+		{Limit{Max: 1, ByKind: true}, row("email", `{"customer_id":7}`), `["email"]`},
+		{Limit{Max: 1, ByArgs: []string{"customer_id"}}, row("email", `{"customer_id": 7, "x": 1}`), `[7]`},
+		{Limit{Max: 1, ByKind: true, ByArgs: []string{"customer_id", "region"}}, row("sms", `{"region":{"a": "eu"}}`), `["sms",null,{"a":"eu"}]`},
+		{Limit{Max: 1, ByArgs: []string{"customer_id"}}, row("email", `[1,2]`), `[null]`},
+	} {
+		if got := tc.lim.partition(tc.row); got != tc.want {
+			t.Errorf("limit %+v, args %s: partition %q, want %q", tc.lim, tc.row.EncodedArgs, got, tc.want)
+		}
+	}
+	lim := Limit{Max: 1, ByArgs: []string{"s"}}
+	a, b := lim.partition(row("k", `{"s":"`+long+`"}`)), lim.partition(row("k", `{"s":"`+long+`y"}`))
+	if !strings.HasPrefix(a, "sha256:") || len(a) > maxPartLen || a == b {
+		t.Errorf("long keys: %q and %q; want distinct sha256 digests within %d bytes", a, b, maxPartLen)
+	}
+}
