@@ -198,7 +198,7 @@ func TestMaintenanceOnLeaderOnly(t *testing.T) {
 		}
 		electors[i] = e
 		w := newScheduleWorker(t, store, func(context.Context, dispatch.Fire) error { return nil }, dispatch.Policy{},
-			dispatch.Config[dispatch.Schedule]{Tick: 20 * time.Millisecond, Logger: quiet, Maintenance: &dispatch.Maintenance{
+			dispatch.Config[dispatch.Schedule]{PollInterval: 20 * time.Millisecond, Logger: quiet, Maintenance: &dispatch.Maintenance{
 				Every: 10 * time.Millisecond, Leader: dispatch.ElectorGate(e),
 				Tasks: []dispatch.Task{{Name: "count", Run: func(context.Context) error { runs[i].Add(1); return nil }}},
 			}})

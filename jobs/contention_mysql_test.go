@@ -183,7 +183,7 @@ func TestFastPathContentionMariaDB(t *testing.T) {
 			Store: s, QueueStore: q, Workers: ws,
 			ID:           fmt.Sprintf("contend-%d", i),
 			Queues:       map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 10}},
-			Tick:         100 * time.Millisecond,
+			PollInterval: 100 * time.Millisecond,
 			ErrorHandler: eh,
 			Logger:       slog.New(storeErrors{mu: &logMu, msgs: &logs}),
 		})

@@ -30,7 +30,7 @@ type dispatchRunOptions struct {
 	workerID     string
 	concurrency  int
 	batch        int
-	tick         time.Duration
+	pollInterval time.Duration
 	lease        time.Duration
 	drainTimeout time.Duration
 	backoffBase  time.Duration
@@ -92,8 +92,9 @@ and tests.`,
 	f.StringVar(&o.workerID, "worker-id", "", "worker id written to lease_owner (default host-pid-random)")
 	f.IntVar(&o.concurrency, "concurrency", dispatch.DefaultConcurrency, "most fires running at once")
 	f.IntVar(&o.batch, "batch", 0, "most schedules one claim takes (default: half of --concurrency)")
-	f.DurationVar(&o.tick, "tick", 0, "heartbeat: wait between claims when idle, and lease renewal period (0: 1s, or a quarter of a shorter lease)")
-	f.DurationVar(&o.lease, "lease", dispatch.DefaultLease, "lease of a claimed schedule (at least two ticks)")
+	f.DurationVar(&o.pollInterval, "poll-interval", 0, "heartbeat: wait between claims when idle, and lease renewal period (0: 1s, or a quarter of a shorter lease)")
+	DeprecatedAlias(f, "tick", "poll-interval")
+	f.DurationVar(&o.lease, "lease", dispatch.DefaultLease, "lease of a claimed schedule (at least two poll intervals)")
 	f.DurationVar(&o.drainTimeout, "drain-timeout", dispatch.DefaultDrainTimeout, "how long in-flight fires may finish after SIGTERM")
 	f.DurationVar(&o.backoffBase, "backoff-base", dispatch.DefaultBackoffBase, "wait before the first retry of a failed fire (doubling)")
 	f.DurationVar(&o.backoffMax, "backoff-max", dispatch.DefaultBackoffMax, "cap of the retry wait")
@@ -116,9 +117,9 @@ func (o *dispatchRunOptions) check(g Globals) error {
 	var c FlagChecks
 	AtLeast(&c, "concurrency", o.concurrency, 1)
 	AtLeast(&c, "batch", o.batch, 0)
-	AtLeast(&c, "tick", o.tick, 0)
-	if o.tick > 0 {
-		AtLeast(&c, "lease", o.lease, 2*o.tick)
+	AtLeast(&c, "poll-interval", o.pollInterval, 0)
+	if o.pollInterval > 0 {
+		AtLeast(&c, "lease", o.lease, 2*o.pollInterval)
 	} else {
 		Above(&c, "lease", o.lease, 0)
 	}
@@ -185,7 +186,7 @@ func runDispatch(cmd *cobra.Command, g Globals, o dispatchRunOptions) error {
 		policy.Misfire = dispatch.MisfireSkip
 	}
 	cfg := dispatch.Config[dispatch.Schedule]{
-		WorkerID: o.workerID, Concurrency: o.concurrency, BatchSize: o.batch, Tick: o.tick, Lease: o.lease,
+		WorkerID: o.workerID, Concurrency: o.concurrency, BatchSize: o.batch, PollInterval: o.pollInterval, Lease: o.lease,
 		DrainTimeout: o.drainTimeout, Logger: log,
 	}
 	var elector *coord.Elector

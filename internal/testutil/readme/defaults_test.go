@@ -72,7 +72,7 @@ func TestDefaultsTable(t *testing.T) {
 		{"outbox.DefaultMarkTimeout", outbox.DefaultMarkTimeout},
 		{"dispatch.DefaultConcurrency", dispatch.DefaultConcurrency},
 		{"dispatch.DefaultLease", dispatch.DefaultLease},
-		{"dispatch.DefaultTick", dispatch.DefaultTick},
+		{"dispatch.DefaultPollInterval", dispatch.DefaultPollInterval},
 		{"dispatch.DefaultOutcomeDelay", dispatch.DefaultOutcomeDelay},
 		{"dispatch.DefaultDrainTimeout", dispatch.DefaultDrainTimeout},
 		{"dispatch.DefaultWriteTimeout", dispatch.DefaultWriteTimeout},
