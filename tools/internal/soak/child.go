@@ -79,8 +79,8 @@ var relayPolicy = outbox.RetryPolicy{BaseDelay: 100 * time.Millisecond, Multipli
 
 // relayConfig is the relays' configuration (WorkerID apart).
 func relayConfig() outbox.RelayConfig {
-	return outbox.RelayConfig{BatchSize: 100, Concurrency: 2, Lease: 5 * time.Second, MarkTimeout: 5 * time.Second,
-		PollInterval: 20 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond, ShutdownTimeout: 3 * time.Second}
+	return outbox.RelayConfig{BatchSize: 100, Loops: 2, Lease: 5 * time.Second, WriteTimeout: 5 * time.Second,
+		PollInterval: 20 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond, DrainTimeout: 3 * time.Second}
 }
 
 // ReadChildConfig reads config.json of the run directory dir.
