@@ -192,7 +192,7 @@ func TestMaintenanceOnLeaderOnly(t *testing.T) {
 	var stopElector [2]func()
 	for i := range 2 {
 		e, err := coord.NewElector(leases, coord.ElectorConfig{Name: "dispatch-maintenance", ID: fmt.Sprintf("c%d", i),
-			TTL: 300 * time.Millisecond, PollInterval: 20 * time.Millisecond, Logger: quiet})
+			Lease: 300 * time.Millisecond, PollInterval: 20 * time.Millisecond, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -202,7 +202,7 @@ type Client struct {
 	// the current Run's state for starting the queues added meanwhile
 	// (nil outside Run, and once Run began to stop).
 	queuesMu sync.RWMutex
-	queues   map[string]*queue
+	queues   map[string]*queueRunner
 	run      *runState
 	// kindsStale asks pollLoop to record the queues and kinds at once
 	// (a queue was added).
@@ -249,8 +249,8 @@ type runningJob struct {
 	cancel context.CancelCauseFunc
 }
 
-// queue is one queue the client runs.
-type queue struct {
+// queueRunner is one queueRunner the client runs.
+type queueRunner struct {
 	name string
 	w    *dispatch.Worker[Row]
 	// due signals waitsEnded when a retry or snooze this client wrote
@@ -328,7 +328,7 @@ func NewClient(cfg Config) (*Client, error) {
 		table:    tableOf(cfg.Store),
 		clock:    dbclock.NewSource(cfg.Now, cfg.Store, cfg.Store.Capabilities().DatabaseClock),
 		log:      cfg.Logger.With("component", "jobs", "client", cfg.WorkerID),
-		queues:   map[string]*queue{},
+		queues:   map[string]*queueRunner{},
 		running:  map[int64]runningJob{},
 		recheck:  newRecheck(),
 		paused:   map[string]bool{},
@@ -365,7 +365,7 @@ func NewClient(cfg Config) (*Client, error) {
 }
 
 // newQueue checks name and qc and builds the queue's worker.
-func (c *Client) newQueue(name string, qc QueueConfig) (*queue, error) {
+func (c *Client) newQueue(name string, qc QueueConfig) (*queueRunner, error) {
 	if err := CheckQueue(name); err != nil {
 		return nil, err
 	}
@@ -376,7 +376,7 @@ func (c *Client) newQueue(name string, qc QueueConfig) (*queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue %s: %w", name, err)
 	}
-	q := &queue{name: name, w: w, waitsEnded: make(chan struct{}, 1)}
+	q := &queueRunner{name: name, w: w, waitsEnded: make(chan struct{}, 1)}
 	q.due.wake = func() {
 		select {
 		case q.waitsEnded <- struct{}{}:
@@ -387,7 +387,7 @@ func (c *Client) newQueue(name string, qc QueueConfig) (*queue, error) {
 }
 
 // queue returns the queue the client runs under name.
-func (c *Client) queue(name string) (*queue, bool) {
+func (c *Client) queue(name string) (*queueRunner, bool) {
 	c.queuesMu.RLock()
 	defer c.queuesMu.RUnlock()
 	q, ok := c.queues[name]
@@ -402,10 +402,10 @@ func (c *Client) queueCount() int {
 }
 
 // queueList returns the queues the client runs, in name order.
-func (c *Client) queueList() []*queue {
+func (c *Client) queueList() []*queueRunner {
 	c.queuesMu.RLock()
 	defer c.queuesMu.RUnlock()
-	out := make([]*queue, 0, len(c.queues))
+	out := make([]*queueRunner, 0, len(c.queues))
 	for _, name := range slices.Sorted(maps.Keys(c.queues)) {
 		out = append(out, c.queues[name])
 	}
@@ -476,7 +476,7 @@ func (c *Client) RemoveQueue(ctx context.Context, name string) error {
 
 // startQueue starts q's worker and its wait ends under rs, and the
 // client's wake-ups with its first queue; queuesMu is held.
-func (c *Client) startQueue(rs *runState, q *queue) {
+func (c *Client) startQueue(rs *runState, q *queueRunner) {
 	qctx, stop := context.WithCancel(rs.ctx)
 	wctx, stopWaits := context.WithCancel(rs.bgCtx)
 	done := make(chan struct{})
@@ -628,7 +628,7 @@ func (c *Client) endWaitAfter(name string, d time.Duration) {
 // endWaits makes the due retryable and scheduled jobs of q available and
 // wakes q's worker each time a wait endWaitAfter asked for ends, until
 // ctx ends.
-func (c *Client) endWaits(ctx context.Context, q *queue) {
+func (c *Client) endWaits(ctx context.Context, q *queueRunner) {
 	for {
 		select {
 		case <-ctx.Done():

@@ -42,7 +42,7 @@ type dispatchRunOptions struct {
 	maintEvery   time.Duration
 	rescueAfter  time.Duration
 	retention    time.Duration
-	leaderTTL    time.Duration
+	leaderLease  time.Duration
 	failRate     float64
 	work         time.Duration
 }
@@ -106,7 +106,8 @@ and tests.`,
 	f.DurationVar(&o.rescueAfter, "rescue-after", dispatch.DefaultRescueAfter, "rescue leases expired longer ago than this")
 	f.DurationVar(&o.retention, "retention", 0, "delete fired and failed schedules older than this (0: keep them)")
 	f.StringVar(&o.leaderTable, "leader-table", dialects.DefaultLeaseTable, "lease table of the maintenance leader election")
-	f.DurationVar(&o.leaderTTL, "leader-ttl", coord.DefaultLeaderTTL, "lease of the maintenance leader")
+	f.DurationVar(&o.leaderLease, "leader-lease", coord.DefaultLeaderLease, "lease of the maintenance leader")
+	DeprecatedAlias(f, "leader-ttl", "leader-lease")
 	f.Float64Var(&o.failRate, "fail-rate", 0, "fraction of fires failed on purpose, 0..1 (demos, tests)")
 	f.DurationVar(&o.work, "work", 0, "each fire takes a random time up to this (demos, tests)")
 	return cmd
@@ -130,7 +131,7 @@ func (o *dispatchRunOptions) check(g Globals) error {
 	Above(&c, "maintenance-every", o.maintEvery, 0)
 	Above(&c, "rescue-after", o.rescueAfter, 0)
 	AtLeast(&c, "retention", o.retention, 0)
-	Above(&c, "leader-ttl", o.leaderTTL, 0)
+	Above(&c, "leader-lease", o.leaderLease, 0)
 	Between(&c, "fail-rate", o.failRate, 0, 1)
 	AtLeast(&c, "work", o.work, 0)
 	if c.err != nil {
@@ -226,7 +227,7 @@ func (o *dispatchRunOptions) maintenanceOf(ctx context.Context, s *scheduleDB, l
 	if err := leases.Migrate(ctx); err != nil {
 		return nil, nil, err
 	}
-	e, err := coord.NewElector(leases, coord.ElectorConfig{Name: "claimstore-dispatch:" + o.table, ID: o.workerID, TTL: o.leaderTTL.Round(time.Millisecond), Logger: log})
+	e, err := coord.NewElector(leases, coord.ElectorConfig{Name: "claimstore-dispatch:" + o.table, ID: o.workerID, Lease: o.leaderLease.Round(time.Millisecond), Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}

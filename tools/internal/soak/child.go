@@ -284,7 +284,7 @@ func (c *child) work(ctx context.Context) (int64, map[string]int64, error) {
 		return 0, nil, err
 	}
 	elector, err := coord.NewElector(leases, coord.ElectorConfig{
-		Name: "soak-maintenance", ID: c.proc, TTL: c.cfg.LeaderTTL, Logger: c.log,
+		Name: "soak-maintenance", ID: c.proc, Lease: c.cfg.LeaderTTL, Logger: c.log,
 		OnElected: func(ctx context.Context, l coord.Leader) {
 			c.h.Add(Event{Kind: EvElected, Term: l.Term()})
 			c.fencedWrites(ctx, l, fence)
