@@ -249,7 +249,8 @@ type runningJob struct {
 	cancel context.CancelCauseFunc
 }
 
-// queueRunner is one queueRunner the client runs.
+// queueRunner runs one queue of the client: its dispatch worker and
+// state. The queue row, the pause state in the queue table, is [Queue].
 type queueRunner struct {
 	name string
 	w    *dispatch.Worker[Row]
