@@ -328,7 +328,7 @@ func jobsChild(t *testing.T, h JobsHarness) {
 		tick, lease = wakeTick, wakeLease
 	}
 	c, err := jobs.NewClient(jobs.Config{
-		Store: st.Jobs, QueueStore: st.Queues, Workers: ws, ID: name,
+		Store: st.Jobs, QueueStore: st.Queues, Workers: ws, WorkerID: name,
 		Queues:       map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 50, BatchSize: 25}},
 		PollInterval: tick, Lease: lease, RescueInterval: 200 * time.Millisecond, DrainTimeout: 5 * time.Second,
 	})

@@ -273,7 +273,6 @@ func (f *flaky) AcquireLease(ctx context.Context, name, holder string, ttl time.
 // defaults derive from it), and Lease wins when both are set.
 func TestElectorDeprecatedTTL(t *testing.T) {
 	ls := memstore.NewLeases()
-	//lint:ignore SA1019 the deprecated field must still take effect
 	e, err := coord.NewElector(ls, coord.ElectorConfig{Name: "old", TTL: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -281,11 +280,9 @@ func TestElectorDeprecatedTTL(t *testing.T) {
 	if c := e.Config(); c.Lease != 3*time.Second || c.RenewInterval != time.Second {
 		t.Errorf("TTL 3s alone: Lease %v, RenewInterval %v; want 3s, 1s", c.Lease, c.RenewInterval)
 	}
-	//lint:ignore SA1019 the deprecated field must still take effect
 	if _, err := coord.NewElector(ls, coord.ElectorConfig{Name: "old", TTL: time.Microsecond}); !errors.Is(err, dao.ErrInvalidArgument) {
 		t.Errorf("TTL 1µs alone: %v, want ErrInvalidArgument as for Lease", err)
 	}
-	//lint:ignore SA1019 the deprecated field must still take effect
 	e, err = coord.NewElector(ls, coord.ElectorConfig{Name: "both", TTL: 3 * time.Second, Lease: 6 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -293,7 +290,6 @@ func TestElectorDeprecatedTTL(t *testing.T) {
 	if c := e.Config(); c.Lease != 6*time.Second {
 		t.Errorf("both set: Lease %v, want 6s", c.Lease)
 	}
-	//lint:ignore SA1019 the deprecated alias must keep its value
 	if old := coord.DefaultLeaderTTL; old != coord.DefaultLeaderLease {
 		t.Errorf("DefaultLeaderTTL %v, want DefaultLeaderLease %v", old, coord.DefaultLeaderLease)
 	}

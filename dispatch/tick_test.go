@@ -95,7 +95,6 @@ func TestShortLeaseDerivedTickRenews(t *testing.T) {
 func TestDeprecatedTickIsPollInterval(t *testing.T) {
 	store, _ := memBackend().open(t)
 	fn := func(context.Context, dispatch.Fire) error { return nil }
-	//lint:ignore SA1019 the deprecated field must still take effect
 	old := dispatch.Config[dispatch.Schedule]{Lease: 1600 * time.Millisecond, Tick: 200 * time.Millisecond}
 	w, err := dispatch.NewScheduleWorker(store, fn, dispatch.Policy{}, old)
 	if err != nil {
@@ -104,12 +103,10 @@ func TestDeprecatedTickIsPollInterval(t *testing.T) {
 	if got := w.Config().PollInterval; got != 200*time.Millisecond {
 		t.Errorf("Tick 200ms alone: PollInterval %v, want 200ms", got)
 	}
-	//lint:ignore SA1019 the deprecated field must still take effect
 	tooLong := dispatch.Config[dispatch.Schedule]{Lease: 1600 * time.Millisecond, Tick: 601 * time.Millisecond}
 	if _, err := dispatch.NewScheduleWorker(store, fn, dispatch.Policy{}, tooLong); !errors.Is(err, dao.ErrInvalidArgument) {
 		t.Errorf("Tick 601ms alone with lease 1.6s: err %v, want ErrInvalidArgument as for PollInterval", err)
 	}
-	//lint:ignore SA1019 the deprecated field must still take effect
 	both := dispatch.Config[dispatch.Schedule]{Lease: 1600 * time.Millisecond, Tick: 601 * time.Millisecond, PollInterval: 300 * time.Millisecond}
 	w, err = dispatch.NewScheduleWorker(store, fn, dispatch.Policy{}, both)
 	if err != nil {
@@ -118,11 +115,9 @@ func TestDeprecatedTickIsPollInterval(t *testing.T) {
 	if got := w.Config().PollInterval; got != 300*time.Millisecond {
 		t.Errorf("both set: PollInterval %v, want 300ms", got)
 	}
-	//lint:ignore SA1019 the deprecated alias must still answer
 	if got, want := dispatch.TickFor(3*time.Second), dispatch.PollIntervalFor(3*time.Second); got != want {
 		t.Errorf("TickFor(3s) = %v, want PollIntervalFor's %v", got, want)
 	}
-	//lint:ignore SA1019 the deprecated alias must keep its value
 	if tick := dispatch.DefaultTick; tick != dispatch.DefaultPollInterval {
 		t.Errorf("DefaultTick %v, want DefaultPollInterval %v", tick, dispatch.DefaultPollInterval)
 	}

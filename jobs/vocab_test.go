@@ -21,9 +21,7 @@ func TestDeprecatedConfigFields(t *testing.T) {
 		wantPoll   time.Duration
 		wantWorker string
 	}{
-		//lint:ignore SA1019 the deprecated fields must still take effect
 		{"old only", jobs.Config{Tick: 70 * time.Millisecond, ID: "old-id"}, 70 * time.Millisecond, "old-id"},
-		//lint:ignore SA1019 the deprecated fields must still take effect
 		{"both", jobs.Config{Tick: 70 * time.Millisecond, PollInterval: 90 * time.Millisecond, ID: "old-id", WorkerID: "new-id"}, 90 * time.Millisecond, "new-id"},
 		{"new only", jobs.Config{PollInterval: 90 * time.Millisecond, WorkerID: "new-id"}, 90 * time.Millisecond, "new-id"},
 	} {
@@ -38,7 +36,6 @@ func TestDeprecatedConfigFields(t *testing.T) {
 			t.Errorf("%s: PollInterval %v, WorkerID %q, SignalInterval %v; want %v, %q, 0", c.name, got.PollInterval, got.WorkerID, got.SignalInterval, c.wantPoll, c.wantWorker)
 		}
 	}
-	//lint:ignore SA1019 the deprecated alias must keep the signal's value
 	if old := jobs.DefaultPollInterval; old != jobs.DefaultSignalInterval {
 		t.Errorf("DefaultPollInterval %v, want DefaultSignalInterval %v", old, jobs.DefaultSignalInterval)
 	}

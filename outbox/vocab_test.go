@@ -29,9 +29,7 @@ func TestRelayDeprecatedFields(t *testing.T) {
 		cfg  outbox.RelayConfig
 		want want
 	}{
-		//lint:ignore SA1019 the deprecated fields must still take effect
 		{"old only", outbox.RelayConfig{Concurrency: 3, ShutdownTimeout: 7 * time.Second, MarkTimeout: 4 * time.Second}, want{3, 7 * time.Second, 4 * time.Second}},
-		//lint:ignore SA1019 the deprecated fields must still take effect
 		{"both", outbox.RelayConfig{Concurrency: 3, Loops: 2, ShutdownTimeout: 7 * time.Second, DrainTimeout: 8 * time.Second, MarkTimeout: 4 * time.Second, WriteTimeout: 5 * time.Second}, want{2, 8 * time.Second, 5 * time.Second}},
 		{"neither", outbox.RelayConfig{}, want{1, outbox.DefaultDrainTimeout, outbox.DefaultWriteTimeout}},
 	} {
@@ -45,12 +43,10 @@ func TestRelayDeprecatedFields(t *testing.T) {
 		}
 	}
 	p := outbox.DefaultRetryPolicy()
-	//lint:ignore SA1019 the deprecated field must still take effect
 	old := outbox.RetryHorizon(p, outbox.RelayConfig{MarkTimeout: time.Minute})
 	if now := outbox.RetryHorizon(p, outbox.RelayConfig{WriteTimeout: time.Minute}); old != now {
 		t.Errorf("RetryHorizon with MarkTimeout 1m = %v, with WriteTimeout 1m = %v: want equal", old, now)
 	}
-	//lint:ignore SA1019 the deprecated aliases must keep their values
 	if d, w, rs := outbox.DefaultShutdownTimeout, outbox.DefaultMarkTimeout, outbox.DatabaseClockResync; d != outbox.DefaultDrainTimeout || w != outbox.DefaultWriteTimeout || rs != outbox.ClockResync {
 		t.Errorf("deprecated constants %v, %v, %v; want %v, %v, %v", d, w, rs, outbox.DefaultDrainTimeout, outbox.DefaultWriteTimeout, outbox.ClockResync)
 	}
@@ -79,9 +75,7 @@ func TestLogReaderDeprecatedFields(t *testing.T) {
 		cfg  outbox.LogReaderConfig
 		want want
 	}{
-		//lint:ignore SA1019 the deprecated fields must still take effect
 		{"old only", outbox.LogReaderConfig{Holder: "old", LeaseTTL: 9 * time.Second, Poll: 70 * time.Millisecond}, want{"old", 9 * time.Second, 70 * time.Millisecond}},
-		//lint:ignore SA1019 the deprecated fields must still take effect
 		{"both", outbox.LogReaderConfig{Holder: "old", WorkerID: "new", LeaseTTL: 9 * time.Second, Lease: 6 * time.Second, Poll: 70 * time.Millisecond, PollInterval: 30 * time.Millisecond}, want{"new", 6 * time.Second, 30 * time.Millisecond}},
 	} {
 		cfg := c.cfg

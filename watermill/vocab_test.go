@@ -20,11 +20,9 @@ import (
 func TestDeprecatedConfigFields(t *testing.T) {
 	db := backends[2].open(t)
 	tables := newTables(t, db)
-	//lint:ignore SA1019 the deprecated field must still take effect
 	if got := newSubscriber(t, db, tables.Messages, "old", cswm.SubscriberConfig{MarkTimeout: 3 * time.Second}).Config().WriteTimeout; got != 3*time.Second {
 		t.Errorf("MarkTimeout 3s alone: WriteTimeout %v, want 3s", got)
 	}
-	//lint:ignore SA1019 the deprecated field must still take effect
 	if got := newSubscriber(t, db, tables.Messages, "both", cswm.SubscriberConfig{MarkTimeout: 3 * time.Second, WriteTimeout: 4 * time.Second}).Config().WriteTimeout; got != 4*time.Second {
 		t.Errorf("both set: WriteTimeout %v, want 4s", got)
 	}
@@ -38,9 +36,7 @@ func TestDeprecatedConfigFields(t *testing.T) {
 		cfg                 cswm.LogSubscriberConfig
 		wantPoll, wantLease time.Duration
 	}{
-		//lint:ignore SA1019 the deprecated fields must still take effect
 		{"old only", cswm.LogSubscriberConfig{Poll: 70 * time.Millisecond, LeaseTTL: 9 * time.Second}, 70 * time.Millisecond, 9 * time.Second},
-		//lint:ignore SA1019 the deprecated fields must still take effect
 		{"both", cswm.LogSubscriberConfig{Poll: 70 * time.Millisecond, PollInterval: 30 * time.Millisecond, LeaseTTL: 9 * time.Second, Lease: 6 * time.Second}, 30 * time.Millisecond, 6 * time.Second},
 	} {
 		cfg := c.cfg
@@ -62,9 +58,7 @@ func TestDeprecatedConfigFields(t *testing.T) {
 		cfg  cswm.RelayPublisherConfig
 		want int
 	}{
-		//lint:ignore SA1019 the deprecated field must still take effect
 		{"old only", cswm.RelayPublisherConfig{Concurrency: 5}, 5},
-		//lint:ignore SA1019 the deprecated field must still take effect
 		{"both", cswm.RelayPublisherConfig{Concurrency: 5, MaxPending: 7}, 7},
 		{"neither", cswm.RelayPublisherConfig{}, 1},
 	} {

@@ -192,7 +192,7 @@ func galeraJobCycle(ctx context.Context, t *testing.T, dbs []*gorm.DB, runners, 
 		}
 		clients[i], err = jobs.NewClient(jobs.Config{
 			Store: s, QueueStore: q, Workers: ws,
-			ID:           "ha-" + hatest.GaleraNodes[i],
+			WorkerID:     "ha-" + hatest.GaleraNodes[i],
 			Queues:       map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 12}},
 			PollInterval: 100 * time.Millisecond, Lease: 15 * time.Second,
 			Logger: slog.New(warns),
