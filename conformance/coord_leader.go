@@ -34,7 +34,7 @@ const (
 // connections) use it to time their electors alike.
 func LeaderConfig(name, id string) coord.ElectorConfig {
 	return coord.ElectorConfig{
-		Name: name, ID: id, TTL: leaderTTL, RenewInterval: leaderRenew, PollInterval: leaderPoll,
+		Name: name, ID: id, Lease: leaderTTL, RenewInterval: leaderRenew, PollInterval: leaderPoll,
 		SafetyMargin: leaderMargin, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }

@@ -372,8 +372,8 @@ func startJobs(t *testing.T, st JobStores, mod func(*jobs.Config, *jobs.Workers)
 	}
 	cfg := jobs.Config{
 		Store: st.Jobs, QueueStore: st.Queues, Workers: ws,
-		Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 20}},
-		Tick:   jobsTick, Lease: 5 * time.Second, DrainTimeout: 2 * time.Second,
+		Queues:       map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 20}},
+		PollInterval: jobsTick, Lease: 5 * time.Second, DrainTimeout: 2 * time.Second,
 	}
 	if mod != nil {
 		mod(&cfg, ws)
@@ -409,7 +409,7 @@ func newJobClient(t *testing.T, st JobStores) *jobs.Client {
 // newJobClientWith is newJobClient with mod's changes to the config.
 func newJobClientWith(t *testing.T, st JobStores, mod func(*jobs.Config)) *jobs.Client {
 	t.Helper()
-	cfg := jobs.Config{Store: st.Jobs, QueueStore: st.Queues, Tick: jobsTick}
+	cfg := jobs.Config{Store: st.Jobs, QueueStore: st.Queues, PollInterval: jobsTick}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -630,7 +630,7 @@ func testJobTimeout(t *testing.T, h JobsHarness) {
 		return ctx.Err()
 	}
 	c := startJobs(t, st, func(cfg *jobs.Config, ws *jobs.Workers) {
-		cfg.Tick = tick
+		cfg.PollInterval = tick
 		if err := jobs.AddWorker(ws, jobs.WorkFunc[shortTimeoutArgs](func(ctx context.Context, _ *jobs.Job[shortTimeoutArgs]) error {
 			return record(ctx)
 		}), jobs.WithTimeout(short)); err != nil {
@@ -995,7 +995,7 @@ func testJobCancelRequested(t *testing.T, h JobsHarness) {
 		return ch.(chan struct{})
 	}
 	c := startJobs(t, st, func(cfg *jobs.Config, ws *jobs.Workers) {
-		cfg.Tick, cfg.Lease = time.Hour, 3*time.Hour
+		cfg.PollInterval, cfg.Lease = time.Hour, 3*time.Hour
 		w := jobs.WorkFunc[requestedArgs](func(_ context.Context, j *jobs.Job[requestedArgs]) error {
 			started <- j.ID
 			<-release(j.ID)
@@ -1157,7 +1157,7 @@ func testJobTxWake(t *testing.T, h JobsHarness) {
 	if st.Begin == nil {
 		h.skipOrFail(t, CheckJobsTx, "JobStores.Begin")
 	}
-	c := startJobs(t, st, func(cfg *jobs.Config, _ *jobs.Workers) { cfg.Tick, cfg.Lease = 20*time.Minute, time.Hour })
+	c := startJobs(t, st, func(cfg *jobs.Config, _ *jobs.Workers) { cfg.PollInterval, cfg.Lease = 20*time.Minute, time.Hour })
 	waitQueues(t, c.Client, "recorded by the running client", func(qs []jobs.QueueInfo) bool { return len(qs) == 1 })
 	tx, commit, _ := st.Begin(t)
 	res, err := c.InsertTx(context.Background(), tx, NoteArgs{N: 1}, nil)

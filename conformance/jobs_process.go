@@ -340,9 +340,9 @@ func jobsChild(t *testing.T, h JobsHarness) {
 		tick, lease = wakeTick, wakeLease
 	}
 	c, err := jobs.NewClient(jobs.Config{
-		Store: st.Jobs, QueueStore: st.Queues, Workers: ws, ID: name,
-		Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 50, BatchSize: 25}},
-		Tick:   tick, Lease: lease, RescueInterval: 200 * time.Millisecond, DrainTimeout: 5 * time.Second,
+		Store: st.Jobs, QueueStore: st.Queues, Workers: ws, WorkerID: name,
+		Queues:       map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 50, BatchSize: 25}},
+		PollInterval: tick, Lease: lease, RescueInterval: 200 * time.Millisecond, DrainTimeout: 5 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -40,7 +40,7 @@ func testJobWake(t *testing.T, h JobsHarness) {
 	t.Run("OtherClient", func(t *testing.T) {
 		st := h.NewStores(t)
 		c := startJobs(t, st, func(cfg *jobs.Config, _ *jobs.Workers) {
-			cfg.Tick, cfg.Lease = wakeTick, wakeLease
+			cfg.PollInterval, cfg.Lease = wakeTick, wakeLease
 		})
 		inserter := newJobClient(t, h.spread(t, st)[1%(len(h.Nodes)+1)])
 		time.Sleep(wakeIdle)

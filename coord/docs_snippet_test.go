@@ -33,8 +33,8 @@ func campaign(ctx context.Context, db *gorm.DB) error {
 		return err
 	}
 	e, err := coord.NewElector(leases, coord.ElectorConfig{
-		Name: "retention-sweeper", // one leadership per name
-		TTL:  15 * time.Second,
+		Name:  "retention-sweeper", // one leadership per name
+		Lease: 15 * time.Second,
 		OnElected: func(ctx context.Context, l coord.Leader) {
 			sweepUntil(ctx, l) // stop when ctx is done
 		},

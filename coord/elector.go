@@ -24,8 +24,13 @@ var ErrAlreadyRunning = errors.New("already running")
 
 // Defaults of [ElectorConfig].
 const (
-	// DefaultLeaderTTL is the lease length when ElectorConfig.TTL is zero.
-	DefaultLeaderTTL = 15 * time.Second
+	// DefaultLeaderLease is the lease length when ElectorConfig.Lease is
+	// zero.
+	DefaultLeaderLease = 15 * time.Second
+	// DefaultLeaderTTL is DefaultLeaderLease.
+	//
+	// Deprecated: use DefaultLeaderLease.
+	DefaultLeaderTTL = DefaultLeaderLease
 )
 
 // ElectorConfig configures an [Elector].
@@ -41,14 +46,20 @@ type ElectorConfig struct {
 	// bytes; see outbox.DefaultWorkerID). At most 191 bytes of UTF-8.
 	ID string
 
-	// TTL is the lease length, counted by the database's clock from each
-	// acquisition or renewal: a crashed leader is replaced at most TTL
-	// plus one PollInterval after its last renewal. Whole milliseconds
-	// from 1ms to 24h; zero means [DefaultLeaderTTL] (15 s).
+	// Lease is the lease length, counted by the database's clock from
+	// each acquisition or renewal: a crashed leader is replaced at most
+	// Lease plus one PollInterval after its last renewal. Whole
+	// milliseconds from 1ms to 24h; zero means [DefaultLeaderLease]
+	// (15 s).
+	Lease time.Duration
+
+	// TTL is read as Lease when Lease is zero.
+	//
+	// Deprecated: use Lease.
 	TTL time.Duration
 
 	// RenewInterval is the time between the starts of two renewals by the
-	// leader. Zero means TTL/3. It must be shorter than TTL minus
+	// leader. Zero means Lease/3. It must be shorter than Lease minus
 	// SafetyMargin, so that a renewal is due before the leadership lapses
 	// locally.
 	RenewInterval time.Duration
@@ -61,8 +72,8 @@ type ElectorConfig struct {
 	// SafetyMargin is how long before the end of its lease, measured on
 	// the local monotonic clock from the start of its last successful
 	// renewal, a leader gives up locally: it covers the difference in
-	// rate between the local clock and the database's over one TTL. Zero
-	// means TTL/10; it must be less than TTL.
+	// rate between the local clock and the database's over one lease. Zero
+	// means Lease/10; it must be less than Lease.
 	SafetyMargin time.Duration
 
 	// OnElected, optional, runs in a goroutine of its own each time this
@@ -112,20 +123,20 @@ func NewElector(store LeaseStore, cfg ElectorConfig) (*Elector, error) {
 	if cfg.ID == "" {
 		cfg.ID = workerid.New()
 	}
-	cfg.TTL = cmp.Or(cfg.TTL, DefaultLeaderTTL)
-	cfg.RenewInterval = cmp.Or(cfg.RenewInterval, cfg.TTL/3)
+	cfg.Lease = cmp.Or(cfg.Lease, cfg.TTL, DefaultLeaderLease)
+	cfg.RenewInterval = cmp.Or(cfg.RenewInterval, cfg.Lease/3)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, cfg.RenewInterval)
-	cfg.SafetyMargin = cmp.Or(cfg.SafetyMargin, cfg.TTL/10)
-	if err := driver.CheckAcquire(cfg.Name, cfg.ID, cfg.TTL); err != nil {
+	cfg.SafetyMargin = cmp.Or(cfg.SafetyMargin, cfg.Lease/10)
+	if err := driver.CheckAcquire(cfg.Name, cfg.ID, cfg.Lease); err != nil {
 		return nil, fmt.Errorf("coord: new elector: %w", err)
 	}
 	switch {
 	case cfg.RenewInterval < 0 || cfg.PollInterval < 0 || cfg.SafetyMargin < 0:
 		return nil, fmt.Errorf("coord: new elector: %w: negative interval or margin", dao.ErrInvalidArgument)
-	case cfg.SafetyMargin >= cfg.TTL:
-		return nil, fmt.Errorf("coord: new elector: %w: safety margin %v is not less than the TTL %v", dao.ErrInvalidArgument, cfg.SafetyMargin, cfg.TTL)
-	case cfg.RenewInterval >= cfg.TTL-cfg.SafetyMargin:
-		return nil, fmt.Errorf("coord: new elector: %w: renew interval %v is not less than TTL %v minus safety margin %v", dao.ErrInvalidArgument, cfg.RenewInterval, cfg.TTL, cfg.SafetyMargin)
+	case cfg.SafetyMargin >= cfg.Lease:
+		return nil, fmt.Errorf("coord: new elector: %w: safety margin %v is not less than the lease %v", dao.ErrInvalidArgument, cfg.SafetyMargin, cfg.Lease)
+	case cfg.RenewInterval >= cfg.Lease-cfg.SafetyMargin:
+		return nil, fmt.Errorf("coord: new elector: %w: renew interval %v is not less than lease %v minus safety margin %v", dao.ErrInvalidArgument, cfg.RenewInterval, cfg.Lease, cfg.SafetyMargin)
 	}
 	m, err := newLeaderMetrics(cfg.MeterProvider, cfg.Name, cfg.ID)
 	if err != nil {
@@ -165,11 +176,11 @@ type leadership struct {
 // Run campaigns until ctx is done: it acquires the lease when it is free
 // or expired, renews it every RenewInterval while it leads, and steps
 // down when a renewal finds another holder or when no renewal has
-// succeeded for TTL minus SafetyMargin. When ctx is done it ends its
+// succeeded for Lease minus SafetyMargin. When ctx is done it ends its
 // leadership (canceling the Leader's context and waiting for OnElected),
 // releases the lease so that a follower takes over at its next poll, and
 // returns. It returns nil, or the release's error (wrapped) when the
-// lease could not be released (it then expires after TTL). An elector
+// lease could not be released (it then expires after Lease). An elector
 // runs at most once at a time: a second concurrent Run returns an error
 // wrapping [dao.ErrInvalidArgument] and [ErrAlreadyRunning].
 func (e *Elector) Run(ctx context.Context) error {
@@ -196,7 +207,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		case <-timer.C:
 		}
 		if cur != nil && !time.Now().Before(cur.deadline) {
-			e.stepDown(cur, "lease not renewed within TTL minus safety margin")
+			e.stepDown(cur, "lease not renewed within the lease minus the safety margin")
 			cur = nil
 		}
 		cur = e.attempt(ctx, cur)
@@ -218,7 +229,7 @@ func (e *Elector) attempt(ctx context.Context, cur *leadership) *leadership {
 		// A renewal that would end after the local deadline is useless.
 		actx, cancel = context.WithDeadline(ctx, cur.deadline)
 	} else {
-		actx, cancel = context.WithTimeout(ctx, e.cfg.TTL)
+		actx, cancel = context.WithTimeout(ctx, e.cfg.Lease)
 	}
 	lease, held, err := e.acquire(actx, cur != nil)
 	cancel()
@@ -229,7 +240,7 @@ func (e *Elector) attempt(ctx context.Context, cur *leadership) *leadership {
 			e.log.Warn("leader lease attempt failed", slog.Bool("leading", cur != nil), slog.Any("error", err))
 		}
 		if cur != nil && !time.Now().Before(cur.deadline) {
-			e.stepDown(cur, "lease not renewed within TTL minus safety margin")
+			e.stepDown(cur, "lease not renewed within the lease minus the safety margin")
 			return nil
 		}
 		return cur
@@ -243,7 +254,7 @@ func (e *Elector) attempt(ctx context.Context, cur *leadership) *leadership {
 		return nil
 	}
 	e.m.term(ctx, lease.Term)
-	deadline := start.Add(e.cfg.TTL - e.cfg.SafetyMargin)
+	deadline := start.Add(e.cfg.Lease - e.cfg.SafetyMargin)
 	if cur != nil && cur.l.term == lease.Term {
 		if cur.renewed(deadline) {
 			return cur
@@ -270,14 +281,14 @@ func (e *Elector) attempt(ctx context.Context, cur *leadership) *leadership {
 // tried once: the next poll tries again.
 func (e *Elector) acquire(ctx context.Context, renewing bool) (Lease, bool, error) {
 	if !renewing {
-		return e.store.AcquireLease(ctx, e.cfg.Name, e.cfg.ID, e.cfg.TTL)
+		return e.store.AcquireLease(ctx, e.cfg.Name, e.cfg.ID, e.cfg.Lease)
 	}
 	type result struct {
 		lease Lease
 		held  bool
 	}
 	r, err := retry.RetryableUpTo(ctx, 0, e.cfg.RenewInterval/4, func() (result, error) {
-		lease, held, err := e.store.AcquireLease(ctx, e.cfg.Name, e.cfg.ID, e.cfg.TTL)
+		lease, held, err := e.store.AcquireLease(ctx, e.cfg.Name, e.cfg.ID, e.cfg.Lease)
 		if err != nil && ctx.Err() == nil {
 			e.log.Debug("leader lease renewal failed; retrying", slog.Any("error", err), slog.Bool("retryable", dao.IsRetryable(err)))
 		}
@@ -340,7 +351,7 @@ func (e *Elector) stepDown(c *leadership, why string) {
 }
 
 // resign ends c (if any) and releases its lease on a context detached
-// from ctx's cancellation, bounded by the TTL.
+// from ctx's cancellation, bounded by the lease.
 func (e *Elector) resign(ctx context.Context, c *leadership) error {
 	if c == nil {
 		return nil
@@ -350,11 +361,11 @@ func (e *Elector) resign(ctx context.Context, c *leadership) error {
 	if lapsed {
 		return nil
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.TTL)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.Lease)
 	defer cancel()
 	released, err := e.store.ReleaseLease(rctx, e.cfg.Name, e.cfg.ID, c.l.term)
 	if err != nil {
-		e.log.Warn("leader lease release failed; it expires after the TTL", slog.Int64("term", c.l.term), slog.Any("error", err))
+		e.log.Warn("leader lease release failed; it expires at the end of the lease", slog.Int64("term", c.l.term), slog.Any("error", err))
 		return fmt.Errorf("coord: elector %q: release term %d: %w", e.cfg.ID, c.l.term, err)
 	}
 	e.log.Info("leader lease released", slog.Int64("term", c.l.term), slog.Bool("released", released))

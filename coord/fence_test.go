@@ -72,7 +72,7 @@ func termOf(r register) int64 {
 func TestFenceTravels(t *testing.T) {
 	ctx := context.Background()
 	leases := memstore.NewLeases()
-	e, err := coord.NewElector(leases, coord.ElectorConfig{Name: "billing", ID: "a", TTL: time.Second, Logger: quiet})
+	e, err := coord.NewElector(leases, coord.ElectorConfig{Name: "billing", ID: "a", Lease: time.Second, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

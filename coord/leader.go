@@ -6,7 +6,7 @@
 // when the lease expires. The row is acquired, renewed and taken over in
 // one statement whose expiry test runs on the database's clock, so the
 // candidates' clocks never decide who leads. The leader renews every
-// RenewInterval (TTL/3 by default); a follower tries every PollInterval.
+// RenewInterval (Lease/3 by default); a follower tries every PollInterval.
 // The term grows by one at every change of leader (a takeover of an
 // expired or released lease) and stays while the same leader renews, so
 // it is a fencing token: [FencedUpdate], [FencedUpsert] and [Leader.Fence]
@@ -16,14 +16,14 @@
 //
 // A leader gives up its leadership locally before its lease can have
 // expired by the database's clock: at the start of the last successful
-// renewal plus TTL minus SafetyMargin, measured on the local monotonic
+// renewal plus lease minus SafetyMargin, measured on the local monotonic
 // clock. The lease was written at or after that start, so it expires at
-// or after start + TTL on the database's clock; the margin covers the rate
+// or after start + lease on the database's clock; the margin covers the rate
 // difference between the two clocks. On shutdown the leader resigns: the
 // row is released and a follower takes over at its next poll.
 //
 // docs/leader-election.md describes the table, the statement of each
-// backend, the clock rules, how to choose a TTL and how to fence writes.
+// backend, the clock rules, how to choose a lease and how to fence writes.
 
 package coord
 

@@ -32,7 +32,7 @@ func Example_leaderElection() {
 	elected := make(chan coord.Leader)
 	campaign := func(id string) (stop func()) {
 		e, err := coord.NewElector(leases, coord.ElectorConfig{
-			Name: "retention-sweeper", ID: id, TTL: time.Second, PollInterval: 50 * time.Millisecond, Logger: quiet,
+			Name: "retention-sweeper", ID: id, Lease: time.Second, PollInterval: 50 * time.Millisecond, Logger: quiet,
 			OnElected: func(ctx context.Context, l coord.Leader) {
 				elected <- l
 				<-ctx.Done() // leader-only work runs until leadership ends

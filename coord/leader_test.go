@@ -28,10 +28,10 @@ func TestNewElectorRefusesBadConfig(t *testing.T) {
 	}{
 		{"no name", coord.ElectorConfig{}},
 		{"name with NUL", coord.ElectorConfig{Name: "a\x00"}},
-		{"negative TTL", coord.ElectorConfig{Name: "n", TTL: -time.Second}},
-		{"TTL below a millisecond", coord.ElectorConfig{Name: "n", TTL: time.Microsecond}},
-		{"margin as long as the TTL", coord.ElectorConfig{Name: "n", TTL: time.Second, SafetyMargin: time.Second}},
-		{"renewal after the local deadline", coord.ElectorConfig{Name: "n", TTL: time.Second, RenewInterval: 950 * time.Millisecond}},
+		{"negative TTL", coord.ElectorConfig{Name: "n", Lease: -time.Second}},
+		{"TTL below a millisecond", coord.ElectorConfig{Name: "n", Lease: time.Microsecond}},
+		{"margin as long as the TTL", coord.ElectorConfig{Name: "n", Lease: time.Second, SafetyMargin: time.Second}},
+		{"renewal after the local deadline", coord.ElectorConfig{Name: "n", Lease: time.Second, RenewInterval: 950 * time.Millisecond}},
 		{"negative poll", coord.ElectorConfig{Name: "n", PollInterval: -1}},
 	} {
 		if _, err := coord.NewElector(ls, c.cfg); !errors.Is(err, dao.ErrInvalidArgument) {
@@ -41,7 +41,7 @@ func TestNewElectorRefusesBadConfig(t *testing.T) {
 	if _, err := coord.NewElector(nil, coord.ElectorConfig{Name: "n"}); !errors.Is(err, dao.ErrInvalidArgument) {
 		t.Errorf("nil store: err = %v, want ErrInvalidArgument", err)
 	}
-	e, err := coord.NewElector(ls, coord.ElectorConfig{Name: "n", TTL: 3 * time.Second})
+	e, err := coord.NewElector(ls, coord.ElectorConfig{Name: "n", Lease: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestElectorLifecycle(t *testing.T) {
 	var events []string
 	elected := make(chan coord.Leader, 1)
 	e, err := coord.NewElector(ls, coord.ElectorConfig{
-		Name: "lifecycle", ID: "only", TTL: 300 * time.Millisecond, Logger: quiet,
+		Name: "lifecycle", ID: "only", Lease: 300 * time.Millisecond, Logger: quiet,
 		MeterProvider: metric.NewMeterProvider(metric.WithReader(reader)),
 		OnElected: func(ctx context.Context, l coord.Leader) {
 			mu.Lock()
@@ -141,7 +141,7 @@ func TestLeaderLapsesWithoutRenewal(t *testing.T) {
 	ls := &failing{LeaseStore: memstore.NewLeases()}
 	elected := make(chan coord.Leader, 1)
 	e, err := coord.NewElector(ls, coord.ElectorConfig{
-		Name: "lapse", ID: "a", TTL: 500 * time.Millisecond, SafetyMargin: 100 * time.Millisecond, Logger: quiet,
+		Name: "lapse", ID: "a", Lease: 500 * time.Millisecond, SafetyMargin: 100 * time.Millisecond, Logger: quiet,
 		OnElected: func(ctx context.Context, l coord.Leader) { elected <- l; <-ctx.Done() },
 	})
 	if err != nil {
@@ -215,7 +215,7 @@ func TestLeaderRenewalRetriesRetryableErrors(t *testing.T) {
 	elected := make(chan coord.Leader, 1)
 	deposed := make(chan struct{}, 1)
 	e, err := coord.NewElector(ls, coord.ElectorConfig{
-		Name: "flaky", ID: "a", TTL: 900 * time.Millisecond, SafetyMargin: 100 * time.Millisecond, Logger: quiet,
+		Name: "flaky", ID: "a", Lease: 900 * time.Millisecond, SafetyMargin: 100 * time.Millisecond, Logger: quiet,
 		OnElected: func(ctx context.Context, l coord.Leader) { elected <- l; <-ctx.Done() },
 		OnDeposed: func(coord.Leader) { deposed <- struct{}{} },
 	})
@@ -266,4 +266,31 @@ func (f *flaky) AcquireLease(ctx context.Context, name, holder string, ttl time.
 		return coord.Lease{}, false, fmt.Errorf("acquire lease: too many connections: %w", dao.ErrUnavailable)
 	}
 	return f.LeaseStore.AcquireLease(ctx, name, holder, ttl)
+}
+
+// TestElectorDeprecatedTTL: an ElectorConfig that sets only the
+// deprecated TTL runs with it as its Lease (the margin and renewal
+// defaults derive from it), and Lease wins when both are set.
+func TestElectorDeprecatedTTL(t *testing.T) {
+	ls := memstore.NewLeases()
+	e, err := coord.NewElector(ls, coord.ElectorConfig{Name: "old", TTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := e.Config(); c.Lease != 3*time.Second || c.RenewInterval != time.Second {
+		t.Errorf("TTL 3s alone: Lease %v, RenewInterval %v; want 3s, 1s", c.Lease, c.RenewInterval)
+	}
+	if _, err := coord.NewElector(ls, coord.ElectorConfig{Name: "old", TTL: time.Microsecond}); !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Errorf("TTL 1µs alone: %v, want ErrInvalidArgument as for Lease", err)
+	}
+	e, err = coord.NewElector(ls, coord.ElectorConfig{Name: "both", TTL: 3 * time.Second, Lease: 6 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := e.Config(); c.Lease != 6*time.Second {
+		t.Errorf("both set: Lease %v, want 6s", c.Lease)
+	}
+	if old := coord.DefaultLeaderTTL; old != coord.DefaultLeaderLease {
+		t.Errorf("DefaultLeaderTTL %v, want DefaultLeaderLease %v", old, coord.DefaultLeaderLease)
+	}
 }

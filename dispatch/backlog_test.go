@@ -30,7 +30,7 @@ func TestBacklogDoesNotWaitForTick(t *testing.T) {
 		time.Sleep(time.Millisecond)
 		f.record(fr)
 		return nil
-	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Concurrency: 4, Tick: time.Hour, Lease: 3 * time.Hour})
+	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Concurrency: 4, PollInterval: time.Hour, Lease: 3 * time.Hour})
 	stop := runWorker(t, w.Run)
 	defer stop()
 	waitFor(t, 20*time.Second, "every schedule fired without a tick", func() bool {

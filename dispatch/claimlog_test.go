@@ -54,7 +54,7 @@ func TestClaimFailuresLoggedOncePerEpisode(t *testing.T) {
 	var logs syncbuf.Buffer
 	c := &leaseChecks{fires: newFires()}
 	w := newScheduleWorker(t, s, c.fire, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{
-		WorkerID: "noisy", Tick: 50 * time.Millisecond, Lease: 400 * time.Millisecond,
+		WorkerID: "noisy", PollInterval: 50 * time.Millisecond, Lease: 400 * time.Millisecond,
 		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	stop := runWorker(t, w.Run)

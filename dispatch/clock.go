@@ -9,7 +9,7 @@ import (
 // ClockResync is how often a worker or a [Schedules] on the database
 // clock reads the database's time again; in between, its estimate advances
 // with the host's monotonic clock.
-const ClockResync = dbclock.Resync
+const ClockResync = dbclock.ClockResync
 
 // timeSource is the clock every due-time comparison and every time written
 // by this package reads: a fixed function (tests, or a caller's choice),

@@ -52,7 +52,7 @@ func TestOutcomesWrittenInBatches(t *testing.T) {
 			<-finish
 			return nil
 		}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{
-			Concurrency: 2 * n, BatchSize: n, Tick: 20 * time.Millisecond, Lease: time.Hour, OutcomeDelay: 15 * time.Minute,
+			Concurrency: 2 * n, BatchSize: n, PollInterval: 20 * time.Millisecond, Lease: time.Hour, OutcomeDelay: 15 * time.Minute,
 		})
 		before := time.Now().Add(-time.Minute)
 		runWorker(t, w.Run)
@@ -103,7 +103,7 @@ func TestOutcomesWithoutUpdateKeys(t *testing.T) {
 	w := newScheduleWorker(t, store, func(ctx context.Context, fr dispatch.Fire) error {
 		f.record(fr)
 		return nil
-	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Concurrency: 4, Tick: 10 * time.Millisecond})
+	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Concurrency: 4, PollInterval: 10 * time.Millisecond})
 	stop := runWorker(t, w.Run)
 	waitFired(t, store, n, "every schedule fired")
 	stop()
@@ -141,7 +141,7 @@ func TestDrainWritesQueuedOutcomesAtOnce(t *testing.T) {
 			}
 			fast.Add(1)
 			return nil
-		}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Concurrency: 10, BatchSize: 10, Tick: 10 * time.Millisecond, Lease: time.Hour, OutcomeDelay: 15 * time.Minute})
+		}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Concurrency: 10, BatchSize: 10, PollInterval: 10 * time.Millisecond, Lease: time.Hour, OutcomeDelay: 15 * time.Minute})
 		stop := runWorker(t, w.Run)
 		waitFor(t, 10*time.Second, "the fast fires", func() bool { return fast.Load() == 2 && w.Stats().Unwritten == 2 })
 		if st := w.Stats(); st.Completed != 0 {

@@ -48,7 +48,7 @@ func TestWorkerCountsClaimConflicts(t *testing.T) {
 	w := newScheduleWorker(t, s, func(ctx context.Context, fr dispatch.Fire) error {
 		f.record(fr)
 		return nil
-	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Concurrency: 2, Tick: 10 * time.Millisecond})
+	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Concurrency: 2, PollInterval: 10 * time.Millisecond})
 	var outer atomic.Int64
 	stop := runWorker(t, func(ctx context.Context) error {
 		return w.Run(dao.WithClaimTrace(ctx, &dao.ClaimTrace{Conflict: func(context.Context) { outer.Add(1) }}))

@@ -126,7 +126,7 @@ func TestOutcomeWritesRetryRefusedConnections(t *testing.T) {
 				}
 				return nil
 			}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{
-				WorkerID: "limited", Concurrency: 16, Tick: 20 * time.Millisecond, Lease: 5 * time.Second, OutcomeDelay: time.Millisecond,
+				WorkerID: "limited", Concurrency: 16, PollInterval: 20 * time.Millisecond, Lease: 5 * time.Second, OutcomeDelay: time.Millisecond,
 			})
 			stop := runWorker(t, w.Run)
 			waitFor(t, 90*time.Second, "every once schedule fired", func() bool {

@@ -151,7 +151,7 @@ func benchJobCycle(b *testing.B, claimStore, cycleStore dao.Store[cycleJob]) {
 			}
 			return dao.Set{"status": "completed"}
 		},
-		WorkerID: "bench", Concurrency: 200, BatchSize: 100, Tick: 50 * time.Millisecond,
+		WorkerID: "bench", Concurrency: 200, BatchSize: 100, PollInterval: 50 * time.Millisecond,
 		Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

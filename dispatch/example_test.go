@@ -68,8 +68,8 @@ func runExample() error {
 		fired <- string(f.Schedule.Payload)
 		return nil
 	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{
-		Tick:   50 * time.Millisecond,
-		Logger: slog.New(slog.DiscardHandler),
+		PollInterval: 50 * time.Millisecond,
+		Logger:       slog.New(slog.DiscardHandler),
 	})
 	if err != nil {
 		return err

@@ -96,7 +96,7 @@ func TestClaimAnsweredAfterItsLease(t *testing.T) {
 	addOnce(t, mem, n)
 	c := &leaseChecks{fires: newFires()}
 	cfg := func(id string) dispatch.Config[dispatch.Schedule] {
-		return dispatch.Config[dispatch.Schedule]{WorkerID: id, Concurrency: 8, BatchSize: 8, Tick: 50 * time.Millisecond, Lease: lease}
+		return dispatch.Config[dispatch.Schedule]{WorkerID: id, Concurrency: 8, BatchSize: 8, PollInterval: 50 * time.Millisecond, Lease: lease}
 	}
 	slow := &lateFirstClaim{Store: mem, delay: 2 * lease}
 	a := newScheduleWorker(t, slow, c.fire, dispatch.Policy{}, cfg("a"))
@@ -157,7 +157,7 @@ func TestClaimBehindALockKeepsToItsLease(t *testing.T) {
 			var workers []*dispatch.ScheduleWorker
 			for _, id := range []string{"a", "b"} {
 				w := newScheduleWorker(t, s, c.fire, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{
-					WorkerID: id, Concurrency: 8, BatchSize: 8, Tick: 100 * time.Millisecond, Lease: lease,
+					WorkerID: id, Concurrency: 8, BatchSize: 8, PollInterval: 100 * time.Millisecond, Lease: lease,
 				})
 				workers = append(workers, w)
 				stops = append(stops, runWorker(t, w.Run))
@@ -201,7 +201,7 @@ func TestReleaseSetUndoesALateClaim(t *testing.T) {
 			handled.Add(1)
 			return dao.Set{dispatch.ColStatus: string(dispatch.StatusFired)}
 		},
-		WorkerID: "late", Tick: 50 * time.Millisecond, Lease: lease,
+		WorkerID: "late", PollInterval: 50 * time.Millisecond, Lease: lease,
 	})
 	if err != nil {
 		t.Fatal(err)

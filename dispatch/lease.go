@@ -11,7 +11,7 @@ import (
 // It also checks the store's pool (see newPoolWatch).
 func (w *Worker[T]) heartbeat(ctx context.Context) {
 	pool := newPoolWatch(w.cfg.Store, w.log, w.cfg.Concurrency)
-	t := time.NewTicker(w.cfg.Tick)
+	t := time.NewTicker(w.cfg.PollInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -56,7 +56,7 @@ func (w *Worker[T]) renew(ctx context.Context) {
 	if err != nil {
 		w.renewFailures.Add(1)
 		w.log.Warn("lease renewal failed", "rows", len(due), "err", err)
-		horizon := time.Now().Add(w.cfg.Tick + w.cfg.WriteTimeout)
+		horizon := time.Now().Add(w.cfg.PollInterval + w.cfg.WriteTimeout)
 		for _, it := range due {
 			if !it.renewed.Add(w.cfg.Lease).After(horizon) {
 				w.lose(it)

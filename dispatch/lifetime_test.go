@@ -37,7 +37,7 @@ func TestRunOutlivesEveryGoroutineItStarted(t *testing.T) {
 		<-release // ignores ctx
 		return nil
 	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{
-		WorkerID: "lifetime", Tick: 10 * time.Millisecond, Lease: time.Hour,
+		WorkerID: "lifetime", PollInterval: 10 * time.Millisecond, Lease: time.Hour,
 		DrainTimeout: 50 * time.Millisecond, WriteTimeout: 100 * time.Millisecond,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -81,7 +81,7 @@ func TestScheduleWorkerDueNarrowsItsSchedules(t *testing.T) {
 	f := newFires()
 	w := newScheduleWorker(t, store, func(_ context.Context, fr dispatch.Fire) error { f.record(fr); return nil }, dispatch.Policy{},
 		dispatch.Config[dispatch.Schedule]{
-			WorkerID: "narrow", Tick: 10 * time.Millisecond,
+			WorkerID: "narrow", PollInterval: 10 * time.Millisecond,
 			Due: func(time.Time) dao.Criteria { return dao.Eq(dispatch.ColKey, "mine") },
 		})
 	stop := runWorker(t, w.Run)

@@ -192,13 +192,13 @@ func TestMaintenanceOnLeaderOnly(t *testing.T) {
 	var stopElector [2]func()
 	for i := range 2 {
 		e, err := coord.NewElector(leases, coord.ElectorConfig{Name: "dispatch-maintenance", ID: fmt.Sprintf("c%d", i),
-			TTL: 300 * time.Millisecond, PollInterval: 20 * time.Millisecond, Logger: quiet})
+			Lease: 300 * time.Millisecond, PollInterval: 20 * time.Millisecond, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
 		electors[i] = e
 		w := newScheduleWorker(t, store, func(context.Context, dispatch.Fire) error { return nil }, dispatch.Policy{},
-			dispatch.Config[dispatch.Schedule]{Tick: 20 * time.Millisecond, Logger: quiet, Maintenance: &dispatch.Maintenance{
+			dispatch.Config[dispatch.Schedule]{PollInterval: 20 * time.Millisecond, Logger: quiet, Maintenance: &dispatch.Maintenance{
 				Every: 10 * time.Millisecond, Leader: dispatch.ElectorGate(e),
 				Tasks: []dispatch.Task{{Name: "count", Run: func(context.Context) error { runs[i].Add(1); return nil }}},
 			}})

@@ -91,7 +91,7 @@ func TestMetrics(t *testing.T) {
 		}
 		return errors.New("boom")
 	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{
-		WorkerID: "mw", Tick: 20 * time.Millisecond, Lease: 100 * time.Millisecond, DrainTimeout: 50 * time.Millisecond,
+		WorkerID: "mw", PollInterval: 20 * time.Millisecond, Lease: 100 * time.Millisecond, DrainTimeout: 50 * time.Millisecond,
 		MeterProvider: mp, Logger: slog.New(slog.DiscardHandler),
 	})
 	stop := runWorker(t, w.Run)

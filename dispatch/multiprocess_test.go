@@ -73,7 +73,7 @@ func TestDispatchChild(t *testing.T) {
 		defer mu.Unlock()
 		fmt.Fprintf(out, "FIRE %s %s\n", f.Schedule.Key, f.Schedule.NextFireAt.UTC().Format(time.RFC3339Nano))
 		return out.Flush()
-	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Concurrency: 8, Tick: 50 * time.Millisecond})
+	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Concurrency: 8, PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

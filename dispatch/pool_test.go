@@ -35,7 +35,7 @@ func TestPoolWarnings(t *testing.T) {
 	}
 	var logs syncbuf.Buffer
 	w := newScheduleWorker(t, store, func(context.Context, dispatch.Fire) error { return nil }, dispatch.Policy{},
-		dispatch.Config[dispatch.Schedule]{Concurrency: 2, Tick: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		dispatch.Config[dispatch.Schedule]{Concurrency: 2, PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	stop := runWorker(t, w.Run)
 	// Every fire opens connections anew; on a loaded machine that is slow.
 	waitFor(t, time.Minute, "the idle-connection warning", func() bool { return strings.Contains(logs.String(), "SetMaxIdleConns") })

@@ -70,7 +70,7 @@ func TestClaimStartsWithinLeaseLessTwoTicks(t *testing.T) {
 			var o owners
 			slow := &lateFirstClaim{Store: mem, delay: c.delay}
 			w := newScheduleWorker(t, slow, o.fire, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{
-				WorkerID: "a", Concurrency: n, BatchSize: n, Tick: c.tick, Lease: time.Second,
+				WorkerID: "a", Concurrency: n, BatchSize: n, PollInterval: c.tick, Lease: time.Second,
 			})
 			stop := runWorker(t, w.Run)
 			waitFor(t, 10*time.Second, "every once schedule fired", func() bool { return o.count() == n })

@@ -29,7 +29,7 @@ func TestOutcomeWriteRetriesTransientFailures(t *testing.T) {
 	w := newScheduleWorker(t, s, func(ctx context.Context, fr dispatch.Fire) error {
 		f.record(fr)
 		return nil
-	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Concurrency: 8, Tick: 20 * time.Millisecond, Lease: time.Hour})
+	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Concurrency: 8, PollInterval: 20 * time.Millisecond, Lease: time.Hour})
 	stop := runWorker(t, w.Run)
 	waitFor(t, 30*time.Second, "every once schedule fired", func() bool {
 		c, err := mem.Count(ctx, dao.And(dao.Eq(dispatch.ColKind, "once"), dao.Eq(dispatch.ColStatus, string(dispatch.StatusFired))))

@@ -31,9 +31,9 @@ func taskWorker(t *testing.T, tick time.Duration, paused func() bool) (*dao.Tabl
 	var ran atomic.Int64
 	w, err := dispatch.New(dispatch.Config[task]{
 		Store: store, KeyField: "id", Key: func(r *task) any { return r.ID },
-		Due:     func(time.Time) dao.Criteria { return dao.Eq("done", false) },
-		Handler: func(context.Context, *dispatch.Job[task]) dao.Set { ran.Add(1); return dao.Set{"done": true} },
-		Tick:    tick, Lease: 10 * tick, Concurrency: 4, Paused: paused,
+		Due:          func(time.Time) dao.Criteria { return dao.Eq("done", false) },
+		Handler:      func(context.Context, *dispatch.Job[task]) dao.Set { ran.Add(1); return dao.Set{"done": true} },
+		PollInterval: tick, Lease: 10 * tick, Concurrency: 4, Paused: paused,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +21,9 @@ import (
 
 // Worker defaults.
 const (
-	DefaultTick         = time.Second
+	// DefaultPollInterval is the poll interval of a worker whose lease is
+	// at least 4 s ([PollIntervalFor]).
+	DefaultPollInterval = time.Second
 	DefaultLease        = 30 * time.Second
 	DefaultConcurrency  = 10
 	DefaultDrainTimeout = 10 * time.Second
@@ -32,19 +35,30 @@ const (
 	MaxWorkerIDLen = 160
 )
 
-// TickFor returns the tick a worker uses when [Config].Tick is zero:
-// [DefaultTick], or lease/4 when that is shorter (at least 1 ms). A tick
-// of at most a quarter of the lease renews a running handler's lease (due
-// at half the lease) by three quarters of it, which leaves a quarter of
-// the lease for the renewal's write; the rule an explicit Tick must meet,
-// at most 3/8 of the lease, holds (for a lease of 3 ms or more). lease is the
+// DefaultTick is DefaultPollInterval.
+//
+// Deprecated: use DefaultPollInterval.
+const DefaultTick = DefaultPollInterval
+
+// PollIntervalFor returns the poll interval a worker uses when
+// [Config].PollInterval is zero: [DefaultPollInterval], or lease/4 when
+// that is shorter (at least 1 ms). A poll interval of at most a quarter of
+// the lease renews a running handler's lease (due at half the lease) by
+// three quarters of it, which leaves a quarter of the lease for the
+// renewal's write; the rule an explicit PollInterval must meet, at most
+// 3/8 of the lease, holds (for a lease of 3 ms or more). lease is the
 // lease length, [DefaultLease] when zero or negative.
-func TickFor(lease time.Duration) time.Duration {
+func PollIntervalFor(lease time.Duration) time.Duration {
 	if lease <= 0 {
 		lease = DefaultLease
 	}
-	return max(min(DefaultTick, lease/4), time.Millisecond)
+	return max(min(DefaultPollInterval, lease/4), time.Millisecond)
 }
+
+// TickFor is PollIntervalFor: it returns the poll interval for a lease.
+//
+// Deprecated: use PollIntervalFor.
+func TickFor(lease time.Duration) time.Duration { return PollIntervalFor(lease) }
 
 // Job is one claimed row handed to a [Handler].
 type Job[T any] struct {
@@ -110,7 +124,7 @@ type Config[T any] struct {
 	// ReleaseSet, optional, returns further fields written at now, with
 	// the lease cleared, to the rows of a claim that the worker releases
 	// before their handlers start (the claim answered after the lease
-	// less two ticks, or after Run's context ended; see Tick): what undoes
+	// less two ticks, or after Run's context ended; see PollInterval): what undoes
 	// ClaimSet's counting, e.g. dao.Incr(-1) of an attempt counter that
 	// ClaimSet increments. Rows whose handlers started, released by the
 	// drain, do not get it.
@@ -173,16 +187,20 @@ type Config[T any] struct {
 	// runs, and when the worker drains. Stats count an outcome only once
 	// its write committed.
 	OutcomeDelay time.Duration
-	// Tick is the heartbeat: the wait between claims when the last claim
-	// was not full, and the period of lease renewal. Zero derives it from
-	// the lease with [TickFor]: 1 s, or a quarter of a lease shorter than
-	// 4 s. An explicit Tick must be at most 3/8 of the lease
-	// ([dao.ErrInvalidArgument] otherwise): the rows of a claim are
-	// started only when it answered within the lease less two ticks (a
-	// later claim hands out nothing and releases its rows), and that must
-	// leave a claim its deadline, a quarter of the lease. While rows are
-	// due, a claim that returns a full batch is followed by the next one
-	// as soon as BatchSize slots are free.
+	// PollInterval is the heartbeat: the wait between claims when the
+	// last claim was not full, and the period of lease renewal. Zero
+	// derives it from the lease with [PollIntervalFor]: 1 s, or a quarter
+	// of a lease shorter than 4 s. An explicit PollInterval must be at
+	// most 3/8 of the lease ([dao.ErrInvalidArgument] otherwise): the rows
+	// of a claim are started only when it answered within the lease less
+	// two poll intervals (a later claim hands out nothing and releases its
+	// rows), and that must leave a claim its deadline, a quarter of the
+	// lease. While rows are due, a claim that returns a full batch is
+	// followed by the next one as soon as BatchSize slots are free.
+	PollInterval time.Duration
+	// Tick is read as PollInterval when PollInterval is zero.
+	//
+	// Deprecated: use PollInterval.
 	Tick time.Duration
 	// Lease is how long a claim holds a row; default 30 s. A handler
 	// running past half its lease has the lease extended by Lease from
@@ -331,7 +349,7 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 	if cfg.Store == nil || cfg.KeyField == "" || cfg.Key == nil || cfg.Due == nil || cfg.Handler == nil {
 		return nil, fmt.Errorf("dispatch: new worker: %w: Store, KeyField, Key, Due and Handler are required", dao.ErrInvalidArgument)
 	}
-	if cfg.Concurrency < 0 || cfg.BatchSize < 0 || cfg.Tick < 0 || cfg.Lease < 0 || cfg.DrainTimeout < 0 || cfg.WriteTimeout < 0 || cfg.OutcomeDelay < 0 {
+	if cfg.Concurrency < 0 || cfg.BatchSize < 0 || cfg.PollInterval < 0 || cfg.Tick < 0 || cfg.Lease < 0 || cfg.DrainTimeout < 0 || cfg.WriteTimeout < 0 || cfg.OutcomeDelay < 0 {
 		return nil, fmt.Errorf("dispatch: new worker: %w: negative setting", dao.ErrInvalidArgument)
 	}
 	if cfg.OwnerField == "" {
@@ -356,9 +374,10 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
 	}
-	explicitTick := cfg.Tick != 0
-	if !explicitTick {
-		cfg.Tick = TickFor(cfg.Lease)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, cfg.Tick)
+	explicitPoll := cfg.PollInterval != 0
+	if !explicitPoll {
+		cfg.PollInterval = PollIntervalFor(cfg.Lease)
 	}
 	if cfg.OutcomeDelay == 0 {
 		// A finished row's lease is not renewed: its outcome must be
@@ -368,8 +387,8 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 	if cfg.OutcomeDelay > cfg.Lease/4 {
 		return nil, fmt.Errorf("dispatch: new worker: %w: outcome delay %v longer than a quarter of the lease (%v)", dao.ErrInvalidArgument, cfg.OutcomeDelay, cfg.Lease)
 	}
-	if explicitTick && batchloop.StartWindow(cfg.Lease, cfg.Tick) < cfg.Lease/claimWait {
-		return nil, fmt.Errorf("dispatch: new worker: %w: tick %v above 3/8 of the lease %v: the lease less two ticks leaves a claim less than its deadline, a quarter of the lease", dao.ErrInvalidArgument, cfg.Tick, cfg.Lease)
+	if explicitPoll && batchloop.StartWindow(cfg.Lease, cfg.PollInterval) < cfg.Lease/claimWait {
+		return nil, fmt.Errorf("dispatch: new worker: %w: poll interval %v above 3/8 of the lease %v: the lease less two poll intervals leaves a claim less than its deadline, a quarter of the lease", dao.ErrInvalidArgument, cfg.PollInterval, cfg.Lease)
 	}
 	if cfg.DrainTimeout == 0 {
 		cfg.DrainTimeout = DefaultDrainTimeout
@@ -455,7 +474,7 @@ func (w *Worker[T]) Run(ctx context.Context) error {
 	w.mu.Lock()
 	w.drainNow, w.drainNowClosed = make(chan struct{}), false
 	w.mu.Unlock()
-	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "lease", w.cfg.Lease, "tick", w.cfg.Tick)
+	w.log.Info("worker started", "concurrency", w.cfg.Concurrency, "lease", w.cfg.Lease, "poll_interval", w.cfg.PollInterval)
 
 	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
 	bg := &w.goroutines
@@ -510,7 +529,7 @@ func (w *Worker[T]) Wake() {
 // then; never while Config.Paused says so. It is a batchloop.Loop paced
 // by the tick, the wakes and the freed slots.
 func (w *Worker[T]) claimLoop(ctx context.Context) error {
-	tick := time.NewTicker(w.cfg.Tick)
+	tick := time.NewTicker(w.cfg.PollInterval)
 	defer tick.Stop()
 	// backlog: the last claim filled its batch, so more may be due; the
 	// next claim then waits for slots, not for the tick.
@@ -617,11 +636,11 @@ func (w *Worker[T]) claim(ctx context.Context, n int) (int, error) {
 	cancel()
 	w.claimed.Add(int64(len(rows)))
 	took := time.Since(began)
-	late := took > batchloop.StartWindow(w.cfg.Lease, w.cfg.Tick)
+	late := took > batchloop.StartWindow(w.cfg.Lease, w.cfg.PollInterval)
 	if len(rows) > 0 && (ctx.Err() != nil || late) {
 		if late {
 			w.log.Warn("claim answered after the lease less two ticks; its rows are released, not handled",
-				"rows", len(rows), "owner", owner, "took", took.Round(time.Millisecond), "lease", w.cfg.Lease, "tick", w.cfg.Tick)
+				"rows", len(rows), "owner", owner, "took", took.Round(time.Millisecond), "lease", w.cfg.Lease, "poll_interval", w.cfg.PollInterval)
 		}
 		keys := make([]any, len(rows))
 		for i := range rows {

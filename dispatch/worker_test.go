@@ -85,7 +85,7 @@ func TestExactlyOnceAcrossWorkers(t *testing.T) {
 			w := newScheduleWorker(t, store, func(ctx context.Context, fr dispatch.Fire) error {
 				f.record(fr)
 				return nil
-			}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{WorkerID: fmt.Sprintf("w%d", i), Concurrency: 8, Tick: 20 * time.Millisecond})
+			}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{WorkerID: fmt.Sprintf("w%d", i), Concurrency: 8, PollInterval: 20 * time.Millisecond})
 			stops = append(stops, runWorker(t, w.Run))
 		}
 		waitFor(t, 60*time.Second, "all once schedules fired", func() bool {
@@ -135,7 +135,7 @@ func TestLadderOnWorker(t *testing.T) {
 		w := newScheduleWorker(t, store, func(ctx context.Context, fr dispatch.Fire) error {
 			calls.Add(1)
 			return fmt.Errorf("attempt %d failed", calls.Load())
-		}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Now: clk.Now, Tick: 10 * time.Millisecond, Lease: time.Minute})
+		}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Now: clk.Now, PollInterval: 10 * time.Millisecond, Lease: time.Minute})
 		runWorker(t, w.Run)
 		start := clk.Now()
 		for i, wait := range []time.Duration{30 * time.Second, time.Minute} {
@@ -174,7 +174,7 @@ func TestFencedOutcomeAfterLeaseLoss(t *testing.T) {
 			close(started)
 			<-finish
 			return nil
-		}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Tick: 10 * time.Millisecond, Lease: time.Minute})
+		}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{PollInterval: 10 * time.Millisecond, Lease: time.Minute})
 		runWorker(t, w.Run)
 		<-started
 		// Another worker takes the row over (as after an expired lease).
@@ -216,7 +216,7 @@ func TestRenewalKeepsLongHandler(t *testing.T) {
 		// the lease, and with 2 s and then 4 s leases the full test run
 		// in CI (every package at once under the race detector, the
 		// server writing with fsync on) did too.
-		cfg := dispatch.Config[dispatch.Schedule]{Tick: 200 * time.Millisecond, Lease: 8 * time.Second}
+		cfg := dispatch.Config[dispatch.Schedule]{PollInterval: 200 * time.Millisecond, Lease: 8 * time.Second}
 		cfg.WorkerID = "first"
 		w1 := newScheduleWorker(t, store, fn, dispatch.Policy{}, cfg)
 		runWorker(t, w1.Run)
@@ -259,7 +259,7 @@ func TestRenewalLossCancelsHandler(t *testing.T) {
 		<-ctx.Done()
 		cause <- context.Cause(ctx)
 		return ctx.Err()
-	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Tick: 20 * time.Millisecond, Lease: 200 * time.Millisecond})
+	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{PollInterval: 20 * time.Millisecond, Lease: 200 * time.Millisecond})
 	runWorker(t, w.Run)
 	<-started
 	if _, err := store.Update(ctx, dao.Eq(dispatch.ColKey, "job"), dao.Set{dispatch.ColLeaseOwner: "thief#1"}); err != nil {
@@ -294,7 +294,7 @@ func TestDrainFinishesInFlight(t *testing.T) {
 			close(started)
 			time.Sleep(300 * time.Millisecond)
 			return ctx.Err()
-		}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Tick: 10 * time.Millisecond, DrainTimeout: 5 * time.Second})
+		}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{PollInterval: 10 * time.Millisecond, DrainTimeout: 5 * time.Second})
 		stop := runWorker(t, w.Run)
 		<-started
 		stop()
@@ -317,7 +317,7 @@ func TestDrainReleasesPastTimeout(t *testing.T) {
 			<-ctx.Done()
 			causes.Store(fr.Schedule.Key, context.Cause(ctx))
 			return ctx.Err()
-		}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{WorkerID: "draining", Tick: 10 * time.Millisecond, Lease: time.Hour, DrainTimeout: 200 * time.Millisecond})
+		}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{WorkerID: "draining", PollInterval: 10 * time.Millisecond, Lease: time.Hour, DrainTimeout: 200 * time.Millisecond})
 		stop := runWorker(t, w.Run)
 		waitFor(t, 10*time.Second, "three in flight", func() bool { return w.Stats().InFlight == 3 })
 		begin := time.Now()
@@ -340,7 +340,7 @@ func TestDrainReleasesPastTimeout(t *testing.T) {
 		// Another worker takes them at once, although the lease was an hour.
 		f := newFires()
 		w2 := newScheduleWorker(t, store, func(ctx context.Context, fr dispatch.Fire) error { f.record(fr); return nil },
-			dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{WorkerID: "next", Tick: 10 * time.Millisecond})
+			dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{WorkerID: "next", PollInterval: 10 * time.Millisecond})
 		runWorker(t, w2.Run)
 		waitFired(t, store, 3, "the released rows fired")
 	})
@@ -370,7 +370,7 @@ func TestReadinessBeforeClaimingStops(t *testing.T) {
 	store, _ := memBackend().open(t)
 	bs := &blockingStore{Store: store, entered: make(chan struct{}), release: make(chan struct{})}
 	w := newScheduleWorker(t, bs, func(ctx context.Context, fr dispatch.Fire) error { return nil },
-		dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Tick: 10 * time.Millisecond})
+		dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{PollInterval: 10 * time.Millisecond})
 	status := func(h http.Handler) int {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
@@ -411,7 +411,7 @@ func TestMaintenanceLeaderGate(t *testing.T) {
 	m := &dispatch.Maintenance{Every: 10 * time.Millisecond, Leader: func(context.Context) bool { return leader.Load() },
 		Tasks: []dispatch.Task{{Name: "count", Run: func(context.Context) error { runs.Add(1); return nil }}}}
 	w := newScheduleWorker(t, store, func(ctx context.Context, fr dispatch.Fire) error { return nil },
-		dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{Tick: 10 * time.Millisecond, Maintenance: m})
+		dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{PollInterval: 10 * time.Millisecond, Maintenance: m})
 	runWorker(t, w.Run)
 	time.Sleep(100 * time.Millisecond)
 	if runs.Load() != 0 {
@@ -426,7 +426,7 @@ func TestWorkerConfigInvalid(t *testing.T) {
 	fn := func(ctx context.Context, fr dispatch.Fire) error { return nil }
 	for name, cfg := range map[string]dispatch.Config[dispatch.Schedule]{
 		"negative concurrency":               {Concurrency: -1},
-		"lease below two ticks":              {Tick: time.Second, Lease: time.Second},
+		"lease below two ticks":              {PollInterval: time.Second, Lease: time.Second},
 		"row fields set":                     {KeyField: "id"},
 		"long worker id":                     {WorkerID: string(make([]byte, dispatch.MaxWorkerIDLen+1))},
 		"negative outcome delay":             {OutcomeDelay: -time.Millisecond},
@@ -457,7 +457,7 @@ func TestDrainWritesOutcomeOfCompletedFire(t *testing.T) {
 		<-ctx.Done() // the work ends just as the drain cancels it
 		f.record(fr)
 		return nil
-	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{WorkerID: "first", Tick: 10 * time.Millisecond, Lease: time.Hour, DrainTimeout: 50 * time.Millisecond})
+	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{WorkerID: "first", PollInterval: 10 * time.Millisecond, Lease: time.Hour, DrainTimeout: 50 * time.Millisecond})
 	stop := runWorker(t, w.Run)
 	waitFor(t, 10*time.Second, "the fire in flight", func() bool { return w.Stats().InFlight == 1 })
 	stop()
@@ -467,7 +467,7 @@ func TestDrainWritesOutcomeOfCompletedFire(t *testing.T) {
 	next := newScheduleWorker(t, store, func(ctx context.Context, fr dispatch.Fire) error {
 		f.record(fr)
 		return nil
-	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{WorkerID: "second", Tick: 10 * time.Millisecond})
+	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{WorkerID: "second", PollInterval: 10 * time.Millisecond})
 	stopNext := runWorker(t, next.Run)
 	time.Sleep(200 * time.Millisecond)
 	stopNext()

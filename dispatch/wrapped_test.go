@@ -54,7 +54,7 @@ func runNoted(t *testing.T, table *dao.Table[noted], store dao.Store[noted], n i
 			}
 			return dao.Set{"done": true, "note": fmt.Sprint("row ", j.Row.ID)}
 		},
-		Concurrency: 2 * n, BatchSize: n, Tick: 20 * time.Millisecond, Lease: time.Hour, OutcomeDelay: 15 * time.Minute,
+		Concurrency: 2 * n, BatchSize: n, PollInterval: 20 * time.Millisecond, Lease: time.Hour, OutcomeDelay: 15 * time.Minute,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	if err != nil {

@@ -102,9 +102,13 @@ type Config struct {
 	// without queues only inserts and manages jobs (and runs the
 	// maintenance and periodic jobs when Run is called).
 	Queues map[string]QueueConfig
-	// ID names this client in lease owner tokens and logs; default
+	// WorkerID names this client in lease owner tokens and logs; default
 	// "<hostname>-<pid>-<random>" (outbox.DefaultWorkerID). At most 120
 	// bytes.
+	WorkerID string
+	// ID is read as WorkerID when WorkerID is empty.
+	//
+	// Deprecated: use WorkerID.
 	ID string
 	// MaxAttempts is the max attempts of jobs inserted without one;
 	// default [DefaultMaxAttempts].
@@ -117,19 +121,26 @@ type Config struct {
 	// Lease is how long a claim holds a job; a running job's lease is
 	// renewed every half lease. Default 30 s (dispatch.DefaultLease).
 	Lease time.Duration
-	// Tick is the heartbeat: how often a queue looks for jobs when no
-	// wake-up came, how often pauses and cancel requests are read, and
-	// the period of the scheduler that makes scheduled and retryable jobs
-	// available. Default: dispatch.TickFor(Lease), 1 s.
+	// PollInterval is the heartbeat: how often a queue looks for jobs
+	// when no wake-up came, how often pauses and cancel requests are
+	// read, and the period of the scheduler that makes scheduled and
+	// retryable jobs available. Default: dispatch.PollIntervalFor(Lease),
+	// 1 s. Until this release PollInterval was the change signal's
+	// period, now SignalInterval.
+	PollInterval time.Duration
+	// Tick is read as PollInterval when PollInterval is zero.
+	//
+	// Deprecated: use PollInterval.
 	Tick time.Duration
-	// PollInterval is how often a running client with queues reads the
+	// SignalInterval is how often a running client with queues reads the
 	// job table's change signal on a backend without notifications
 	// (MySQL/MariaDB, SQLite, SQL Server: one SELECT MAX(id) per
 	// interval), waking its queues when another process inserted jobs;
-	// default [DefaultPollInterval] (25 ms, 40 queries per second).
+	// default [DefaultSignalInterval] (25 ms, 40 queries per second).
 	// Negative turns the signal off: jobs of other processes are then
-	// found at each Tick. PostgreSQL notifies instead and ignores it.
-	PollInterval time.Duration
+	// found at each PollInterval. PostgreSQL notifies instead and ignores
+	// it.
+	SignalInterval time.Duration
 	// DrainTimeout is how long running jobs may finish after Run's
 	// context ends; default 10 s.
 	DrainTimeout time.Duration
@@ -197,7 +208,7 @@ type Client struct {
 	// the current Run's state for starting the queues added meanwhile
 	// (nil outside Run, and once Run began to stop).
 	queuesMu sync.RWMutex
-	queues   map[string]*queue
+	queues   map[string]*queueRunner
 	run      *runState
 	// kindsStale asks pollLoop to record the queues and kinds at once
 	// (a queue was added).
@@ -247,8 +258,9 @@ type runningJob struct {
 	cancel context.CancelCauseFunc
 }
 
-// queue is one queue the client runs.
-type queue struct {
+// queueRunner runs one queue of the client: its dispatch worker and
+// state. The queue row, the pause state in the queue table, is [Queue].
+type queueRunner struct {
 	name string
 	w    *dispatch.Worker[Row]
 	// due signals waitsEnded when a retry or snooze this client wrote
@@ -292,19 +304,20 @@ func NewClient(cfg Config) (*Client, error) {
 	if len(cfg.Periodic) > 0 && cfg.ScheduleStore == nil {
 		return nil, fmt.Errorf("jobs: new client: %w", argerr.Errorf("periodic jobs without ScheduleStore"))
 	}
-	if cfg.MaxAttempts < 0 || cfg.Lease < 0 || cfg.Tick < 0 || cfg.DrainTimeout < 0 || cfg.RescueInterval < 0 || cfg.RetentionInterval < 0 {
+	if cfg.MaxAttempts < 0 || cfg.Lease < 0 || cfg.PollInterval < 0 || cfg.Tick < 0 || cfg.DrainTimeout < 0 || cfg.RescueInterval < 0 || cfg.RetentionInterval < 0 {
 		return nil, fmt.Errorf("jobs: new client: %w", argerr.Errorf("negative setting"))
 	}
-	if cfg.ID == "" {
-		cfg.ID = workerid.New()
+	cfg.WorkerID = cmp.Or(cfg.WorkerID, cfg.ID)
+	if cfg.WorkerID == "" {
+		cfg.WorkerID = workerid.New()
 	}
-	if len(cfg.ID) > 120 || !utf8.ValidString(cfg.ID) || strings.IndexByte(cfg.ID, 0) >= 0 {
-		return nil, fmt.Errorf("jobs: new client: %w", argerr.Errorf("id %q: use up to 120 bytes of UTF-8 without NUL", cfg.ID))
+	if len(cfg.WorkerID) > 120 || !utf8.ValidString(cfg.WorkerID) || strings.IndexByte(cfg.WorkerID, 0) >= 0 {
+		return nil, fmt.Errorf("jobs: new client: %w", argerr.Errorf("worker id %q: use up to 120 bytes of UTF-8 without NUL", cfg.WorkerID))
 	}
 	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, DefaultMaxAttempts)
 	cfg.MaxArgsSize = cmp.Or(cfg.MaxArgsSize, DefaultMaxArgsSize)
 	cfg.Lease = cmp.Or(cfg.Lease, dispatch.DefaultLease)
-	cfg.Tick = cmp.Or(cfg.Tick, dispatch.TickFor(cfg.Lease))
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, cfg.Tick, dispatch.PollIntervalFor(cfg.Lease))
 	cfg.RescueInterval = cmp.Or(cfg.RescueInterval, DefaultRescueInterval)
 	cfg.RetentionInterval = cmp.Or(cfg.RetentionInterval, DefaultRetentionInterval)
 	cfg.CompletedRetention = cmp.Or(cfg.CompletedRetention, DefaultCompletedRetention)
@@ -324,8 +337,8 @@ func NewClient(cfg Config) (*Client, error) {
 		store:    cfg.Store,
 		table:    tableOf(cfg.Store),
 		clock:    dbclock.NewSource(cfg.Now, cfg.Store, cfg.Store.Capabilities().DatabaseClock),
-		log:      cfg.Logger.With("component", "jobs", "client", cfg.ID),
-		queues:   map[string]*queue{},
+		log:      cfg.Logger.With("component", "jobs", "client", cfg.WorkerID),
+		queues:   map[string]*queueRunner{},
 		running:  map[int64]runningJob{},
 		recheck:  newRecheck(),
 		promos:   newPromotions(),
@@ -345,7 +358,7 @@ func NewClient(cfg Config) (*Client, error) {
 	}
 	c.leader = cfg.Leader
 	if c.leader == nil && cfg.Leases != nil {
-		e, err := coord.NewElector(cfg.Leases, coord.ElectorConfig{Name: "jobs:" + c.table, ID: cfg.ID, Logger: cfg.Logger})
+		e, err := coord.NewElector(cfg.Leases, coord.ElectorConfig{Name: "jobs:" + c.table, ID: cfg.WorkerID, Logger: cfg.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("jobs: new client: leader election: %w", err)
 		}
@@ -363,7 +376,7 @@ func NewClient(cfg Config) (*Client, error) {
 }
 
 // newQueue checks name and qc and builds the queue's worker.
-func (c *Client) newQueue(name string, qc QueueConfig) (*queue, error) {
+func (c *Client) newQueue(name string, qc QueueConfig) (*queueRunner, error) {
 	if err := CheckQueue(name); err != nil {
 		return nil, err
 	}
@@ -382,7 +395,7 @@ func (c *Client) newQueue(name string, qc QueueConfig) (*queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("queue %s: %w", name, err)
 	}
-	q := &queue{name: name, w: w, waitsEnded: make(chan struct{}, 1)}
+	q := &queueRunner{name: name, w: w, waitsEnded: make(chan struct{}, 1)}
 	q.due.wake = func() {
 		select {
 		case q.waitsEnded <- struct{}{}:
@@ -393,7 +406,7 @@ func (c *Client) newQueue(name string, qc QueueConfig) (*queue, error) {
 }
 
 // queue returns the queue the client runs under name.
-func (c *Client) queue(name string) (*queue, bool) {
+func (c *Client) queue(name string) (*queueRunner, bool) {
 	c.queuesMu.RLock()
 	defer c.queuesMu.RUnlock()
 	q, ok := c.queues[name]
@@ -408,10 +421,10 @@ func (c *Client) queueCount() int {
 }
 
 // queueList returns the queues the client runs, in name order.
-func (c *Client) queueList() []*queue {
+func (c *Client) queueList() []*queueRunner {
 	c.queuesMu.RLock()
 	defer c.queuesMu.RUnlock()
-	out := make([]*queue, 0, len(c.queues))
+	out := make([]*queueRunner, 0, len(c.queues))
 	for _, name := range slices.Sorted(maps.Keys(c.queues)) {
 		out = append(out, c.queues[name])
 	}
@@ -482,7 +495,7 @@ func (c *Client) RemoveQueue(ctx context.Context, name string) error {
 
 // startQueue starts q's worker and its wait ends under rs, and the
 // client's wake-ups with its first queue; queuesMu is held.
-func (c *Client) startQueue(rs *runState, q *queue) {
+func (c *Client) startQueue(rs *runState, q *queueRunner) {
 	qctx, stop := context.WithCancel(rs.ctx)
 	wctx, stopWaits := context.WithCancel(rs.bgCtx)
 	done := make(chan struct{})
@@ -543,12 +556,12 @@ func tableOf(store any) string {
 // "/" and the queue name, or a digest of the name when that is too long
 // for a lease owner token.
 func (c *Client) workerID(name string) string {
-	id := c.cfg.ID + "/" + name
+	id := c.cfg.WorkerID + "/" + name
 	if len(id) <= dispatch.MaxWorkerIDLen {
 		return id
 	}
 	sum := sha256.Sum256([]byte(name))
-	return c.cfg.ID + "/" + hex.EncodeToString(sum[:8])
+	return c.cfg.WorkerID + "/" + hex.EncodeToString(sum[:8])
 }
 
 // newQueueWorker returns the dispatch worker of one queue: it claims the
@@ -589,7 +602,7 @@ func (c *Client) newQueueWorker(name string, qc QueueConfig) (*dispatch.Worker[R
 		WorkerID:     c.workerID(name),
 		Concurrency:  maxWorkers,
 		BatchSize:    batch,
-		Tick:         c.cfg.Tick,
+		PollInterval: c.cfg.PollInterval,
 		Lease:        c.cfg.Lease,
 		DrainTimeout: c.cfg.DrainTimeout,
 		Now:          c.cfg.Now,
@@ -640,7 +653,7 @@ func (c *Client) endWaitAfter(name string, d time.Duration) {
 // endWaits makes the due retryable and scheduled jobs of q available and
 // wakes q's worker each time a wait endWaitAfter asked for ends, until
 // ctx ends.
-func (c *Client) endWaits(ctx context.Context, q *queue) {
+func (c *Client) endWaits(ctx context.Context, q *queueRunner) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -758,7 +771,7 @@ func (c *Client) Run(ctx context.Context) error {
 			}
 		})
 	}
-	c.log.Info("jobs client started", "queues", len(queues), "tick", c.cfg.Tick, "lease", c.cfg.Lease)
+	c.log.Info("jobs client started", "queues", len(queues), "poll_interval", c.cfg.PollInterval, "lease", c.cfg.Lease)
 	<-ctx.Done()
 	// No queue starts after this: the wait group's count only falls.
 	c.queuesMu.Lock()
@@ -817,7 +830,7 @@ func (c *Client) stop(ctx context.Context, cancel bool) error {
 // pollLoop reads, once per tick, the queue pauses and the cancel
 // requests of the jobs running in this client.
 func (c *Client) pollLoop(ctx context.Context) {
-	t := time.NewTicker(c.cfg.Tick)
+	t := time.NewTicker(c.cfg.PollInterval)
 	defer t.Stop()
 	for {
 		select {

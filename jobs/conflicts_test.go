@@ -53,7 +53,7 @@ func TestClientCountsConflictRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := jobs.NewClient(jobs.Config{
-		Store: store, Workers: ws, Tick: 10 * time.Millisecond,
+		Store: store, Workers: ws, PollInterval: 10 * time.Millisecond,
 		Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {}},
 	})
 	if err != nil {

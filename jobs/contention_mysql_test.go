@@ -181,9 +181,9 @@ func TestFastPathContentionMariaDB(t *testing.T) {
 		}
 		c, err := jobs.NewClient(jobs.Config{
 			Store: s, QueueStore: q, Workers: ws,
-			ID:           fmt.Sprintf("contend-%d", i),
+			WorkerID:     fmt.Sprintf("contend-%d", i),
 			Queues:       map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 10}},
-			Tick:         100 * time.Millisecond,
+			PollInterval: 100 * time.Millisecond,
 			ErrorHandler: eh,
 			Logger:       slog.New(storeErrors{mu: &logMu, msgs: &logs}),
 		})

@@ -105,9 +105,9 @@
 // [Client.Run] runs the client's queues until its context ends, then
 // drains. Queues wake on inserts — across processes by PostgreSQL
 // LISTEN/NOTIFY, elsewhere by the job table's change signal read every
-// Config.PollInterval ([DefaultPollInterval], 25 ms); in-process on every
-// backend — and poll at each tick.
-// Once per tick each client reads the queue pauses ([Client.PauseQueue])
+// Config.SignalInterval ([DefaultSignalInterval], 25 ms); in-process on
+// every backend — and poll at each poll interval (Config.PollInterval).
+// Once per poll interval each client reads the queue pauses ([Client.PauseQueue])
 // and the cancel requests of the jobs it runs ([Client.Cancel]). The
 // maintenance — the scheduler that makes scheduled and retryable jobs
 // available ([Client.Schedule]), the [Client.Rescue] of jobs whose worker

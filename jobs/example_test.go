@@ -46,8 +46,8 @@ func Example() {
 	}
 	client, err := jobs.NewClient(jobs.Config{
 		Store: store, QueueStore: queues, Workers: workers,
-		Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 10}},
-		Tick:   20 * time.Millisecond,
+		Queues:       map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 10}},
+		PollInterval: 20 * time.Millisecond,
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -89,7 +89,7 @@ func ExampleClient_Subscribe() {
 		return nil
 	}), jobs.WithBackoff(func(int) time.Duration { return 10 * time.Millisecond }))
 	client, err := jobs.NewClient(jobs.Config{
-		Store: store, Workers: workers, Tick: 20 * time.Millisecond,
+		Store: store, Workers: workers, PollInterval: 20 * time.Millisecond,
 		Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {}},
 	})
 	if err != nil {
@@ -138,7 +138,7 @@ func ExampleWorkMiddleware() {
 		return err
 	})
 	client, err := jobs.NewClient(jobs.Config{
-		Store: store, Workers: workers, Tick: 20 * time.Millisecond,
+		Store: store, Workers: workers, PollInterval: 20 * time.Millisecond,
 		Queues:       map[string]jobs.QueueConfig{jobs.DefaultQueue: {}},
 		Middleware:   []jobs.Middleware{logOutcome},
 		ErrorHandler: permanentErrors{errPermanent},
@@ -192,7 +192,7 @@ func ExampleClient_AddQueue() {
 	_ = jobs.AddWorker(workers, jobs.WorkFunc[GreetArgs](func(ctx context.Context, j *jobs.Job[GreetArgs]) error {
 		return nil
 	}))
-	client, err := jobs.NewClient(jobs.Config{Store: store, Workers: workers, Tick: 20 * time.Millisecond})
+	client, err := jobs.NewClient(jobs.Config{Store: store, Workers: workers, PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -33,7 +33,7 @@ const idleWindow = 10 * time.Second
 // library starts on the client's connections: sqlite3_trace_v2,
 // SQLITE_TRACE_STMT) and MariaDB (every COM_QUERY, COM_STMT_PREPARE and
 // COM_STMT_EXECUTE through a counting proxy), with the change signal on
-// (queries/s) and off (PollInterval -1, queries-off/s):
+// (queries/s) and off (SignalInterval -1, queries-off/s):
 //
 //	go test -run '^$' -bench IdleQueries -benchtime 1x ./jobs/
 func BenchmarkIdleQueries(b *testing.B) {
@@ -64,7 +64,7 @@ func idleRate(b *testing.B, db *gorm.DB, count *atomic.Int64, poll time.Duration
 	if err := jobs.AddWorker(ws, jobs.WorkFunc[benchArgs](func(context.Context, *jobs.Job[benchArgs]) error { return nil })); err != nil {
 		b.Fatal(err)
 	}
-	c, err := jobs.NewClient(jobs.Config{Store: js, QueueStore: qs, Workers: ws, Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {}}, PollInterval: poll})
+	c, err := jobs.NewClient(jobs.Config{Store: js, QueueStore: qs, Workers: ws, Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {}}, SignalInterval: poll})
 	if err != nil {
 		b.Fatal(err)
 	}

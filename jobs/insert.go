@@ -114,7 +114,7 @@ type InsertResult struct {
 // client runs is woken at once, as are those of the other running clients
 // of this process on the same job table; on PostgreSQL every client is
 // notified, elsewhere clients read the change signal
-// (Config.PollInterval). Errors: dao.ErrInvalidArgument for bad args or
+// (Config.SignalInterval). Errors: dao.ErrInvalidArgument for bad args or
 // options (args over Config.MaxArgsSize or holding text that is not
 // UTF-8, a kind without worker in the client's Workers, which also wraps
 // [ErrUnknownKind]; nothing is inserted); the store's errors, mapped.
@@ -130,7 +130,7 @@ func (c *Client) Insert(ctx context.Context, args Args, opts *InsertOpts) (*Inse
 // (a *gorm.DB in a transaction for the SQL backends): the job commits or
 // rolls back with the rest of the transaction, and workers see it once
 // it commits: on PostgreSQL they are notified then, elsewhere the change
-// signal finds it within a poll interval (Config.PollInterval). A store
+// signal finds it within a signal interval (Config.SignalInterval). A store
 // that cannot bind tx, and a tx that is not inside a transaction (a
 // *gorm.DB of no Begin or Transaction, whose insert would commit on its
 // own), return an error wrapping dao.ErrInvalidArgument and insert

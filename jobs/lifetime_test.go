@@ -36,7 +36,7 @@ func TestNewClientRefusesWhatRunCouldNotStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := jobs.NewClient(jobs.Config{
-		Store: store, Workers: ws, Leases: memstore.NewLeases(), Tick: 20 * time.Millisecond,
+		Store: store, Workers: ws, Leases: memstore.NewLeases(), PollInterval: 20 * time.Millisecond,
 		Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {}},
 	})
 	if err != nil {
@@ -79,7 +79,7 @@ func TestRunLeavesNoGoroutine(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := jobs.NewClient(jobs.Config{
-		Store: store, QueueStore: queues, Workers: ws, Leases: memstore.NewLeases(), Tick: 20 * time.Millisecond,
+		Store: store, QueueStore: queues, Workers: ws, Leases: memstore.NewLeases(), PollInterval: 20 * time.Millisecond,
 		Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {}, "other": {}},
 	})
 	if err != nil {

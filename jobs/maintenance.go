@@ -23,7 +23,7 @@ func (c *Client) maintain(ctx context.Context, leader func(ctx context.Context) 
 			return err
 		}
 	}
-	m := &dispatch.Maintenance{Every: c.cfg.Tick, Leader: leader, Tasks: []dispatch.Task{
+	m := &dispatch.Maintenance{Every: c.cfg.PollInterval, Leader: leader, Tasks: []dispatch.Task{
 		{Name: "scheduler", Run: counted(c.Schedule)},
 		{Name: "promoter", Run: counted(c.Promote), Every: PromoteInterval},
 		{Name: "rescuer", Run: counted(c.Rescue), Every: c.cfg.RescueInterval},

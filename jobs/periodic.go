@@ -122,10 +122,10 @@ func (c *Client) newPeriodicRunner() (*periodicRunner, error) {
 			defer p.mu.RUnlock()
 			return len(p.keys) == 0
 		},
-		WorkerID: c.cfg.ID + "/periodic",
-		Tick:     c.cfg.Tick,
-		Now:      c.cfg.Now,
-		Logger:   c.cfg.Logger,
+		WorkerID:     c.cfg.WorkerID + "/periodic",
+		PollInterval: c.cfg.PollInterval,
+		Now:          c.cfg.Now,
+		Logger:       c.cfg.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("periodic: %w", err)
@@ -177,7 +177,7 @@ func (p *periodicRunner) fire(ctx context.Context, f dispatch.Fire) error {
 	if pj == nil {
 		// Removed since the claim, or not claimed: the worker fires only
 		// the keys of byKey.
-		return fmt.Errorf("jobs: periodic: no periodic job %q in client %s", f.Schedule.Key, p.c.cfg.ID)
+		return fmt.Errorf("jobs: periodic: no periodic job %q in client %s", f.Schedule.Key, p.c.cfg.WorkerID)
 	}
 	return p.insert(ctx, pj, f.Schedule.NextFireAt, false)
 }

@@ -289,7 +289,7 @@ func (r *Row) present(now time.Time) {
 	}
 }
 
-// Queue is one row of the queue table: the pause state of a named queue,
+// Queue is one queue row of the queue table: the pause state of a named queue,
 // stored so that every process obeys it, and the kinds the clients that
 // run it know. A queue without a row is active.
 type Queue struct {

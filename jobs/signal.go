@@ -10,13 +10,20 @@ import (
 	"gorm.io/gorm/clause"
 )
 
-// DefaultPollInterval is how often, when Config.PollInterval is zero, a
+// DefaultSignalInterval is how often, when Config.SignalInterval is zero, a
 // running client reads the job table's change signal on a backend without
 // notifications (MySQL/MariaDB, SQLite, SQL Server, CockroachDB): one
 // SELECT MAX(id) per interval per client, 40 queries per second at 25 ms,
 // so that a job another process inserts starts about half an interval
 // after its commit on average.
-const DefaultPollInterval = 25 * time.Millisecond
+const DefaultSignalInterval = 25 * time.Millisecond
+
+// DefaultPollInterval is DefaultSignalInterval, the default period of the
+// change signal; it is not the default of Config.PollInterval, the claim
+// period (dispatch.PollIntervalFor).
+//
+// Deprecated: use DefaultSignalInterval.
+const DefaultPollInterval = DefaultSignalInterval
 
 // signalSpan is the most ids, between two reads of the signal, whose
 // queues a client running several queues reads to wake only those; past
@@ -67,18 +74,18 @@ const signalTimeout = 10 * time.Second
 // writer at a time, in id order. The signal reads committed rows only, so
 // a job inserted in a caller's transaction is signalled when that commits.
 
-// pollSignal reads the change signal of c's job table every poll interval
-// and wakes the queues that got jobs, until ctx ends. It returns at once
-// when the poll interval is negative or the store is not on SQL. After
+// pollSignal reads the change signal of c's job table every signal
+// interval and wakes the queues that got jobs, until ctx ends. It returns
+// at once when the signal interval is negative or the store is not on SQL. After
 // its first read it wakes every queue once, so that a job committed
 // between the queues' first claims and that read is not left for the tick.
 func (c *Client) pollSignal(ctx context.Context) {
-	interval := c.cfg.PollInterval
+	interval := c.cfg.SignalInterval
 	if interval < 0 {
 		return
 	}
 	if interval == 0 {
-		interval = DefaultPollInterval
+		interval = DefaultSignalInterval
 	}
 	db, ok := gormOf(c.store)
 	if !ok {
@@ -119,7 +126,7 @@ func (c *Client) pollSignal(ctx context.Context) {
 				c.log.Warn("reading the job table's change signal failed; queues poll at each tick until it resumes", "err", err)
 			}
 			failing = true
-			wait = min(2*wait, max(c.cfg.Tick, interval))
+			wait = min(2*wait, max(c.cfg.PollInterval, interval))
 		default:
 			if failing {
 				c.log.Info("reading the job table's change signal resumed")

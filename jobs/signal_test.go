@@ -32,7 +32,7 @@ func signalStores(t *testing.T, db *gorm.DB, base string) (*dao.Table[jobs.Row],
 // starts on a client whose tick is an hour, on every SQL backend:
 // PostgreSQL's notification or the change signal of the others wakes the
 // queue that got it, also when the client runs several queues; with
-// PollInterval negative the signal is off (MySQL/MariaDB, SQLite).
+// SignalInterval negative the signal is off (MySQL/MariaDB, SQLite).
 func TestWakeAcrossPools(t *testing.T) {
 	for _, be := range testdb.SQLBackends {
 		t.Run(be.Name, func(t *testing.T) {
@@ -76,7 +76,7 @@ func TestWakeAcrossPools(t *testing.T) {
 				}
 				runner, err := jobs.NewClient(jobs.Config{
 					Store: js, QueueStore: qs, Workers: ws, Queues: queues,
-					Tick: time.Hour, Lease: 3 * time.Hour, PollInterval: tc.poll,
+					PollInterval: time.Hour, Lease: 3 * time.Hour, SignalInterval: tc.poll,
 				})
 				if err != nil {
 					t.Fatal(err)

@@ -38,8 +38,8 @@ func TestShortRetryWakesItsQueue(t *testing.T) {
 	}
 	c, err := jobs.NewClient(jobs.Config{
 		Store: store, QueueStore: queues, Workers: ws,
-		Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 4}},
-		Tick:   time.Minute, Lease: 5 * time.Minute,
+		Queues:       map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 4}},
+		PollInterval: time.Minute, Lease: 5 * time.Minute,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -5,10 +5,15 @@ import (
 	"github.com/claimstore/claimstore/internal/dbclock"
 )
 
-// DatabaseClockResync is how often a repository on the database clock
-// reads the database's time again; in between, its estimate advances with
-// the host's monotonic clock.
-const DatabaseClockResync = dbclock.Resync
+// ClockResync is how often a repository on the database clock reads the
+// database's time again; in between, its estimate advances with the
+// host's monotonic clock. It is dispatch.ClockResync.
+const ClockResync = dbclock.ClockResync
+
+// DatabaseClockResync is ClockResync.
+//
+// Deprecated: use ClockResync.
+const DatabaseClockResync = ClockResync
 
 // databaseClockOf returns the database clock of a store that reads its
 // database's time (a store whose Capabilities().DatabaseClock is true and

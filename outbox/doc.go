@@ -47,7 +47,7 @@
 // stream effectively-once.
 //
 // On shutdown (its context cancelled) a relay stops claiming, lets
-// in-flight batches publish for up to RelayConfig.ShutdownTimeout, marks
+// in-flight batches publish for up to RelayConfig.DrainTimeout, marks
 // what was acknowledged and releases the rest back to pending. It logs with
 // log/slog and reports OpenTelemetry metrics (see [MetricPublished] and the
 // other Metric names) to the meter provider it is given.

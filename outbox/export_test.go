@@ -17,3 +17,7 @@ func SetHostClock(r *Repository, host func() time.Time) bool {
 	r.dbc.Host = host
 	return true
 }
+
+// ReaderConfigOf returns the configuration c reads with: its
+// LogReaderConfig with defaults applied and deprecated fields read.
+func ReaderConfigOf(c *LogConsumer) LogReaderConfig { return c.cfg }

@@ -1,6 +1,9 @@
 package outbox
 
-import "time"
+import (
+	"cmp"
+	"time"
+)
 
 // RetryHorizon returns the longest time, in the absence of relay crashes,
 // between the first and the last publish of one message by relays
@@ -10,23 +13,24 @@ import "time"
 //
 // A message is published in at most R+1 attempts (R = p.MaxRetries). An
 // attempt ends, at the latest, when its mark is written — no later than
-// cfg.Lease after the claim plus cfg.MarkTimeout — or, when the mark is
+// cfg.Lease after the claim plus cfg.WriteTimeout — or, when the mark is
 // lost, when the lease ends; the next attempt waits the backoff before
 // retry n, p.Backoff(n) (jitter only shortens it), and up to
 // cfg.MaxPollInterval more until an idle relay polls. So
 //
-//	horizon = Σ_{n=0}^{R-1} p.Backoff(n) + (R+1) × (Lease + MarkTimeout + MaxPollInterval)
+//	horizon = Σ_{n=0}^{R-1} p.Backoff(n) + (R+1) × (Lease + WriteTimeout + MaxPollInterval)
 //
 // With cfg.Window above 1 a batch's mark may first wait for the loop's
-// previous mark, which takes up to MarkTimeout too: each attempt then
-// counts Lease + 2 × MarkTimeout + MaxPollInterval.
+// previous mark, which takes up to WriteTimeout too: each attempt then
+// counts Lease + 2 × WriteTimeout + MaxPollInterval.
 //
 // A relay that dies after publishing a batch and before marking it leaves
 // the batch to be claimed again when the lease ends without counting a
-// retry: each such crash adds one more (Lease + MarkTimeout +
-// MaxPollInterval). Zero Lease, MarkTimeout and MaxPollInterval in cfg
-// count as their defaults (DefaultLease, DefaultMarkTimeout,
-// DefaultMaxPollInterval), so RetryHorizon(DefaultRetryPolicy(),
+// retry: each such crash adds one more (Lease + WriteTimeout +
+// MaxPollInterval). Zero Lease, WriteTimeout and MaxPollInterval in cfg
+// count as their defaults (DefaultLease, DefaultWriteTimeout,
+// DefaultMaxPollInterval; a deprecated MarkTimeout counts when
+// WriteTimeout is zero), so RetryHorizon(DefaultRetryPolicy(),
 // RelayConfig{}) is the horizon of a relay with default settings; [Relay]'s
 // Config method returns a relay's own settings. p is taken as valid.
 func RetryHorizon(p RetryPolicy, cfg RelayConfig) time.Duration {
@@ -37,9 +41,7 @@ func RetryHorizon(p RetryPolicy, cfg RelayConfig) time.Duration {
 	if cfg.Lease == 0 {
 		cfg.Lease = DefaultLease
 	}
-	if cfg.MarkTimeout == 0 {
-		cfg.MarkTimeout = DefaultMarkTimeout
-	}
+	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, cfg.MarkTimeout, DefaultWriteTimeout)
 	if cfg.MaxPollInterval == 0 {
 		cfg.MaxPollInterval = DefaultMaxPollInterval
 	}
@@ -47,6 +49,6 @@ func RetryHorizon(p RetryPolicy, cfg RelayConfig) time.Duration {
 	if cfg.Window > 1 {
 		marks = 2
 	}
-	attempt := cfg.Lease + marks*cfg.MarkTimeout + cfg.MaxPollInterval
+	attempt := cfg.Lease + marks*cfg.WriteTimeout + cfg.MaxPollInterval
 	return h + time.Duration(p.MaxRetries+1)*attempt
 }

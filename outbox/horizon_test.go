@@ -11,7 +11,7 @@ import (
 // one capped at 300 s (811 s), plus 11 attempts of lease 30 s + mark
 // timeout 10 s + idle poll 5 s (495 s).
 func TestRetryHorizonDefaults(t *testing.T) {
-	cfg := outbox.RelayConfig{Lease: outbox.DefaultLease, MarkTimeout: 10 * time.Second, MaxPollInterval: 5 * time.Second}
+	cfg := outbox.RelayConfig{Lease: outbox.DefaultLease, WriteTimeout: 10 * time.Second, MaxPollInterval: 5 * time.Second}
 	got := outbox.RetryHorizon(outbox.DefaultRetryPolicy(), cfg)
 	if want := 811*time.Second + 11*45*time.Second; got != want {
 		t.Fatalf("RetryHorizon(defaults) = %v, want %v", got, want)
@@ -21,7 +21,7 @@ func TestRetryHorizonDefaults(t *testing.T) {
 // Without retries the horizon is one attempt; each retry adds its backoff
 // and one attempt.
 func TestRetryHorizonGrowsPerRetry(t *testing.T) {
-	cfg := outbox.RelayConfig{Lease: 10 * time.Second, MarkTimeout: 2 * time.Second, MaxPollInterval: time.Second}
+	cfg := outbox.RelayConfig{Lease: 10 * time.Second, WriteTimeout: 2 * time.Second, MaxPollInterval: time.Second}
 	p := outbox.RetryPolicy{BaseDelay: time.Second, Multiplier: 3, MaxDelay: 5 * time.Second, MaxRetries: 0}
 	if got := outbox.RetryHorizon(p, cfg); got != 13*time.Second {
 		t.Fatalf("no retries: %v, want 13s", got)
@@ -34,16 +34,16 @@ func TestRetryHorizonGrowsPerRetry(t *testing.T) {
 
 // Zero settings count as the relay's defaults.
 func TestRetryHorizonZeroConfigIsDefaults(t *testing.T) {
-	cfg := outbox.RelayConfig{Lease: outbox.DefaultLease, MarkTimeout: outbox.DefaultMarkTimeout, MaxPollInterval: outbox.DefaultMaxPollInterval}
+	cfg := outbox.RelayConfig{Lease: outbox.DefaultLease, WriteTimeout: outbox.DefaultWriteTimeout, MaxPollInterval: outbox.DefaultMaxPollInterval}
 	if got, want := outbox.RetryHorizon(outbox.DefaultRetryPolicy(), outbox.RelayConfig{}), outbox.RetryHorizon(outbox.DefaultRetryPolicy(), cfg); got != want {
 		t.Fatalf("RetryHorizon with a zero config = %v, with the defaults spelled out %v", got, want)
 	}
 }
 
 // With a window of batches a mark may wait for the previous one: each
-// attempt counts a second MarkTimeout.
+// attempt counts a second WriteTimeout.
 func TestRetryHorizonWindow(t *testing.T) {
-	cfg := outbox.RelayConfig{Lease: 10 * time.Second, MarkTimeout: 2 * time.Second, MaxPollInterval: time.Second, Window: 1}
+	cfg := outbox.RelayConfig{Lease: 10 * time.Second, WriteTimeout: 2 * time.Second, MaxPollInterval: time.Second, Window: 1}
 	p := outbox.RetryPolicy{BaseDelay: time.Second, Multiplier: 3, MaxDelay: 5 * time.Second, MaxRetries: 3}
 	if got, want := outbox.RetryHorizon(p, cfg), 9*time.Second+4*13*time.Second; got != want {
 		t.Fatalf("window 1: %v, want %v", got, want)

@@ -55,8 +55,8 @@ func TestLogRelayRunOutlivesItsPartitions(t *testing.T) {
 	}
 	leases := &losingLeases{LeaseStore: sqlstoretest.Leases(t, db)}
 	pub := &stuckPublisher{publishing: make(chan struct{}), release: make(chan struct{})}
-	r, err := outbox.NewLogRelay(lg, pub, outbox.LogRelayConfig{LogReaderConfig: outbox.LogReaderConfig{Reader: "relay", Holder: "h1",
-		Leases: leases, LeaseTTL: 300 * time.Millisecond, Batch: 10, Poll: 10 * time.Millisecond, Logger: quiet()}})
+	r, err := outbox.NewLogRelay(lg, pub, outbox.LogRelayConfig{LogReaderConfig: outbox.LogReaderConfig{Reader: "relay", WorkerID: "h1",
+		Leases: leases, Lease: 300 * time.Millisecond, Batch: 10, PollInterval: 10 * time.Millisecond, Logger: quiet()}})
 	if err != nil {
 		t.Fatal(err)
 	}

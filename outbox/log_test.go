@@ -122,7 +122,7 @@ func TestLogRelayOrder(t *testing.T) {
 			leases := sqlstoretest.Leases(t, db)
 			rec := &recorder{}
 			cfg := outbox.LogRelayConfig{LogReaderConfig: outbox.LogReaderConfig{Reader: "relay", Leases: leases,
-				LeaseTTL: 600 * time.Millisecond, Batch: 7, Poll: 10 * time.Millisecond, Logger: quiet()}}
+				Lease: 600 * time.Millisecond, Batch: 7, PollInterval: 10 * time.Millisecond, Logger: quiet()}}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var wg sync.WaitGroup
@@ -208,7 +208,7 @@ func TestLogRelayDeadLetter(t *testing.T) {
 			rec := &recorder{refuse: map[string]int{"k0-2": -1}}
 			policy := outbox.RetryPolicy{BaseDelay: time.Millisecond, Multiplier: 1, MaxDelay: time.Millisecond, MaxRetries: 2}
 			r, err := outbox.NewLogRelay(lg, rec, outbox.LogRelayConfig{Retry: policy, LogReaderConfig: outbox.LogReaderConfig{
-				Reader: "relay", Leases: leases, Poll: 10 * time.Millisecond, Logger: quiet()}})
+				Reader: "relay", Leases: leases, PollInterval: 10 * time.Millisecond, Logger: quiet()}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -244,7 +244,7 @@ func TestLogRelayDeadLetter(t *testing.T) {
 			// StopOnRefusal: a second reader stops at the refused message.
 			rec2 := &recorder{refuse: map[string]int{"k0-2": -1}}
 			r2, err := outbox.NewLogRelay(lg, rec2, outbox.LogRelayConfig{Retry: policy, StopOnRefusal: true,
-				LogReaderConfig: outbox.LogReaderConfig{Reader: "strict", Leases: leases, Poll: 10 * time.Millisecond, Logger: quiet()}})
+				LogReaderConfig: outbox.LogReaderConfig{Reader: "strict", Leases: leases, PollInterval: 10 * time.Millisecond, Logger: quiet()}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -330,7 +330,7 @@ func TestLogTrim(t *testing.T) {
 				t.Fatal(err)
 			}
 			leases := sqlstoretest.Leases(t, db)
-			c, err := lg.Consumer(outbox.LogReaderConfig{Reader: "slow", Leases: leases, Logger: quiet(), Poll: 10 * time.Millisecond},
+			c, err := lg.Consumer(outbox.LogReaderConfig{Reader: "slow", Leases: leases, Logger: quiet(), PollInterval: 10 * time.Millisecond},
 				func(context.Context, int, []outbox.LogRecord) (int, []outbox.LogDeadLetter, error) {
 					return 0, nil, nil
 				})

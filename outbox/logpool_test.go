@@ -35,7 +35,7 @@ func TestLogReaderWarnsOfIdleChurn(t *testing.T) {
 		}
 		var logs syncbuf.Buffer
 		r, err := outbox.NewLogRelay(lg, &recorder{}, outbox.LogRelayConfig{LogReaderConfig: outbox.LogReaderConfig{
-			Reader: "relay", Leases: sqlstoretest.Leases(t, db), LeaseTTL: 900 * time.Millisecond, Poll: 5 * time.Millisecond,
+			Reader: "relay", Leases: sqlstoretest.Leases(t, db), Lease: 900 * time.Millisecond, PollInterval: 5 * time.Millisecond,
 			Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}})
 		if err != nil {
 			t.Fatal(err)

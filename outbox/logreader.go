@@ -35,8 +35,12 @@ type LogReaderConfig struct {
 	// one name share the partitions, each partition read by one at a
 	// time. Required, at most 191 bytes.
 	Reader string
-	// Holder identifies this process among the readers of one name;
-	// default [DefaultWorkerID].
+	// WorkerID identifies this process among the readers of one name
+	// (the holder of the partitions' leases); default [DefaultWorkerID].
+	WorkerID string
+	// Holder is read as WorkerID when WorkerID is empty.
+	//
+	// Deprecated: use WorkerID.
 	Holder string
 	// Leases keeps the partitions' leases (sqlstore.NewLeases,
 	// memstore.NewLeases); required. The lease of partition p of reader
@@ -44,12 +48,20 @@ type LogReaderConfig struct {
 	Leases driver.LeaseStore
 	// LogTable names the log in the lease names; default "log".
 	LogTable string
-	// LeaseTTL is how long a partition stays held without a renewal;
-	// renewed every LeaseTTL/3. Default 15 s.
+	// Lease is how long a partition stays held without a renewal;
+	// renewed every Lease/3. Default 15 s.
+	Lease time.Duration
+	// LeaseTTL is read as Lease when Lease is zero.
+	//
+	// Deprecated: use Lease.
 	LeaseTTL time.Duration
 	// Batch is the most records read at once; default 500.
 	Batch int
-	// Poll is the pause after an empty read; default 50 ms.
+	// PollInterval is the pause after an empty read; default 50 ms.
+	PollInterval time.Duration
+	// Poll is read as PollInterval when PollInterval is zero.
+	//
+	// Deprecated: use PollInterval.
 	Poll time.Duration
 	// Topic, when not "", reads only that topic's records.
 	Topic string
@@ -74,21 +86,22 @@ func (c *LogReaderConfig) defaults() error {
 	if c.Leases == nil {
 		return argerr.Errorf("log reader %q: no lease store", c.Reader)
 	}
-	if c.Holder == "" {
-		c.Holder = DefaultWorkerID()
+	c.WorkerID = cmp.Or(c.WorkerID, c.Holder)
+	if c.WorkerID == "" {
+		c.WorkerID = DefaultWorkerID()
 	}
 	c.LogTable = cmp.Or(c.LogTable, "log")
-	c.LeaseTTL = cmp.Or(c.LeaseTTL, 15*time.Second)
+	c.Lease = cmp.Or(c.Lease, c.LeaseTTL, 15*time.Second)
 	c.Batch = cmp.Or(c.Batch, 500)
-	c.Poll = cmp.Or(c.Poll, 50*time.Millisecond)
+	c.PollInterval = cmp.Or(c.PollInterval, c.Poll, 50*time.Millisecond)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.MeterProvider == nil {
 		c.MeterProvider = noop.NewMeterProvider()
 	}
-	if c.Batch < 1 || c.Poll <= 0 {
-		return argerr.Errorf("log reader %q: batch %d, poll %v", c.Reader, c.Batch, c.Poll)
+	if c.Batch < 1 || c.PollInterval <= 0 {
+		return argerr.Errorf("log reader %q: batch %d, poll interval %v", c.Reader, c.Batch, c.PollInterval)
 	}
-	return driver.CheckLeaseTTL(c.LeaseTTL)
+	return driver.CheckLeaseTTL(c.Lease)
 }
 
 // Consume reads the log as reader cfg.Reader until ctx ends: it takes the
@@ -189,7 +202,7 @@ func (c *LogConsumer) Run(ctx context.Context) error {
 		for part, h := range held {
 			h.cancel()
 			<-h.done
-			if _, err := c.cfg.Leases.ReleaseLease(rctx, c.leaseName(part), c.cfg.Holder, h.term); err != nil {
+			if _, err := c.cfg.Leases.ReleaseLease(rctx, c.leaseName(part), c.cfg.WorkerID, h.term); err != nil {
 				c.cfg.Logger.Warn("outbox: log reader: release lease", "reader", c.cfg.Reader, "partition", part, "err", err)
 			}
 		}
@@ -197,7 +210,7 @@ func (c *LogConsumer) Run(ctx context.Context) error {
 	// Each partition held reads on a connection of its own, and the
 	// leases take one more.
 	pool := poolwatch.New(poolwatch.Of(c.l.store), c.cfg.Logger, c.l.parts+1)
-	tick := time.NewTicker(c.cfg.LeaseTTL / 3)
+	tick := time.NewTicker(c.cfg.Lease / 3)
 	defer tick.Stop()
 	// Start at a random partition so that readers starting together
 	// spread over the partitions.
@@ -220,14 +233,14 @@ func (c *LogConsumer) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			lease, ok, err := c.cfg.Leases.AcquireLease(ctx, c.leaseName(part), c.cfg.Holder, c.cfg.LeaseTTL)
+			lease, ok, err := c.cfg.Leases.AcquireLease(ctx, c.leaseName(part), c.cfg.WorkerID, c.cfg.Lease)
 			switch {
 			case err != nil:
 				if ctx.Err() != nil {
 					return nil
 				}
 				c.cfg.Logger.Warn("outbox: log reader: lease", "reader", c.cfg.Reader, "partition", part, "err", err)
-				if h != nil && time.Since(h.renewed) > c.cfg.LeaseTTL*2/3 {
+				if h != nil && time.Since(h.renewed) > c.cfg.Lease*2/3 {
 					h.cancel()
 				}
 				continue
@@ -304,7 +317,7 @@ func (c *LogConsumer) runPartition(ctx context.Context, part int, term int64) er
 				return err
 			case err != nil:
 				c.cfg.Logger.Warn("outbox: log reader: open cursor", "reader", c.cfg.Reader, "partition", part, "err", err)
-				pause = c.cfg.Poll * 10
+				pause = c.cfg.PollInterval * 10
 				continue
 			}
 			after, commit, open = cur.Position, nil, false
@@ -320,13 +333,13 @@ func (c *LogConsumer) runPartition(ctx context.Context, part int, term int64) er
 			// The commit may or may not have happened: read the cursor
 			// again before going on.
 			c.cfg.Logger.Warn("outbox: log reader: read", "reader", c.cfg.Reader, "partition", part, "err", err)
-			open, pause = true, c.cfg.Poll*10
+			open, pause = true, c.cfg.PollInterval*10
 			continue
 		}
 		commit = nil
 		c.held.Record(ctx, batch.HeldBack, attrs)
 		if len(batch.Records) == 0 {
-			pause = c.cfg.Poll
+			pause = c.cfg.PollInterval
 			continue
 		}
 		done, dead, herr := c.handle(ctx, part, batch.Records)

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,8 +22,10 @@ const (
 	DefaultBatchSize       = 100
 	DefaultPollInterval    = 200 * time.Millisecond
 	DefaultMaxPollInterval = 5 * time.Second
-	DefaultShutdownTimeout = 10 * time.Second
-	DefaultMarkTimeout     = 10 * time.Second
+	// DefaultDrainTimeout is the default [RelayConfig.DrainTimeout].
+	DefaultDrainTimeout = 10 * time.Second
+	// DefaultWriteTimeout is the default [RelayConfig.WriteTimeout].
+	DefaultWriteTimeout = 10 * time.Second
 	// DefaultWindow is the default [RelayConfig.Window]: one batch per
 	// loop, claimed, published and marked before the next claim.
 	DefaultWindow = 1
@@ -30,12 +33,24 @@ const (
 	MaxWindow = 64
 )
 
+// Deprecated names of the relay defaults, kept for one release.
+const (
+	// DefaultShutdownTimeout is DefaultDrainTimeout.
+	//
+	// Deprecated: use DefaultDrainTimeout.
+	DefaultShutdownTimeout = DefaultDrainTimeout
+	// DefaultMarkTimeout is DefaultWriteTimeout.
+	//
+	// Deprecated: use DefaultWriteTimeout.
+	DefaultMarkTimeout = DefaultWriteTimeout
+)
+
 // RelayConfig configures a [Relay]. Zero fields take their defaults;
 // negative durations or sizes are invalid.
 //
 // Clocks: every bound the relay puts on its own I/O — the claim's timeout,
 // PublishTimeout, the end of a batch's lease as far as its publish is
-// concerned, ShutdownTimeout and MarkTimeout — is a duration measured on
+// concerned, DrainTimeout and WriteTimeout — is a duration measured on
 // this host's monotonic clock from the moment the operation starts, so a
 // wall clock that is skewed against the database, or stepped while the
 // relay runs, neither shortens nor lengthens them. The times written in the
@@ -43,7 +58,7 @@ const (
 // take come from the repository's clock; see [WithClock].
 type RelayConfig struct {
 	// WorkerID names this relay in LockedBy; default
-	// "<hostname>-<pid>-<random>". With Concurrency > 1 each batch loop
+	// "<hostname>-<pid>-<random>". With Loops > 1 each batch loop
 	// uses WorkerID + "/<n>", so that marks are fenced per loop.
 	WorkerID string
 	// TargetBroker selects the messages this relay publishes.
@@ -65,8 +80,13 @@ type RelayConfig struct {
 	// publish starts; default and maximum Lease/2, so that a batch is
 	// marked well before its lease ends.
 	PublishTimeout time.Duration
-	// Concurrency is the number of batch loops, each claiming, publishing
-	// and marking batches of its own; default 1.
+	// Loops is the number of batch loops, each claiming, publishing and
+	// marking batches of its own; default 1.
+	Loops int
+	// Concurrency is read as Loops when Loops is zero.
+	//
+	// Deprecated: use Loops. Concurrency names a dispatch worker's
+	// handler slots; here it counted batch loops.
 	Concurrency int
 	// Window is the most batches one loop holds claimed and not yet
 	// marked, counted in batches; default [DefaultWindow] (1), at most
@@ -77,21 +97,30 @@ type RelayConfig struct {
 	// and the acknowledged messages of every batch whose publish has ended
 	// by the time the previous mark returns are marked together (one
 	// UPDATE per 1000 ids). A relay thus holds at most
-	// Concurrency × Window × BatchSize messages claimed at once; each
+	// Loops × Window × BatchSize messages claimed at once; each
 	// batch still publishes within its own lease and PublishTimeout, and
 	// a failed or unacknowledged message is never marked published. The
 	// batches of a window, like those of concurrent loops, may reach the
 	// broker in any order relative to each other: the relay promises no
 	// order across batches (nor across retries). Size the publisher's
 	// limit on pending acks (natspub.Config.MaxPending) to at least
-	// Concurrency × Window × BatchSize.
+	// Loops × Window × BatchSize.
 	Window int
-	// ShutdownTimeout is how long in-flight batches may still publish after
+	// DrainTimeout is how long in-flight batches may still publish after
 	// the context of Run ends; what is not acknowledged by then is released
-	// back to pending. Default 10 s.
+	// back to pending. Default [DefaultDrainTimeout], 10 s.
+	DrainTimeout time.Duration
+	// ShutdownTimeout is read as DrainTimeout when DrainTimeout is zero.
+	//
+	// Deprecated: use DrainTimeout.
 	ShutdownTimeout time.Duration
-	// MarkTimeout bounds the marks (and releases) that end a batch; they
-	// run even while the relay shuts down. Default 10 s.
+	// WriteTimeout bounds the marks (and releases) that end a batch; they
+	// run even while the relay drains. Default [DefaultWriteTimeout],
+	// 10 s.
+	WriteTimeout time.Duration
+	// MarkTimeout is read as WriteTimeout when WriteTimeout is zero.
+	//
+	// Deprecated: use WriteTimeout.
 	MarkTimeout time.Duration
 	// Logger receives the relay's logs; default slog.Default().
 	Logger *slog.Logger
@@ -144,7 +173,8 @@ func NewRelay(repo *Repository, pub Publisher, cfg RelayConfig) (*Relay, error) 
 		return nil, fmt.Errorf("outbox: new relay: %w: nil repository or publisher", dao.ErrInvalidArgument)
 	}
 	if cfg.BatchSize < 0 || cfg.PollInterval < 0 || cfg.MaxPollInterval < 0 || cfg.Lease < 0 ||
-		cfg.PublishTimeout < 0 || cfg.Concurrency < 0 || cfg.ShutdownTimeout < 0 || cfg.MarkTimeout < 0 || cfg.Window < 0 {
+		cfg.PublishTimeout < 0 || cfg.Loops < 0 || cfg.Concurrency < 0 || cfg.DrainTimeout < 0 || cfg.ShutdownTimeout < 0 ||
+		cfg.WriteTimeout < 0 || cfg.MarkTimeout < 0 || cfg.Window < 0 {
 		return nil, fmt.Errorf("outbox: new relay: %w: negative setting in %+v", dao.ErrInvalidArgument, cfg)
 	}
 	if cfg.Window > MaxWindow {
@@ -171,18 +201,12 @@ func NewRelay(repo *Repository, pub Publisher, cfg RelayConfig) (*Relay, error) 
 	if cfg.PublishTimeout == 0 || cfg.PublishTimeout > cfg.Lease/2 {
 		cfg.PublishTimeout = cfg.Lease / 2
 	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = 1
-	}
+	cfg.Loops = cmp.Or(cfg.Loops, cfg.Concurrency, 1)
 	if cfg.Window == 0 {
 		cfg.Window = DefaultWindow
 	}
-	if cfg.ShutdownTimeout == 0 {
-		cfg.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if cfg.MarkTimeout == 0 {
-		cfg.MarkTimeout = DefaultMarkTimeout
-	}
+	cfg.DrainTimeout = cmp.Or(cfg.DrainTimeout, cfg.ShutdownTimeout, DefaultDrainTimeout)
+	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, cfg.MarkTimeout, DefaultWriteTimeout)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -211,7 +235,7 @@ func NewRelay(repo *Repository, pub Publisher, cfg RelayConfig) (*Relay, error) 
 
 // DefaultWorkerID returns a new default worker id, the same id every
 // package of claimstore takes when its config gives none: a [Relay], the
-// Holder of a [LogReaderConfig], a dispatch worker, a jobs client, a
+// WorkerID of a [LogReaderConfig], a dispatch worker, a jobs client, a
 // coord elector and a Watermill subscriber. It takes nothing and returns
 // "<hostname>-<pid>-<6 random hex digits>", the host name cut to 100
 // bytes ("worker" when the host has no name), at most 115 bytes, so that
@@ -243,16 +267,16 @@ func (r *Relay) Run(ctx context.Context) error {
 		return fmt.Errorf("outbox: relay: register metrics callback: %w", err)
 	}
 	defer unregister()
-	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency, "window", r.cfg.Window, "lease", r.cfg.Lease)
+	r.log.Info("relay started", "batch_size", r.cfg.BatchSize, "loops", r.cfg.Loops, "window", r.cfg.Window, "lease", r.cfg.Lease)
 
 	loopCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	var wg sync.WaitGroup
 	var fatal error
 	var once sync.Once
-	for i := range r.cfg.Concurrency {
+	for i := range r.cfg.Loops {
 		worker := r.cfg.WorkerID
-		if r.cfg.Concurrency > 1 {
+		if r.cfg.Loops > 1 {
 			worker = fmt.Sprintf("%s/%d", r.cfg.WorkerID, i)
 		}
 		wg.Go(func() {
@@ -343,7 +367,7 @@ func (r *Relay) publish(ctx context.Context, log *slog.Logger, batch []Message, 
 	watched := make(chan struct{})
 	stopWatch := context.AfterFunc(ctx, func() {
 		defer close(watched)
-		t := time.NewTimer(r.cfg.ShutdownTimeout)
+		t := time.NewTimer(r.cfg.DrainTimeout)
 		defer t.Stop()
 		select {
 		case <-t.C:
@@ -396,7 +420,7 @@ func (r *Relay) publish(ctx context.Context, log *slog.Logger, batch []Message, 
 // would be published again after its lease.
 func (r *Relay) mark(ctx context.Context, log *slog.Logger, worker string, outs []outcome) {
 	// The marks of one call share one MarkTimeout.
-	deadline := time.Now().Add(r.cfg.MarkTimeout)
+	deadline := time.Now().Add(r.cfg.WriteTimeout)
 	var ok []int64
 	size := 0
 	for i := range outs {
@@ -459,7 +483,7 @@ func (r *Relay) release(ctx context.Context, log *slog.Logger, worker string, ba
 	for i := range batch {
 		ids[i] = batch[i].ID
 	}
-	r.releaseIDs(ctx, log, worker, ids, r.cfg.MarkTimeout)
+	r.releaseIDs(ctx, log, worker, ids, r.cfg.WriteTimeout)
 }
 
 // releaseIDs gives the messages ids back to pending, within timeout even

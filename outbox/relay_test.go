@@ -46,7 +46,7 @@ func TestRelayConfigInvalid(t *testing.T) {
 	r := newRepo(t, s)
 	pub := outbox.PublisherFunc(func(context.Context, []outbox.Message) []error { return nil })
 	for _, cfg := range []outbox.RelayConfig{
-		{BatchSize: -1}, {Lease: -time.Second}, {Concurrency: -2}, {PollInterval: time.Second, MaxPollInterval: time.Millisecond},
+		{BatchSize: -1}, {Lease: -time.Second}, {Loops: -2}, {PollInterval: time.Second, MaxPollInterval: time.Millisecond},
 		{TargetBroker: strings.Repeat("b", 100)}, {WorkerID: strings.Repeat("w", 200)},
 	} {
 		if _, err := outbox.NewRelay(r, pub, cfg); !errors.Is(err, dao.ErrInvalidArgument) {
@@ -79,7 +79,7 @@ func TestRelaysPublishEachMessageOnce(t *testing.T) {
 		var rs []*running
 		for i := range relays {
 			rs = append(rs, startRelay(t, repo, nb.publisher(t, 5*time.Second), outbox.RelayConfig{
-				WorkerID: fmt.Sprintf("relay-%d", i), BatchSize: 25, Concurrency: 2, Lease: 5 * time.Second,
+				WorkerID: fmt.Sprintf("relay-%d", i), BatchSize: 25, Loops: 2, Lease: 5 * time.Second,
 				PollInterval: 10 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond,
 			}))
 		}
@@ -261,7 +261,7 @@ func TestRelayGracefulShutdown(t *testing.T) {
 		}
 		want := write(t, repo, db, msgs("grace", testSubject, int(n)))
 		r := startRelay(t, repo, nb.publisher(t, 5*time.Second), outbox.RelayConfig{
-			WorkerID: "graceful", BatchSize: 20, Concurrency: 2, Lease: 10 * time.Second, ShutdownTimeout: 5 * time.Second,
+			WorkerID: "graceful", BatchSize: 20, Loops: 2, Lease: 10 * time.Second, DrainTimeout: 5 * time.Second,
 		})
 		waitFor(t, 30*time.Second, "some messages published", func() bool { return r.relay.Stats().Published >= 100 })
 		r.stop(t)
@@ -279,7 +279,7 @@ func TestRelayGracefulShutdown(t *testing.T) {
 			t.Fatalf("stream holds %d (%d duplicates), table says %d published", a.Messages, a.Duplicates(), c[outbox.StatusPublished])
 		}
 		// The rest is published by the next relay.
-		r2 := startRelay(t, repo, nb.publisher(t, 5*time.Second), outbox.RelayConfig{BatchSize: 50, Concurrency: 2})
+		r2 := startRelay(t, repo, nb.publisher(t, 5*time.Second), outbox.RelayConfig{BatchSize: 50, Loops: 2})
 		waitFor(t, 60*time.Second, "the rest published", func() bool { return counts(t, repo)[outbox.StatusPublished] == n })
 		r2.stop(t)
 		nb.checkExactlyOnce(t, want)
@@ -287,7 +287,7 @@ func TestRelayGracefulShutdown(t *testing.T) {
 }
 
 // A relay stopped while its batch cannot be acknowledged (the broker is
-// gone) waits ShutdownTimeout, then releases the batch back to pending
+// gone) waits DrainTimeout, then releases the batch back to pending
 // without counting an attempt.
 func TestRelayShutdownReleasesUnfinished(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
@@ -299,7 +299,7 @@ func TestRelayShutdownReleasesUnfinished(t *testing.T) {
 		pub := nb.publisher(t, time.Minute)
 		nb.stop()
 		r := startRelay(t, repo, pub, outbox.RelayConfig{
-			WorkerID: "stuck", BatchSize: n, Lease: 2 * time.Minute, ShutdownTimeout: 300 * time.Millisecond,
+			WorkerID: "stuck", BatchSize: n, Lease: 2 * time.Minute, DrainTimeout: 300 * time.Millisecond,
 		})
 		waitFor(t, 10*time.Second, "the batch claimed", func() bool { return r.relay.Stats().Claimed == n })
 		time.Sleep(100 * time.Millisecond)
@@ -438,7 +438,7 @@ func TestRelaySkewedClockPublishes(t *testing.T) {
 				const n = 100
 				want := write(t, repo, db, msgs("skew", testSubject, n))
 				r := startRelay(t, repo, nb.publisher(t, 5*time.Second), outbox.RelayConfig{
-					WorkerID: "skewed", BatchSize: 20, Concurrency: 2, Lease: 2 * time.Second,
+					WorkerID: "skewed", BatchSize: 20, Loops: 2, Lease: 2 * time.Second,
 					PollInterval: 10 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond,
 				})
 				waitSettled(t, repo, n)

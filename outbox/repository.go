@@ -120,7 +120,7 @@ func WithLease(d time.Duration) Option {
 // PostgreSQL, MySQL, MariaDB, SQL Server or SQLite, as sqlstore's stores
 // have — and the host's clock (time.Now) otherwise (memstore, where the
 // database is this process; esstore). The database's time is read with one
-// query at most every [DatabaseClockResync] and advanced in between with
+// query at most every [ClockResync] and advanced in between with
 // the host's monotonic clock.
 //
 // This clock, whichever it is, is read once per call and gives:

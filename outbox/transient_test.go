@@ -23,7 +23,7 @@ func TestRelayRetriesTransientMarkFailures(t *testing.T) {
 	const n = 200
 	want := write(t, repo, nil, msgs("flaky", testSubject, n))
 	r := startRelay(t, repo, nb.publisher(t, 5*time.Second), outbox.RelayConfig{
-		WorkerID: "flaky", BatchSize: 20, Concurrency: 2, Lease: time.Hour,
+		WorkerID: "flaky", BatchSize: 20, Loops: 2, Lease: time.Hour,
 	})
 	waitFor(t, 30*time.Second, "every message published", func() bool { return counts(t, repo)[outbox.StatusPublished] == n })
 	r.stop(t)

@@ -127,7 +127,7 @@ func TestRelayWindowBound(t *testing.T) {
 		want := write(t, repo, db, msgs("window", testSubject, n))
 		pub := newGatedPublisher(nb.publisher(t, 5*time.Second))
 		r := startRelay(t, repo, pub, outbox.RelayConfig{
-			WorkerID: "win", BatchSize: batch, Concurrency: loops, Window: window, Lease: time.Minute,
+			WorkerID: "win", BatchSize: batch, Loops: loops, Window: window, Lease: time.Minute,
 			PollInterval: 10 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond,
 		})
 		waitFor(t, 30*time.Second, "every loop's window full", func() bool { return pub.loopsFull(loops, window) })
@@ -195,7 +195,7 @@ func TestRelayWindowPublishFailure(t *testing.T) {
 		}))
 		close(pub.gate)
 		r := startRelay(t, repo, pub, outbox.RelayConfig{
-			WorkerID: "winfail", BatchSize: 10, Concurrency: 2, Window: 4, Lease: time.Minute,
+			WorkerID: "winfail", BatchSize: 10, Loops: 2, Window: 4, Lease: time.Minute,
 			PollInterval: 10 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond,
 		})
 		var wantOK []string
@@ -231,7 +231,7 @@ func TestRelayWindowPublishFailure(t *testing.T) {
 }
 
 // A relay stopped with full windows lets every batch in them finish its
-// publish within ShutdownTimeout, marks them all published, and leaves the
+// publish within DrainTimeout, marks them all published, and leaves the
 // messages it had not claimed pending.
 func TestRelayWindowShutdownDrains(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
@@ -243,8 +243,8 @@ func TestRelayWindowShutdownDrains(t *testing.T) {
 		write(t, repo, db, msgs("windrain", testSubject, n))
 		pub := newGatedPublisher(nb.publisher(t, 5*time.Second))
 		r := startRelay(t, repo, pub, outbox.RelayConfig{
-			WorkerID: "drain", BatchSize: batch, Concurrency: loops, Window: window, Lease: time.Minute,
-			ShutdownTimeout: 20 * time.Second, PollInterval: 10 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond,
+			WorkerID: "drain", BatchSize: batch, Loops: loops, Window: window, Lease: time.Minute,
+			DrainTimeout: 20 * time.Second, PollInterval: 10 * time.Millisecond, MaxPollInterval: 50 * time.Millisecond,
 		})
 		waitFor(t, 30*time.Second, "every loop's window full", func() bool { return pub.loopsFull(loops, window) })
 		inWindow := pub.held()

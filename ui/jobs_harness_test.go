@@ -131,8 +131,8 @@ func (e *jobEnv) run(t testing.TB) (stop func()) {
 		t.Fatal(err)
 	}
 	c, err := jobs.NewClient(jobs.Config{Store: e.store, QueueStore: e.queues, Workers: ws,
-		Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 4}},
-		Tick:   50 * time.Millisecond, Lease: 5 * time.Second, DrainTimeout: 2 * time.Second})
+		Queues:       map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 4}},
+		PollInterval: 50 * time.Millisecond, Lease: 5 * time.Second, DrainTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,3 +28,11 @@ func FansOutInOneStatement(ctx context.Context, s *Subscriber) bool {
 
 // FanOutPortably makes s fan out with the portable steps.
 func FanOutPortably(s *Subscriber) { s.fast = nil }
+
+// LogSubscriberConfigOf returns the configuration s reads with, defaults
+// applied and deprecated fields read.
+func LogSubscriberConfigOf(s *LogSubscriber) LogSubscriberConfig { return s.cfg }
+
+// RelayPublisherConfigOf returns the configuration p publishes with,
+// defaults applied and deprecated fields read.
+func RelayPublisherConfigOf(p *RelayPublisher) RelayPublisherConfig { return p.cfg }

@@ -1,6 +1,7 @@
 package watermill
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -115,11 +116,19 @@ type LogSubscriberConfig struct {
 	LogTable string
 	// Batch is the most records read at once; default 100.
 	Batch int
-	// Poll is the pause after an empty read; default 50 ms.
+	// PollInterval is the pause after an empty read; default 50 ms.
+	PollInterval time.Duration
+	// Poll is read as PollInterval when PollInterval is zero.
+	//
+	// Deprecated: use PollInterval.
 	Poll time.Duration
-	// LeaseTTL is how long a partition stays with a subscriber that
+	// Lease is how long a partition stays with a subscriber that
 	// stopped renewing; default 10 s (a closed subscriber hands its
 	// partitions over at once).
+	Lease time.Duration
+	// LeaseTTL is read as Lease when Lease is zero.
+	//
+	// Deprecated: use Lease.
 	LeaseTTL time.Duration
 	// NackDelay is the pause before a nacked message is delivered again;
 	// default 10 ms. The partition's later messages wait behind it.
@@ -161,9 +170,8 @@ func NewLogSubscriber(log *outbox.Log, cfg LogSubscriberConfig) (*LogSubscriber,
 	if cfg.Batch == 0 {
 		cfg.Batch = 100
 	}
-	if cfg.LeaseTTL == 0 {
-		cfg.LeaseTTL = 10 * time.Second
-	}
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, cfg.Poll)
+	cfg.Lease = cmp.Or(cfg.Lease, cfg.LeaseTTL, 10*time.Second)
 	if cfg.NackDelay == 0 {
 		cfg.NackDelay = 10 * time.Millisecond
 	}
@@ -197,7 +205,7 @@ func (s *LogSubscriber) Subscribe(ctx context.Context, topic string) (<-chan *me
 	out := make(chan *message.Message)
 	ctx, cancel := context.WithCancel(ctx)
 	c, err := s.log.Consumer(outbox.LogReaderConfig{Reader: readerName(s.cfg.ConsumerGroup, topic), Leases: s.cfg.Leases,
-		LogTable: s.cfg.LogTable, LeaseTTL: s.cfg.LeaseTTL, Batch: s.cfg.Batch, Poll: s.cfg.Poll, Topic: topic, Logger: s.cfg.Logger},
+		LogTable: s.cfg.LogTable, Lease: s.cfg.Lease, Batch: s.cfg.Batch, PollInterval: s.cfg.PollInterval, Topic: topic, Logger: s.cfg.Logger},
 		func(ctx context.Context, part int, recs []outbox.LogRecord) (int, []outbox.LogDeadLetter, error) {
 			return s.deliver(ctx, recs, out), nil, nil
 		})

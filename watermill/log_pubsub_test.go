@@ -74,7 +74,7 @@ func newLogPubSub(t *testing.T, _ *gorm.DB, lg *outbox.Log, leases driver.LeaseS
 		t.Fatal(err)
 	}
 	sub, err := cswm.NewLogSubscriber(lg, cswm.LogSubscriberConfig{ConsumerGroup: group, Leases: leases,
-		Poll: 10 * time.Millisecond, LeaseTTL: 3 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		PollInterval: 10 * time.Millisecond, Lease: 3 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package watermill
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -33,16 +34,22 @@ type RelayPublisher struct {
 
 // RelayPublisherConfig configures a [RelayPublisher].
 type RelayPublisherConfig struct {
-	// Concurrency is the most messages of one batch published at once,
+	// MaxPending is the most messages of one batch published at once,
 	// each with its own call of the Watermill publisher (which must be
 	// safe for concurrent use, as Watermill's publishers are); default 1.
 	// A publisher that waits for the broker's confirmation of every
 	// message (watermill-amqp with Publish.ConfirmDelivery) publishes one
 	// message per round trip, so a batch of 100 takes 100 round trips
-	// with Concurrency 1; give such a publisher a channel or connection
+	// with MaxPending 1; give such a publisher a channel or connection
 	// pool at least this large (watermill-amqp: Publish.ChannelPoolSize).
-	// With Concurrency above 1 the messages of a batch reach the broker in
-	// any order.
+	// With MaxPending above 1 the messages of a batch reach the broker in
+	// any order. The name is natspub.Config.MaxPending's: publishes not
+	// yet acknowledged.
+	MaxPending int
+	// Concurrency is read as MaxPending when MaxPending is zero.
+	//
+	// Deprecated: use MaxPending. Concurrency names a dispatch worker's
+	// handler slots.
 	Concurrency int
 }
 
@@ -66,23 +73,21 @@ func NewRelayPublisher(pub message.Publisher, cfg RelayPublisherConfig) (*RelayP
 	if pub == nil {
 		return nil, fmt.Errorf("watermill: new relay publisher: %w: nil publisher", dao.ErrInvalidArgument)
 	}
-	if cfg.Concurrency < 0 {
-		return nil, fmt.Errorf("watermill: new relay publisher: %w: negative concurrency %d", dao.ErrInvalidArgument, cfg.Concurrency)
+	if cfg.MaxPending < 0 || cfg.Concurrency < 0 {
+		return nil, fmt.Errorf("watermill: new relay publisher: %w: negative max pending %d (concurrency %d)", dao.ErrInvalidArgument, cfg.MaxPending, cfg.Concurrency)
 	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = 1
-	}
+	cfg.MaxPending = cmp.Or(cfg.MaxPending, cfg.Concurrency, 1)
 	return &RelayPublisher{pub: pub, cfg: cfg}, nil
 }
 
-// Publish publishes msgs, up to Concurrency at once, each with one call
+// Publish publishes msgs, up to MaxPending at once, each with one call
 // of the Watermill publisher, and returns its error for each (nil when
 // the publisher returned nil). Once ctx ends the messages not yet started
 // are not published and get an error wrapping ctx.Err(). It implements
 // [outbox.Publisher].
 func (p *RelayPublisher) Publish(ctx context.Context, msgs []outbox.Message) []error {
 	errs := make([]error, len(msgs))
-	sem := make(chan struct{}, p.cfg.Concurrency)
+	sem := make(chan struct{}, p.cfg.MaxPending)
 	var wg sync.WaitGroup
 	for i := range msgs {
 		select {

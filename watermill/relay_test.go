@@ -251,7 +251,7 @@ func TestRelayToBroker(t *testing.T) {
 			}
 
 			// The second relay takes over: the dead batch after its lease.
-			rp, err := cswm.NewRelayPublisher(b.publisher(t), cswm.RelayPublisherConfig{Concurrency: relayConcurrency})
+			rp, err := cswm.NewRelayPublisher(b.publisher(t), cswm.RelayPublisherConfig{MaxPending: relayConcurrency})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -325,7 +325,7 @@ func relayChild(t *testing.T) {
 	}
 	db := testdb.Postgres(t)
 	repo := repository(t, db, os.Getenv(envChildTable), outbox.WithLease(relayLease))
-	rp, err := cswm.NewRelayPublisher(b.publisher(t), cswm.RelayPublisherConfig{Concurrency: relayConcurrency})
+	rp, err := cswm.NewRelayPublisher(b.publisher(t), cswm.RelayPublisherConfig{MaxPending: relayConcurrency})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package watermill
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,8 +26,13 @@ const (
 	DefaultFanOutBatchSize = 500
 	DefaultPollInterval    = 100 * time.Millisecond
 	DefaultMaxPollInterval = time.Second
-	DefaultMarkTimeout     = 10 * time.Second
+	DefaultWriteTimeout    = 10 * time.Second
 )
+
+// DefaultMarkTimeout is DefaultWriteTimeout.
+//
+// Deprecated: use DefaultWriteTimeout.
+const DefaultMarkTimeout = DefaultWriteTimeout
 
 // The retries of the subscriber's store operations outside the batch loop
 // (registering a group, copying and fanning out messages): up to
@@ -98,9 +104,13 @@ type SubscriberConfig struct {
 	// RetryPolicy decides when a nacked delivery comes back and after how
 	// many nacks it is abandoned; default [outbox.DefaultRetryPolicy].
 	RetryPolicy *outbox.RetryPolicy
-	// MarkTimeout bounds the writes that end a batch (ack, nack and
+	// WriteTimeout bounds the writes that end a batch (ack, nack and
 	// release marks), which run even while the subscriber closes; default
-	// [DefaultMarkTimeout].
+	// [DefaultWriteTimeout].
+	WriteTimeout time.Duration
+	// MarkTimeout is read as WriteTimeout when WriteTimeout is zero.
+	//
+	// Deprecated: use WriteTimeout.
 	MarkTimeout time.Duration
 	// Logger receives the subscriber's logs; default slog.Default().
 	Logger *slog.Logger
@@ -146,7 +156,7 @@ func NewSubscriber(db *gorm.DB, cfg SubscriberConfig) (*Subscriber, error) {
 	if db == nil {
 		return nil, fmt.Errorf("watermill: new subscriber: %w: nil db", dao.ErrInvalidArgument)
 	}
-	if cfg.BatchSize < 0 || cfg.FanOutBatchSize < 0 || cfg.PollInterval < 0 || cfg.MaxPollInterval < 0 || cfg.Lease < 0 || cfg.MarkTimeout < 0 {
+	if cfg.BatchSize < 0 || cfg.FanOutBatchSize < 0 || cfg.PollInterval < 0 || cfg.MaxPollInterval < 0 || cfg.Lease < 0 || cfg.WriteTimeout < 0 || cfg.MarkTimeout < 0 {
 		return nil, fmt.Errorf("watermill: new subscriber: %w: negative setting", dao.ErrInvalidArgument)
 	}
 	if len(cfg.ConsumerGroup) > outbox.MaxNameLen {
@@ -187,9 +197,7 @@ func NewSubscriber(db *gorm.DB, cfg SubscriberConfig) (*Subscriber, error) {
 	if cfg.Lease == 0 {
 		cfg.Lease = outbox.DefaultLease
 	}
-	if cfg.MarkTimeout == 0 {
-		cfg.MarkTimeout = DefaultMarkTimeout
-	}
+	cfg.WriteTimeout = cmp.Or(cfg.WriteTimeout, cfg.MarkTimeout, DefaultWriteTimeout)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -581,10 +589,10 @@ func (s *Subscriber) fanOutPortable(ctx, cctx context.Context, worker string) (i
 		gerr = s.addDeliveries(cctx, copies, false)
 	}
 	if gerr != nil {
-		_, _ = batchloop.Write(ctx, s.cfg.MarkTimeout, func(mctx context.Context) ([]int64, error) { return s.messages.Release(mctx, worker, ids...) })
+		_, _ = batchloop.Write(ctx, s.cfg.WriteTimeout, func(mctx context.Context) ([]int64, error) { return s.messages.Release(mctx, worker, ids...) })
 		return len(batch), errors.Join(err, fmt.Errorf("fan out: %w", gerr))
 	}
-	_, merr := batchloop.Write(ctx, s.cfg.MarkTimeout, func(mctx context.Context) ([]int64, error) { return s.messages.MarkPublished(mctx, worker, ids...) })
+	_, merr := batchloop.Write(ctx, s.cfg.WriteTimeout, func(mctx context.Context) ([]int64, error) { return s.messages.MarkPublished(mctx, worker, ids...) })
 	if merr != nil {
 		// The deliveries are written; a message claimed again after its
 		// lease finds them and writes nothing twice.
@@ -766,7 +774,7 @@ loop:
 }
 
 // mark writes the outcomes of one handled batch, all within one
-// MarkTimeout from its start, even when ctx has ended (batchloop.Write,
+// WriteTimeout from its start, even when ctx has ended (batchloop.Write,
 // given the time left of that timeout): acked → published (done for
 // the group), nacked → failed through the retry policy, not handed out →
 // released. A mark's error is logged by batchloop.LogMark: a lease lost
@@ -776,7 +784,7 @@ func (s *Subscriber) mark(ctx context.Context, log *slog.Logger, worker string, 
 	logMark := func(op string, n int, refused []int64, err error) {
 		batchloop.LogMark(log, slog.LevelInfo, slog.LevelWarn, outbox.ErrLeaseLost, op, n, len(refused), err)
 	}
-	deadline := time.Now().Add(s.cfg.MarkTimeout)
+	deadline := time.Now().Add(s.cfg.WriteTimeout)
 	if len(o.Done) > 0 {
 		refused, err := batchloop.Write(ctx, time.Until(deadline), func(ctx context.Context) ([]int64, error) {
 			return s.deliveries.MarkPublished(ctx, worker, o.Done...)

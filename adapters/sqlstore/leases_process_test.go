@@ -223,10 +223,10 @@ func leaderProcesses(t *testing.T, backend, dsn, table string) {
 	}
 }
 
-// coordBound is TTL minus renew interval of the conformance electors.
+// coordBound is the lease minus renew interval of the conformance electors.
 func coordBound() time.Duration {
 	c := conformance.LeaderConfig("x", "y")
-	return c.TTL - c.TTL/3
+	return c.Lease - c.Lease/3
 }
 
 // TestLeaderConnectionKilled elects a leader whose lease store runs on a

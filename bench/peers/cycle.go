@@ -86,11 +86,11 @@ func runDispatch(ctx context.Context, cfg Config) (res Result, err error) {
 			remaining <- struct{}{}
 			return dao.Set{"status": "completed"}
 		},
-		WorkerID:    "peers",
-		Concurrency: cfg.Concurrency,
-		BatchSize:   cfg.DispatchBatch,
-		Tick:        100 * time.Millisecond,
-		Logger:      quietLogger(),
+		WorkerID:     "peers",
+		Concurrency:  cfg.Concurrency,
+		BatchSize:    cfg.DispatchBatch,
+		PollInterval: 100 * time.Millisecond,
+		Logger:       quietLogger(),
 	})
 	if err != nil {
 		return res, fmt.Errorf("peers: dispatch: %w", err)

@@ -103,7 +103,7 @@ func runJobs(ctx context.Context, cfg Config, failEvery int) (res Result, err er
 		return res, fmt.Errorf("peers: %s: %w", system, err)
 	}
 	client, err := jobs.NewClient(jobs.Config{
-		Store: js, QueueStore: qs, Workers: ws, ID: "peers",
+		Store: js, QueueStore: qs, Workers: ws, WorkerID: "peers",
 		Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: cfg.JobsWorkers, BatchSize: cfg.DispatchBatch}},
 		Logger: quietLogger(),
 	})

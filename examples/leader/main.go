@@ -126,7 +126,7 @@ func candidate(ctx context.Context, cfg config, out io.Writer) error {
 		fmt.Fprintf(out, format+"\n", args...)
 	}
 	e, err := coord.NewElector(leases, coord.ElectorConfig{
-		Name: "example", ID: cfg.candidate, TTL: cfg.ttl, PollInterval: 200 * time.Millisecond,
+		Name: "example", ID: cfg.candidate, Lease: cfg.ttl, PollInterval: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnElected: func(ctx context.Context, l coord.Leader) {
 			say("%s: elected, term %d", l.ID(), l.Term())

@@ -150,8 +150,8 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 			f.Schedule.NextFireAt.Format("15:04:05.000"), f.Lag.Round(time.Millisecond), f.Schedule.Payload)
 		return nil
 	}, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{
-		Tick:   100 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		PollInterval: 100 * time.Millisecond,
+		Logger:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		return err

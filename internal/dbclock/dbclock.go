@@ -1,5 +1,5 @@
 // Package dbclock estimates a database's current time from one sample of
-// it taken at most every [Resync], advanced in between with the host's
+// it taken at most every [ClockResync], advanced in between with the host's
 // monotonic clock, for the packages that write times on the database
 // clock (outbox, dispatch).
 package dbclock
@@ -11,11 +11,11 @@ import (
 	"time"
 )
 
-// Resync is how often a [Clock] reads the database's time again.
-const Resync = time.Minute
+// ClockResync is how often a [Clock] reads the database's time again.
+const ClockResync = time.Minute
 
 // Clock estimates the database's current time. It reads it with Read at
-// most every [Resync] and, in between, adds the time elapsed on the host's
+// most every [ClockResync] and, in between, adds the time elapsed on the host's
 // monotonic clock, so neither the host's wall clock (skewed or stepped)
 // nor a round trip per call enters the estimate. The error of an estimate
 // is half the sample's round trip (the shortest of up to [MaxReads]
@@ -47,13 +47,13 @@ func New(read func(ctx context.Context) (time.Time, error)) *Clock {
 func (c *Clock) estimate() time.Time { return c.base.Add(c.Host().Sub(c.at)) }
 
 // Now returns the database's current time, reading it with ctx when the
-// last sample is older than [Resync]. One caller reads at a time; while
+// last sample is older than [ClockResync]. One caller reads at a time; while
 // it does, the others get the older sample's estimate at once, and only
 // the first sample is waited for. When a read fails the older estimate is
 // kept; without one Now returns the read's error, wrapped.
 func (c *Clock) Now(ctx context.Context) (time.Time, error) {
 	c.mu.Lock()
-	if c.ok && c.Host().Sub(c.at) < Resync {
+	if c.ok && c.Host().Sub(c.at) < ClockResync {
 		t := c.estimate()
 		c.mu.Unlock()
 		return t, nil
@@ -182,7 +182,7 @@ func NewSource(now func() time.Time, store any, hasDB bool) *Source {
 
 // Now returns the current time in UTC by the source's clock. On the
 // database clock it reads the database's time when the last sample is
-// older than Resync (one round trip, detached from ctx's cancellation for
+// older than ClockResync (one round trip, detached from ctx's cancellation for
 // at most 5 s; while it runs, other callers get the older sample's
 // estimate); when that read fails an older estimate is kept, and without
 // one the error is returned.

@@ -10,7 +10,7 @@ import (
 )
 
 // The database clock reads the database's time once, advances it with the
-// host clock, reads it again after Resync, and keeps its
+// host clock, reads it again after ClockResync, and keeps its
 // estimate when a later read fails.
 func TestClockSamples(t *testing.T) {
 	var mu sync.Mutex
@@ -49,14 +49,14 @@ func TestClockSamples(t *testing.T) {
 	mu.Lock()
 	db = db.Add(time.Second) // the two clocks drift apart by a second
 	mu.Unlock()
-	advance(Resync)
-	want := start.Add(30*time.Second + Resync + time.Second)
+	advance(ClockResync)
+	want := start.Add(30*time.Second + ClockResync + time.Second)
 	if got, err := c.Now(ctx); err != nil || !got.Equal(want) || reads != 3 {
 		t.Fatalf("after the resync interval: %v %v after %d reads; want a new sample %v", got, err, reads, want)
 	}
 	fail = errors.New("down")
-	advance(Resync)
-	want = want.Add(Resync)
+	advance(ClockResync)
+	want = want.Add(ClockResync)
 	if got, err := c.Now(ctx); err != nil || !got.Equal(want) || reads != 4 {
 		t.Fatalf("a failed resync: %v %v after %d reads; want the older estimate %v", got, err, reads, want)
 	}
@@ -66,7 +66,7 @@ func TestClockSamples(t *testing.T) {
 }
 
 // While one caller reads the database's time again (its sample is older
-// than Resync), other callers get the estimate from the old sample at
+// than ClockResync), other callers get the estimate from the old sample at
 // once instead of waiting for that round trip; only the first sample is
 // waited for. The database read is counted: one per resync.
 func TestResyncDoesNotBlockOthers(t *testing.T) {
@@ -87,7 +87,7 @@ func TestResyncDoesNotBlockOthers(t *testing.T) {
 	if got, err := c.Now(ctx); err != nil || !got.Equal(base.Add(time.Hour)) {
 		t.Fatalf("first Now = %v, %v; want the database's time", got, err)
 	}
-	host.Store(int64(Resync + time.Second)) // the sample is stale now
+	host.Store(int64(ClockResync + time.Second)) // the sample is stale now
 	done := make(chan time.Time)
 	go func() {
 		got, _ := c.Now(ctx) // reads again, and hangs in the read
@@ -98,7 +98,7 @@ func TestResyncDoesNotBlockOthers(t *testing.T) {
 	}
 	other := make(chan time.Time)
 	go func() { got, _ := c.Now(ctx); other <- got }()
-	want := base.Add(time.Hour + Resync + time.Second)
+	want := base.Add(time.Hour + ClockResync + time.Second)
 	select {
 	case got := <-other:
 		if !got.Equal(want) {

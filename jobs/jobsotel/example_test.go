@@ -34,7 +34,7 @@ func ExampleNewMiddleware() {
 		return nil
 	}))
 	client, err := jobs.NewClient(jobs.Config{
-		Store: store, Workers: workers, Tick: 20 * time.Millisecond,
+		Store: store, Workers: workers, PollInterval: 20 * time.Millisecond,
 		Queues:     map[string]jobs.QueueConfig{jobs.DefaultQueue: {}},
 		Middleware: []jobs.Middleware{mw},
 	})

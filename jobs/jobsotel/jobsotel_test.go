@@ -84,7 +84,7 @@ func client(t *testing.T, js dao.Store[jobs.Row], qs dao.Store[jobs.Queue], mw *
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := jobs.Config{Store: js, QueueStore: qs, Workers: ws, Tick: 20 * time.Millisecond, Middleware: []jobs.Middleware{mw}}
+	cfg := jobs.Config{Store: js, QueueStore: qs, Workers: ws, PollInterval: 20 * time.Millisecond, Middleware: []jobs.Middleware{mw}}
 	if run {
 		cfg.Queues = map[string]jobs.QueueConfig{jobs.DefaultQueue: {}}
 	}

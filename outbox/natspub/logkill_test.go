@@ -42,8 +42,8 @@ const (
 
 func killRelayConfig(leases *sqlstore.Leases, holder string) outbox.LogRelayConfig {
 	return outbox.LogRelayConfig{LogReaderConfig: outbox.LogReaderConfig{
-		Reader: killReader, Holder: holder, Leases: leases, LogTable: "killtest",
-		LeaseTTL: time.Second, Batch: 50, Poll: 10 * time.Millisecond,
+		Reader: killReader, WorkerID: holder, Leases: leases, LogTable: "killtest",
+		Lease: time.Second, Batch: 50, PollInterval: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}}
 }

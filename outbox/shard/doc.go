@@ -23,7 +23,7 @@
 //
 // The outbox promises a claim order, not a delivery order: a claim takes
 // the highest Priority first, then the oldest CreatedAt, then the lowest
-// id. A relay of Concurrency 1 and Window 1 (the defaults) publishes a
+// id. A relay of Loops 1 and Window 1 (the defaults) publishes a
 // batch in that order, waits for the acks, marks it, and only then claims
 // the next batch, so with a publisher that keeps the order of its
 // publishes (natspub on one NATS connection to one stream) messages enter
@@ -31,7 +31,7 @@
 // Per partition key, then, the stream holds a key's messages in the order
 // they were written when all of the following hold on its shard:
 //
-//   - one relay, of Concurrency 1 and Window 1, per shard and target broker
+//   - one relay, of Loops 1 and Window 1, per shard and target broker
 //     ([NewRelays] with perShard 1); more relays or loops, or a Window
 //     above 1, publish batches in parallel;
 //   - the key's messages are written one after another (each transaction

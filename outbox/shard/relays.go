@@ -29,9 +29,9 @@ type Relays struct {
 // each relay draws its own default id. Each relay logs to cfg.Logger
 // (default slog.Default()) with the attribute shard=<i>.
 //
-// Per-key order on a shard holds only with one relay of Concurrency 1 and
+// Per-key order on a shard holds only with one relay of Loops 1 and
 // Window 1 per shard and target broker (see the package documentation);
-// more relays per shard, Concurrency > 1 or Window > 1 publish more in
+// more relays per shard, Loops > 1 or Window > 1 publish more in
 // parallel and give that order up.
 //
 // Errors wrap [dao.ErrInvalidArgument] for a nil router or publisher or a
@@ -92,7 +92,7 @@ func (g *Relays) Stats() []outbox.RelayStats {
 
 // Run runs every relay until ctx ends, then lets each drain as
 // [outbox.Relay.Run] does — stop claiming, finish in-flight batches for up
-// to ShutdownTimeout, mark what was acknowledged, release the rest — and
+// to DrainTimeout, mark what was acknowledged, release the rest — and
 // returns when all have stopped. When one relay fails (Run returns an
 // error only for a misconfiguration the store rejects), the others are
 // stopped and drained too. It returns the relays' errors joined, each

@@ -32,7 +32,7 @@ worker processes. It creates a fresh table (random name, dropped at the end
 unless --keep), inserts --schedules once schedules, paused, in batches of
 --load-batch, and starts --processes processes of ` + "`claimstore dispatch run`" + `
 (--concurrency fires at once each, claims of up to --batch (default: half of
---concurrency), --tick, --lease;
+--concurrency), --poll-interval, --lease;
 no maintenance, no health server), each writing one line per fire to a file
 of its own. Then one UPDATE makes every schedule active and due at the
 database's current time, and the clock runs until no schedule is active.
@@ -65,8 +65,9 @@ duplicates and missed are 0.`,
 	f.IntVar(&r.Processes, "processes", dispatchbench.DefaultProcesses, "worker processes")
 	f.IntVar(&r.Concurrency, "concurrency", dispatchbench.DefaultConcurrency, "fires running at once per process")
 	f.IntVar(&r.Batch, "batch", 0, "most schedules one claim takes (default: --concurrency)")
-	f.DurationVar(&r.Tick, "tick", dispatchbench.DefaultTick, "worker heartbeat: wait between claims when idle")
-	f.DurationVar(&r.Lease, "lease", dispatchbench.DefaultLease, "lease of a claimed schedule (at least two ticks)")
+	f.DurationVar(&r.PollInterval, "poll-interval", dispatchbench.DefaultPollInterval, "worker heartbeat: wait between claims when idle")
+	f.DurationVar(&r.Lease, "lease", dispatchbench.DefaultLease, "lease of a claimed schedule (at least two poll intervals)")
+	cli.DeprecatedAlias(f, "tick", "poll-interval")
 	f.IntVar(&r.LoadBatch, "load-batch", dispatchbench.DefaultLoadBatch, "schedules per insert while seeding")
 	f.DurationVar(&r.Budget, "budget", dispatchbench.DefaultBudget, "wall time the fires may take; a run it stops is reported as partial; 0: no limit")
 	f.StringVar(&o.jsonFile, "json", "", "also write the report as JSON to this file")
@@ -85,8 +86,8 @@ func checkBenchDispatch(cmd *cobra.Command, o *benchDispatchOptions) error {
 	cli.AtLeast(&c, "processes", r.Processes, 1)
 	cli.AtLeast(&c, "concurrency", r.Concurrency, 1)
 	cli.AtLeast(&c, "batch", r.Batch, 0)
-	cli.Above(&c, "tick", r.Tick, 0)
-	cli.AtLeast(&c, "lease", r.Lease, 2*r.Tick)
+	cli.Above(&c, "poll-interval", r.PollInterval, 0)
+	cli.AtLeast(&c, "lease", r.Lease, 2*r.PollInterval)
 	cli.AtLeast(&c, "load-batch", r.LoadBatch, 1)
 	cli.AtLeast(&c, "budget", r.Budget, 0)
 	if c.Err() != nil {

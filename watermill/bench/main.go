@@ -418,7 +418,7 @@ func runClaimstoreLog(ctx context.Context, cfg Config, subs int) (pubRes, consRe
 	var ss []message.Subscriber
 	for range subs {
 		s, err := cswm.NewLogSubscriber(lg, cswm.LogSubscriberConfig{ConsumerGroup: "bench", Leases: leases, LogTable: name,
-			Batch: cfg.Batch, Poll: 20 * time.Millisecond, Logger: quiet})
+			Batch: cfg.Batch, PollInterval: 20 * time.Millisecond, Logger: quiet})
 		if err != nil {
 			return pubRes, consRes, err
 		}

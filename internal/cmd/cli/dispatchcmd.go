@@ -30,7 +30,7 @@ type dispatchRunOptions struct {
 	workerID     string
 	concurrency  int
 	batch        int
-	tick         time.Duration
+	pollInterval time.Duration
 	lease        time.Duration
 	drainTimeout time.Duration
 	backoffBase  time.Duration
@@ -42,7 +42,7 @@ type dispatchRunOptions struct {
 	maintEvery   time.Duration
 	rescueAfter  time.Duration
 	retention    time.Duration
-	leaderTTL    time.Duration
+	leaderLease  time.Duration
 	failRate     float64
 	work         time.Duration
 }
@@ -92,8 +92,9 @@ and tests.`,
 	f.StringVar(&o.workerID, "worker-id", "", "worker id written to lease_owner (default host-pid-random)")
 	f.IntVar(&o.concurrency, "concurrency", dispatch.DefaultConcurrency, "most fires running at once")
 	f.IntVar(&o.batch, "batch", 0, "most schedules one claim takes (default: half of --concurrency)")
-	f.DurationVar(&o.tick, "tick", 0, "heartbeat: wait between claims when idle, and lease renewal period (0: 1s, or a quarter of a shorter lease)")
-	f.DurationVar(&o.lease, "lease", dispatch.DefaultLease, "lease of a claimed schedule (at least two ticks)")
+	f.DurationVar(&o.pollInterval, "poll-interval", 0, "heartbeat: wait between claims when idle, and lease renewal period (0: 1s, or a quarter of a shorter lease)")
+	DeprecatedAlias(f, "tick", "poll-interval")
+	f.DurationVar(&o.lease, "lease", dispatch.DefaultLease, "lease of a claimed schedule (at least two poll intervals)")
 	f.DurationVar(&o.drainTimeout, "drain-timeout", dispatch.DefaultDrainTimeout, "how long in-flight fires may finish after SIGTERM")
 	f.DurationVar(&o.backoffBase, "backoff-base", dispatch.DefaultBackoffBase, "wait before the first retry of a failed fire (doubling)")
 	f.DurationVar(&o.backoffMax, "backoff-max", dispatch.DefaultBackoffMax, "cap of the retry wait")
@@ -105,7 +106,8 @@ and tests.`,
 	f.DurationVar(&o.rescueAfter, "rescue-after", dispatch.DefaultRescueAfter, "rescue leases expired longer ago than this")
 	f.DurationVar(&o.retention, "retention", 0, "delete fired and failed schedules older than this (0: keep them)")
 	f.StringVar(&o.leaderTable, "leader-table", dialects.DefaultLeaseTable, "lease table of the maintenance leader election")
-	f.DurationVar(&o.leaderTTL, "leader-ttl", coord.DefaultLeaderTTL, "lease of the maintenance leader")
+	f.DurationVar(&o.leaderLease, "leader-lease", coord.DefaultLeaderLease, "lease of the maintenance leader")
+	DeprecatedAlias(f, "leader-ttl", "leader-lease")
 	f.Float64Var(&o.failRate, "fail-rate", 0, "fraction of fires failed on purpose, 0..1 (demos, tests)")
 	f.DurationVar(&o.work, "work", 0, "each fire takes a random time up to this (demos, tests)")
 	return cmd
@@ -116,9 +118,9 @@ func (o *dispatchRunOptions) check(g Globals) error {
 	var c FlagChecks
 	AtLeast(&c, "concurrency", o.concurrency, 1)
 	AtLeast(&c, "batch", o.batch, 0)
-	AtLeast(&c, "tick", o.tick, 0)
-	if o.tick > 0 {
-		AtLeast(&c, "lease", o.lease, 2*o.tick)
+	AtLeast(&c, "poll-interval", o.pollInterval, 0)
+	if o.pollInterval > 0 {
+		AtLeast(&c, "lease", o.lease, 2*o.pollInterval)
 	} else {
 		Above(&c, "lease", o.lease, 0)
 	}
@@ -129,7 +131,7 @@ func (o *dispatchRunOptions) check(g Globals) error {
 	Above(&c, "maintenance-every", o.maintEvery, 0)
 	Above(&c, "rescue-after", o.rescueAfter, 0)
 	AtLeast(&c, "retention", o.retention, 0)
-	Above(&c, "leader-ttl", o.leaderTTL, 0)
+	Above(&c, "leader-lease", o.leaderLease, 0)
 	Between(&c, "fail-rate", o.failRate, 0, 1)
 	AtLeast(&c, "work", o.work, 0)
 	if c.err != nil {
@@ -185,7 +187,7 @@ func runDispatch(cmd *cobra.Command, g Globals, o dispatchRunOptions) error {
 		policy.Misfire = dispatch.MisfireSkip
 	}
 	cfg := dispatch.Config[dispatch.Schedule]{
-		WorkerID: o.workerID, Concurrency: o.concurrency, BatchSize: o.batch, Tick: o.tick, Lease: o.lease,
+		WorkerID: o.workerID, Concurrency: o.concurrency, BatchSize: o.batch, PollInterval: o.pollInterval, Lease: o.lease,
 		DrainTimeout: o.drainTimeout, Logger: log,
 	}
 	var elector *coord.Elector
@@ -225,7 +227,7 @@ func (o *dispatchRunOptions) maintenanceOf(ctx context.Context, s *scheduleDB, l
 	if err := leases.Migrate(ctx); err != nil {
 		return nil, nil, err
 	}
-	e, err := coord.NewElector(leases, coord.ElectorConfig{Name: "claimstore-dispatch:" + o.table, ID: o.workerID, TTL: o.leaderTTL.Round(time.Millisecond), Logger: log})
+	e, err := coord.NewElector(leases, coord.ElectorConfig{Name: "claimstore-dispatch:" + o.table, ID: o.workerID, Lease: o.leaderLease.Round(time.Millisecond), Logger: log})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -88,7 +88,8 @@ func TestNumericFlagsNamed(t *testing.T) {
 		{"retry-jitter", "--retry-jitter NaN"},
 		{"retry-multiplier", "--retry-multiplier 0.5"},
 		{"retry-max", "--retry-base 2s --retry-max 1s"},
-		{"max-poll", "--poll 1s --max-poll 500ms"},
+		{"max-poll-interval", "--poll-interval 1s --max-poll-interval 500ms"},
+		{"max-poll-interval", "--poll 1s --max-poll 500ms"}, // the deprecated aliases set the same values
 		{"batch", "--batch 0"},
 		{"window", "--window 65"},
 	} {

@@ -74,7 +74,7 @@ func seedCLIJobs(t *testing.T, db *gorm.DB, table, queueT string, flags ...strin
 	})); err != nil {
 		t.Fatal(err)
 	}
-	if s.c, err = jobs.NewClient(jobs.Config{Store: s.store, QueueStore: qs, Workers: ws, Tick: 50 * time.Millisecond,
+	if s.c, err = jobs.NewClient(jobs.Config{Store: s.store, QueueStore: qs, Workers: ws, PollInterval: 50 * time.Millisecond,
 		Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 2}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -25,12 +25,12 @@ type relayOptions struct {
 	broker          string
 	workerID        string
 	batch           int
-	workers         int
+	loops           int
 	window          int
 	lease           time.Duration
-	poll            time.Duration
-	maxPoll         time.Duration
-	shutdownTimeout time.Duration
+	pollInterval    time.Duration
+	maxPollInterval time.Duration
+	drainTimeout    time.Duration
 	retry           outbox.RetryPolicy
 	migrate         bool
 	stream          string
@@ -57,7 +57,7 @@ with a duplicate window of at least the relay's retry horizon (the longest
 time a message may be published again, from the --retry-*, --lease,
 --max-poll and --window settings), so that a repeat is stored once. The
 relay warns about any stream it stores into whose window is shorter.`,
-		Example: `  claimstore relay --backend postgres --nats-url nats://127.0.0.1:4222 --workers 4 --batch 200
+		Example: `  claimstore relay --backend postgres --nats-url nats://127.0.0.1:4222 --loops 4 --batch 200
   claimstore relay --backend sqlite --dsn app.db --stream ORDERS --subjects 'orders.>'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runRelayCmd(cmd, *g, o) },
@@ -68,12 +68,16 @@ relay warns about any stream it stores into whose window is shorter.`,
 	f.StringVar(&o.broker, "broker", "", "target broker: relay only the messages whose target_broker equals this")
 	f.StringVar(&o.workerID, "worker-id", "", "worker id recorded in locked_by (default host-pid-random)")
 	f.IntVar(&o.batch, "batch", outbox.DefaultBatchSize, "messages claimed per batch")
-	f.IntVar(&o.workers, "workers", 1, "batches in flight at once (claim, publish and mark loops)")
-	f.IntVar(&o.window, "window", outbox.DefaultWindow, "batches each worker keeps claimed and not yet marked, publishing while it claims the next (1: claim, publish, mark, then the next claim)")
+	f.IntVar(&o.loops, "loops", 1, "batch loops, each claiming, publishing and marking batches of its own")
+	DeprecatedAlias(f, "workers", "loops")
+	f.IntVar(&o.window, "window", outbox.DefaultWindow, "batches each loop keeps claimed and not yet marked, publishing while it claims the next (1: claim, publish, mark, then the next claim)")
 	f.DurationVar(&o.lease, "lease", outbox.DefaultLease, "how long a claimed batch stays locked to this relay")
-	f.DurationVar(&o.poll, "poll", outbox.DefaultPollInterval, "wait after a short batch, and first wait when idle")
-	f.DurationVar(&o.maxPoll, "max-poll", outbox.DefaultMaxPollInterval, "longest idle wait (the wait doubles while idle)")
-	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", outbox.DefaultShutdownTimeout, "how long in-flight batches may finish after a stop signal")
+	f.DurationVar(&o.pollInterval, "poll-interval", outbox.DefaultPollInterval, "wait after a short batch, and first wait when idle")
+	DeprecatedAlias(f, "poll", "poll-interval")
+	f.DurationVar(&o.maxPollInterval, "max-poll-interval", outbox.DefaultMaxPollInterval, "longest idle wait (the wait doubles while idle)")
+	DeprecatedAlias(f, "max-poll", "max-poll-interval")
+	f.DurationVar(&o.drainTimeout, "drain-timeout", outbox.DefaultDrainTimeout, "how long in-flight batches may finish after a stop signal")
+	DeprecatedAlias(f, "shutdown-timeout", "drain-timeout")
 	f.DurationVar(&o.retry.BaseDelay, "retry-base", o.retry.BaseDelay, "delay before the first retry of a failed message")
 	f.Float64Var(&o.retry.Multiplier, "retry-multiplier", o.retry.Multiplier, "growth of the retry delay per failure")
 	f.DurationVar(&o.retry.MaxDelay, "retry-max", o.retry.MaxDelay, "cap of the retry delay")
@@ -95,12 +99,12 @@ func checkRelay(g Globals, o relayOptions) error {
 	}
 	var c FlagChecks
 	AtLeast(&c, "batch", o.batch, 1)
-	AtLeast(&c, "workers", o.workers, 1)
+	AtLeast(&c, "loops", o.loops, 1)
 	Between(&c, "window", o.window, 1, outbox.MaxWindow)
 	Above(&c, "lease", o.lease, 0)
-	Above(&c, "poll", o.poll, 0)
-	AtLeast(&c, "max-poll", o.maxPoll, max(o.poll, 1))
-	AtLeast(&c, "shutdown-timeout", o.shutdownTimeout, 0)
+	Above(&c, "poll-interval", o.pollInterval, 0)
+	AtLeast(&c, "max-poll-interval", o.maxPollInterval, max(o.pollInterval, 1))
+	AtLeast(&c, "drain-timeout", o.drainTimeout, 0)
 	Above(&c, "retry-base", o.retry.BaseDelay, 0)
 	AtLeast(&c, "retry-multiplier", o.retry.Multiplier, 1)
 	AtLeast(&c, "retry-max", o.retry.MaxDelay, max(o.retry.BaseDelay, 1))
@@ -127,14 +131,14 @@ func runRelayCmd(cmd *cobra.Command, g Globals, o relayOptions) error {
 	}
 	defer nc.Close()
 	cfg := outbox.RelayConfig{
-		WorkerID: o.workerID, TargetBroker: o.broker, BatchSize: o.batch, Concurrency: o.workers, Window: o.window, Lease: o.lease,
-		PollInterval: o.poll, MaxPollInterval: o.maxPoll, ShutdownTimeout: o.shutdownTimeout,
+		WorkerID: o.workerID, TargetBroker: o.broker, BatchSize: o.batch, Loops: o.loops, Window: o.window, Lease: o.lease,
+		PollInterval: o.pollInterval, MaxPollInterval: o.maxPollInterval, DrainTimeout: o.drainTimeout,
 	}
 	// The longest a message can be published again after its first
 	// publish: every stream the relay stores into should remember its id
 	// that long (the publisher warns at a stream's first ack otherwise).
 	horizon := outbox.RetryHorizon(o.retry, cfg)
-	pub, err := natspub.New(nc, natspub.Config{MaxPending: max(8192, 2*o.batch*o.workers*o.window), MinDuplicateWindow: horizon})
+	pub, err := natspub.New(nc, natspub.Config{MaxPending: max(8192, 2*o.batch*o.loops*o.window), MinDuplicateWindow: horizon})
 	if err != nil {
 		return err
 	}
@@ -142,7 +146,7 @@ func runRelayCmd(cmd *cobra.Command, g Globals, o relayOptions) error {
 		return err
 	}
 	env, err := openOutbox(ctx, g, outboxenv.Options{
-		Table: o.table, Migrate: o.migrate, Pool: o.workers + 2,
+		Table: o.table, Migrate: o.migrate, Pool: o.loops + 2,
 		Repository: []outbox.Option{outbox.WithRetryPolicy(o.retry), outbox.WithLease(o.lease)},
 	})
 	if err != nil {

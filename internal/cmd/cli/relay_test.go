@@ -30,7 +30,7 @@ func TestRelayCommand(t *testing.T) {
 	go func() {
 		_, _, err := execCLI(ctx, "--backend", "sqlite", "--dsn", dsn, "--log-level", "warn", "relay",
 			"--table", "relay_out", "--nats-url", srv.URL(), "--stream", "ORDERS", "--subjects", "orders.>",
-			"--batch", "50", "--workers", "2", "--lease", "5s", "--poll", "10ms", "--max-poll", "50ms", "--report", "0s",
+			"--batch", "50", "--loops", "2", "--lease", "5s", "--poll-interval", "10ms", "--max-poll-interval", "50ms", "--report", "0s",
 			"--worker-id", "cli-relay", "--broker", "")
 		done <- err
 	}()

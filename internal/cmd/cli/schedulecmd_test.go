@@ -84,7 +84,8 @@ func TestScheduleBadFlags(t *testing.T) {
 		{"schedule", "list", "--status", "done"},
 		{"schedule", "list", "--limit", "0"},
 		{"schedule", "pause", "k", "--table", "bad;name"},
-		{"dispatch", "run", "--lease", "1s", "--tick", "1s"},
+		{"dispatch", "run", "--lease", "1s", "--poll-interval", "1s"},
+		{"dispatch", "run", "--lease", "1s", "--tick", "1s"}, // the deprecated alias sets --poll-interval
 		{"dispatch", "run", "--fail-rate", "2"},
 		{"dispatch", "run", "--misfire", "later"},
 	} {
@@ -148,7 +149,7 @@ func TestDispatchRun(t *testing.T) {
 		cancel()
 	}()
 	out, errOut, err := execCLI(ctx, "dispatch", "run", "--backend", "sqlite", "--dsn", path, "--http", addr,
-		"--tick", "50ms", "--lease", "1s", "--worker-id", "cli-1", "--log-level", "warn")
+		"--poll-interval", "50ms", "--lease", "1s", "--worker-id", "cli-1", "--log-level", "warn")
 	if err != nil {
 		t.Fatalf("dispatch run: %v\n%s", err, errOut)
 	}

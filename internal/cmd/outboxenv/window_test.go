@@ -23,7 +23,7 @@ func TestDuplicateWindowCoversRetryHorizon(t *testing.T) {
 // one without (a mark can wait behind the one before it): the stream's
 // window follows the relay's settings.
 func TestDuplicateWindowFollowsRelaySettings(t *testing.T) {
-	cfg := outbox.RelayConfig{Window: 4, Lease: time.Minute, MarkTimeout: time.Minute}
+	cfg := outbox.RelayConfig{Window: 4, Lease: time.Minute, WriteTimeout: time.Minute}
 	h := outbox.RetryHorizon(outbox.DefaultRetryPolicy(), cfg)
 	w := outboxenv.DuplicateWindow(cfg)
 	t.Logf("retry horizon %v, duplicate window %v", h, w)

@@ -225,10 +225,10 @@ func (r *dispatchRun) spawn(ctx context.Context) error {
 		args := append(slices.Clone(r.o.Command[1:]), "dispatch", "run",
 			"--backend", strings.ToLower(r.o.Backend), "--dsn", r.dsn, "--table", r.table, "--migrate=false",
 			"--http", "127.0.0.1:0", "--worker-id", c.id, "--concurrency", "32",
-			"--tick", demoTick.String(), "--lease", demoLease.String(), "--drain-timeout", demoDrainTimeout.String(),
+			"--poll-interval", demoTick.String(), "--lease", demoLease.String(), "--drain-timeout", demoDrainTimeout.String(),
 			"--backoff-base", demoBackoffBase.String(), "--backoff-max", demoBackoffMax.String(),
 			"--fail-rate", fmt.Sprint(r.o.FailRate), "--work", demoWork.String(),
-			"--maintenance-every", "5s", "--rescue-after", "10s", "--leader-ttl", "3s", "--leader-table", r.leaderTable(),
+			"--maintenance-every", "5s", "--rescue-after", "10s", "--leader-lease", "3s", "--leader-table", r.leaderTable(),
 			"--log-level", "warn")
 		c.cmd = exec.CommandContext(ctx, r.o.Command[0], args...)
 		c.cmd.Env = append(os.Environ(), r.o.Env...)

@@ -57,7 +57,7 @@ func (r *run) newRelay(i int) (*outbox.Relay, error) {
 // relayConfig returns the settings of demo relay i.
 func (r *run) relayConfig(i int) outbox.RelayConfig {
 	return outbox.RelayConfig{
-		WorkerID: fmt.Sprintf("demo-relay-%d-%s", i, r.tag), BatchSize: r.o.Batch, Concurrency: r.o.Workers,
+		WorkerID: fmt.Sprintf("demo-relay-%d-%s", i, r.tag), BatchSize: r.o.Batch, Loops: r.o.Workers,
 		Lease: r.o.Lease, PollInterval: 20 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond, Logger: r.o.Logger,
 	}
 }

@@ -293,9 +293,9 @@ func newGaleraJobQueue(ctx context.Context, t *testing.T, dbs []*gorm.DB, n int,
 		}
 		clients[i], err = jobs.NewClient(jobs.Config{
 			Store: s, QueueStore: q, Workers: ws,
-			ID:     "ha-" + hatest.GaleraNodes[i],
-			Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 12}},
-			Tick:   100 * time.Millisecond, Lease: lease,
+			WorkerID:     "ha-" + hatest.GaleraNodes[i],
+			Queues:       map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 12}},
+			PollInterval: 100 * time.Millisecond, Lease: lease,
 			Logger: slog.New(warns),
 		})
 		if err != nil {

@@ -57,8 +57,8 @@ func haCount(t *testing.T, name string) int {
 var (
 	haPolicy = outbox.RetryPolicy{BaseDelay: 100 * time.Millisecond, Multiplier: 2, MaxDelay: 2 * time.Second, Jitter: 0.2, MaxRetries: 30}
 	haRelay  = outbox.RelayConfig{
-		BatchSize: 250, Concurrency: 4, Lease: 10 * time.Second, MarkTimeout: 5 * time.Second,
-		PollInterval: 20 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond, ShutdownTimeout: 5 * time.Second,
+		BatchSize: 250, Loops: 4, Lease: 10 * time.Second, WriteTimeout: 5 * time.Second,
+		PollInterval: 20 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond, DrainTimeout: 5 * time.Second,
 	}
 )
 
@@ -130,7 +130,7 @@ func TestJetStreamClusterFailover(t *testing.T) {
 	horizon := outbox.RetryHorizon(haPolicy, probe.Config())
 	window := horizon.Round(time.Minute) + time.Minute
 	t.Logf("%s retry horizon %v (max retries %d, lease %v, mark timeout %v, idle poll %v): duplicate window %v",
-		since(), horizon, haPolicy.MaxRetries, probe.Config().Lease, probe.Config().MarkTimeout, probe.Config().MaxPollInterval, window)
+		since(), horizon, haPolicy.MaxRetries, probe.Config().Lease, probe.Config().WriteTimeout, probe.Config().MaxPollInterval, window)
 
 	stream := createStream(ctx, t, ajs, jetstream.StreamConfig{
 		Name: streamName, Subjects: []string{subject}, Replicas: 3,

@@ -79,8 +79,8 @@ var relayPolicy = outbox.RetryPolicy{BaseDelay: 100 * time.Millisecond, Multipli
 
 // relayConfig is the relays' configuration (WorkerID apart).
 func relayConfig() outbox.RelayConfig {
-	return outbox.RelayConfig{BatchSize: 100, Concurrency: 2, Lease: 5 * time.Second, MarkTimeout: 5 * time.Second,
-		PollInterval: 20 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond, ShutdownTimeout: 3 * time.Second}
+	return outbox.RelayConfig{BatchSize: 100, Loops: 2, Lease: 5 * time.Second, WriteTimeout: 5 * time.Second,
+		PollInterval: 20 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond, DrainTimeout: 3 * time.Second}
 }
 
 // ReadChildConfig reads config.json of the run directory dir.
@@ -198,7 +198,7 @@ func (c *child) produce(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	qc, err := jobs.NewClient(jobs.Config{Store: qstore, ID: c.proc, Logger: c.log})
+	qc, err := jobs.NewClient(jobs.Config{Store: qstore, WorkerID: c.proc, Logger: c.log})
 	if err != nil {
 		return 0, err
 	}
@@ -284,7 +284,7 @@ func (c *child) work(ctx context.Context) (int64, map[string]int64, error) {
 		return 0, nil, err
 	}
 	elector, err := coord.NewElector(leases, coord.ElectorConfig{
-		Name: "soak-maintenance", ID: c.proc, TTL: c.cfg.LeaderTTL, Logger: c.log,
+		Name: "soak-maintenance", ID: c.proc, Lease: c.cfg.LeaderTTL, Logger: c.log,
 		OnElected: func(ctx context.Context, l coord.Leader) {
 			c.h.Add(Event{Kind: EvElected, Term: l.Term()})
 			c.fencedWrites(ctx, l, fence)
@@ -303,14 +303,14 @@ func (c *child) work(ctx context.Context) (int64, map[string]int64, error) {
 		Due:      func(time.Time) dao.Criteria { return dao.Eq("status", JobQueued) },
 		OrderBy:  []dao.Order{dao.Asc("id")},
 		Handler:  c.handle,
-		WorkerID: c.proc, Concurrency: 8, Tick: 100 * time.Millisecond, Lease: c.cfg.Lease,
+		WorkerID: c.proc, Concurrency: 8, PollInterval: 100 * time.Millisecond, Lease: c.cfg.Lease,
 		DrainTimeout: 2 * time.Second, WriteTimeout: 5 * time.Second, Logger: c.log,
 	})
 	if err != nil {
 		return 0, nil, err
 	}
 	sw, err := dispatch.NewScheduleWorker(scheds, c.fire, dispatch.Policy{}, dispatch.Config[dispatch.Schedule]{
-		WorkerID: c.proc + "-s", Concurrency: 4, Tick: 100 * time.Millisecond, Lease: c.cfg.Lease,
+		WorkerID: c.proc + "-s", Concurrency: 4, PollInterval: 100 * time.Millisecond, Lease: c.cfg.Lease,
 		DrainTimeout: 2 * time.Second, WriteTimeout: 5 * time.Second, Logger: c.log,
 		Maintenance: &dispatch.Maintenance{Every: time.Second, Leader: dispatch.ElectorGate(elector), Tasks: []dispatch.Task{rescuer.Task()}},
 	})
@@ -326,7 +326,7 @@ func (c *child) work(ctx context.Context) (int64, map[string]int64, error) {
 		return 0, nil, err
 	}
 	qc, err := jobs.NewClient(jobs.Config{Store: qstore, Workers: ws, Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 8}},
-		ID: c.proc + "-q", Lease: c.cfg.Lease, Tick: 100 * time.Millisecond, DrainTimeout: 2 * time.Second, Leases: leases, Logger: c.log})
+		WorkerID: c.proc + "-q", Lease: c.cfg.Lease, PollInterval: 100 * time.Millisecond, DrainTimeout: 2 * time.Second, Leases: leases, Logger: c.log})
 	if err != nil {
 		return 0, nil, err
 	}

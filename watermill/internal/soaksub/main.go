@@ -143,7 +143,7 @@ const wmLease = 5 * time.Second
 // retries that outlast every fault.
 func subscriberConfig(c *config, log *slog.Logger) watermill.SubscriberConfig {
 	return watermill.SubscriberConfig{Table: c.Tables.WM, ConsumerGroup: c.Group, BatchSize: 50, FanOutBatchSize: 100,
-		PollInterval: 20 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond, Lease: wmLease, MarkTimeout: 5 * time.Second,
+		PollInterval: 20 * time.Millisecond, MaxPollInterval: 200 * time.Millisecond, Lease: wmLease, WriteTimeout: 5 * time.Second,
 		RetryPolicy: &outbox.RetryPolicy{BaseDelay: 100 * time.Millisecond, Multiplier: 2, MaxDelay: 2 * time.Second, Jitter: 0.2, MaxRetries: 100},
 		Logger:      log}
 }

@@ -82,8 +82,8 @@ func (r *Report) WriteText(w io.Writer) error {
 	if batch == 0 {
 		batch = max(1, o.Concurrency/2) // dispatch.Config's default BatchSize
 	}
-	fmt.Fprintf(ew, "bench dispatch: %d once schedules due at once, %d worker processes x %d fires at once (claims of up to %d, tick %v, lease %v); table %s\n",
-		o.Schedules, o.Processes, o.Concurrency, batch, o.Tick, o.Lease, r.Table)
+	fmt.Fprintf(ew, "bench dispatch: %d once schedules due at once, %d worker processes x %d fires at once (claims of up to %d, poll interval %v, lease %v); table %s\n",
+		o.Schedules, o.Processes, o.Concurrency, batch, o.PollInterval, o.Lease, r.Table)
 	fmt.Fprintf(ew, "machine:     %s\n", r.Machine)
 	server := r.Server
 	if server == "" {
@@ -180,7 +180,7 @@ func (r *Report) JSON() JSONReport {
 	out := JSONReport{
 		Schema: JSONSchema, Started: r.Started, Machine: bench.JSONMachine(r.Machine), Backend: r.Backend, Server: r.Server,
 		Parameters: JSONParameters{Schedules: o.Schedules, Processes: o.Processes, Concurrency: o.Concurrency, Batch: o.Batch,
-			TickSeconds: o.Tick.Seconds(), LeaseSeconds: o.Lease.Seconds(), LoadBatch: o.LoadBatch, BudgetSeconds: o.Budget.Seconds()},
+			TickSeconds: o.PollInterval.Seconds(), LeaseSeconds: o.Lease.Seconds(), LoadBatch: o.LoadBatch, BudgetSeconds: o.Budget.Seconds()},
 		SeedSeconds: r.SeedTime.Seconds(), ArmSeconds: r.ArmTime.Seconds(), WallSeconds: r.Wall.Seconds(), Partial: r.Partial,
 		FiresPerSec: r.FiresPerSec(), LagP50Seconds: r.Lag.P50.Seconds(), LagP99Seconds: r.Lag.P99.Seconds(), LagMaxSeconds: r.Lag.Max.Seconds(),
 		Fires: r.Fires, Distinct: r.Distinct, Duplicates: r.Duplicates, Missed: r.Missed, Left: r.Left, Failed: r.Failed,

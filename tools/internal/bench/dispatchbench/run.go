@@ -34,11 +34,11 @@ const (
 	// DefaultConcurrency lets each claim take 32 schedules: the handler
 	// does no work, so the processes measure the claim and the batched
 	// outcome writes, not the handlers.
-	DefaultConcurrency = 64
-	DefaultTick        = 100 * time.Millisecond
-	DefaultLease       = 30 * time.Second
-	DefaultLoadBatch   = 1000
-	DefaultBudget      = 10 * time.Minute
+	DefaultConcurrency  = 64
+	DefaultPollInterval = 100 * time.Millisecond
+	DefaultLease        = 30 * time.Second
+	DefaultLoadBatch    = 1000
+	DefaultBudget       = 10 * time.Minute
 )
 
 // TablePrefix starts the name of every table a run creates; a random
@@ -46,7 +46,7 @@ const (
 const TablePrefix = "dispatch_bench_"
 
 // Options describe one benchmark run. The command checks them before
-// [Run]: counts >= 1, Batch >= 0, Tick > 0, Lease >= 2 Tick, Budget >= 0,
+// [Run]: counts >= 1, Batch >= 0, PollInterval > 0, Lease >= 2 PollInterval, Budget >= 0,
 // Backend one of sqlite, postgres, mysql, mariadb.
 type Options struct {
 	// Backend and DSN name the database; without a DSN the local server
@@ -57,11 +57,11 @@ type Options struct {
 	Schedules int
 	// Processes is the number of worker processes; each runs up to
 	// Concurrency fires at once and claims up to Batch schedules per
-	// claim (0: the worker's default, half of Concurrency), every Tick
+	// claim (0: the worker's default, half of Concurrency), every PollInterval
 	// when idle, with leases of Lease. Each holds up to 8 database
 	// connections (`claimstore dispatch run`'s pool).
 	Processes, Concurrency, Batch int
-	Tick, Lease                   time.Duration
+	PollInterval, Lease           time.Duration
 	// LoadBatch is the number of schedules per insert while seeding.
 	LoadBatch int
 	// Budget bounds the time from the schedules becoming due to the last
@@ -253,7 +253,7 @@ func (r *run) spawn(ctx context.Context) error {
 			"--backend", strings.ToLower(r.o.Backend), "--dsn", r.dsn, "--table", r.table, "--migrate=false",
 			"--http", "", "--maintenance=false", "--worker-id", w.id,
 			"--concurrency", fmt.Sprint(r.o.Concurrency), "--batch", fmt.Sprint(r.o.Batch),
-			"--tick", r.o.Tick.String(), "--lease", r.o.Lease.String(), "--log-level", "warn")
+			"--poll-interval", r.o.PollInterval.String(), "--lease", r.o.Lease.String(), "--log-level", "warn")
 		w.cmd = exec.CommandContext(ctx, r.o.Command[0], args...)
 		w.cmd.Cancel = func() error { return w.cmd.Process.Signal(syscall.SIGTERM) } // drain, not SIGKILL
 		w.cmd.WaitDelay = 30 * time.Second

@@ -281,7 +281,7 @@ func logRun(ctx context.Context, o Options, db *gorm.DB, url string) (write, rel
 			return 0, 0, 0, err
 		}
 		r, err := outbox.NewLogRelay(lg, pubs.wrap(pub), outbox.LogRelayConfig{LogReaderConfig: outbox.LogReaderConfig{
-			Reader: "bench", Holder: fmt.Sprintf("relay-%d", i), Leases: leases, LogTable: name, Batch: o.Batch,
+			Reader: "bench", WorkerID: fmt.Sprintf("relay-%d", i), Leases: leases, LogTable: name, Batch: o.Batch,
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		}})
 		if err != nil {

@@ -54,8 +54,8 @@ func (v *variant) relayConfig(i int) outbox.RelayConfig {
 		window = 1
 	}
 	return outbox.RelayConfig{
-		WorkerID: fmt.Sprintf("bench-%s-%d", v.tag, i), BatchSize: v.o.Batch, Concurrency: v.o.Workers, Window: window, Lease: v.o.Lease,
-		PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, MarkTimeout: v.o.Lease, Logger: v.o.Logger,
+		WorkerID: fmt.Sprintf("bench-%s-%d", v.tag, i), BatchSize: v.o.Batch, Loops: v.o.Workers, Window: window, Lease: v.o.Lease,
+		PollInterval: 5 * time.Millisecond, MaxPollInterval: 20 * time.Millisecond, WriteTimeout: v.o.Lease, Logger: v.o.Logger,
 	}
 }
 
