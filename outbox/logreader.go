@@ -101,7 +101,7 @@ func (c *LogReaderConfig) defaults() error {
 	if c.Batch < 1 || c.PollInterval <= 0 {
 		return argerr.Errorf("log reader %q: batch %d, poll interval %v", c.Reader, c.Batch, c.PollInterval)
 	}
-	return driver.CheckLeaseTTL(c.Lease)
+	return driver.CheckLease(c.Lease)
 }
 
 // Consume reads the log as reader cfg.Reader until ctx ends: it takes the

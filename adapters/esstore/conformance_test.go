@@ -31,7 +31,7 @@ func TestConformance(t *testing.T) {
 			},
 			Leases: func(t *testing.T) coord.LeaseStore { return newLeases(t, newFake(t).URL()) },
 			// A lease has no connection to kill: a dead holder's lease
-			// expires after esstore.DefaultLockTTL (see TestTryLockExpired).
+			// expires after esstore.DefaultLockLease (see TestTryLockExpired).
 			Skip: []string{conformance.CheckLockHolderKilled},
 		})
 	})

@@ -17,20 +17,30 @@ import (
 	"github.com/claimstore/claimstore/dao/driver"
 )
 
-// DefaultLockTTL is the lease of an Elasticsearch try-lock unless
-// [WithLockTTL] sets another: the holder renews it every third of it
+// DefaultLockLease is the lease of an Elasticsearch try-lock unless
+// [WithLockLease] sets another: the holder renews it every third of it
 // while its unit of work runs, and a holder that dies without releasing
 // it keeps the lock until it expires.
-const DefaultLockTTL = 30 * time.Second
+const DefaultLockLease = 30 * time.Second
 
-// WithLockTTL sets the lease of the store's try-locks (default
-// [DefaultLockTTL]): how long a dead holder keeps a lock, and a third of
+// DefaultLockTTL is [DefaultLockLease].
+//
+// Deprecated: use DefaultLockLease.
+const DefaultLockTTL = DefaultLockLease
+
+// WithLockTTL is [WithLockLease].
+//
+// Deprecated: use WithLockLease.
+func WithLockTTL(d time.Duration) Option { return WithLockLease(d) }
+
+// WithLockLease sets the lease of the store's try-locks (default
+// [DefaultLockLease]): how long a dead holder keeps a lock, and a third of
 // it the renewal interval. It must be well above the clock skew between
 // servers. d < 1ms makes New fail with dao.ErrInvalidArgument.
-func WithLockTTL(d time.Duration) Option {
+func WithLockLease(d time.Duration) Option {
 	return func(o *options) error {
 		if d < time.Millisecond {
-			return fmt.Errorf("%w: lock TTL %v", dao.ErrInvalidArgument, d)
+			return fmt.Errorf("%w: lock lease %v", dao.ErrInvalidArgument, d)
 		}
 		o.lockTTL = d
 		return nil
@@ -71,7 +81,7 @@ var errLeaseLost = errors.New("lease lost")
 // when there is no document, if_seq_no and if_primary_term when the
 // lease there has expired or was released; a version conflict, or a lease
 // that has not expired, is (false, nil) at once. While fn runs the lease
-// is renewed every third of its TTL ([WithLockTTL]) by the same
+// is renewed every third of its TTL ([WithLockLease]) by the same
 // conditioned write; a renewal that fails (the lease was taken over after
 // a pause longer than the TTL) cancels fn's context, and TryLock then returns an error
 // wrapping dao.ErrConflict. When fn returns or panics the lease is

@@ -84,7 +84,7 @@ func TestTryLockExpired(t *testing.T) {
 func TestTryLockLeaseLost(t *testing.T) {
 	fake := newFake(t)
 	const ttl = 150 * time.Millisecond
-	s := newStore[conformance.Job](t, fake.URL(), esstore.WithLockTTL(ttl))
+	s := newStore[conformance.Job](t, fake.URL(), esstore.WithLockLease(ttl))
 	ctx := context.Background()
 	ran, err := coord.WithLock(ctx, s, "long", func(ctx context.Context, _ any) error {
 		time.Sleep(4 * ttl)

@@ -151,7 +151,7 @@ func newDriver[T any](client *elasticsearch.Client, opts ...Option) (*esDriver[T
 	if client == nil {
 		return nil, fmt.Errorf("%w: nil client", dao.ErrInvalidArgument)
 	}
-	o := options{refresh: RefreshWaitFor, pageSize: DefaultPageSize, lockTTL: DefaultLockTTL}
+	o := options{refresh: RefreshWaitFor, pageSize: DefaultPageSize, lockTTL: DefaultLockLease}
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
 			return nil, err

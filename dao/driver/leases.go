@@ -81,8 +81,13 @@ type LeaseStore interface {
 // every MySQL row format.
 const MaxLeaseID = 191
 
-// MaxLeaseTTL is the longest lease a [LeaseStore] accepts: 24 hours.
-const MaxLeaseTTL = 24 * time.Hour
+// MaxLease is the longest lease a [LeaseStore] accepts: 24 hours.
+const MaxLease = 24 * time.Hour
+
+// MaxLeaseTTL is [MaxLease].
+//
+// Deprecated: use MaxLease.
+const MaxLeaseTTL = MaxLease
 
 // CheckLeaseID returns an error wrapping [ErrInvalidArgument] when id
 // (an election name or a holder id; what names it in the message) is
@@ -100,18 +105,23 @@ func CheckLeaseID(what, id string) error {
 	return nil
 }
 
-// CheckLeaseTTL returns an error wrapping [ErrInvalidArgument] when ttl
-// is not a whole number of milliseconds between 1 ms and [MaxLeaseTTL],
-// and nil otherwise.
-func CheckLeaseTTL(ttl time.Duration) error {
-	if ttl < time.Millisecond || ttl > MaxLeaseTTL || ttl%time.Millisecond != 0 {
-		return fmt.Errorf("%w: lease TTL %v is not a whole number of milliseconds from 1ms to %v", ErrInvalidArgument, ttl, MaxLeaseTTL)
+// CheckLease returns an error wrapping [ErrInvalidArgument] when the
+// lease length lease is not a whole number of milliseconds between 1 ms
+// and [MaxLease], and nil otherwise.
+func CheckLease(lease time.Duration) error {
+	if lease < time.Millisecond || lease > MaxLease || lease%time.Millisecond != 0 {
+		return fmt.Errorf("%w: lease %v is not a whole number of milliseconds from 1ms to %v", ErrInvalidArgument, lease, MaxLease)
 	}
 	return nil
 }
 
+// CheckLeaseTTL is [CheckLease].
+//
+// Deprecated: use CheckLease.
+func CheckLeaseTTL(ttl time.Duration) error { return CheckLease(ttl) }
+
 // CheckAcquire checks the arguments of [LeaseStore.AcquireLease] with
-// [CheckLeaseID] and [CheckLeaseTTL].
+// [CheckLeaseID] and [CheckLease].
 func CheckAcquire(name, holder string, ttl time.Duration) error {
 	if err := CheckLeaseID("name", name); err != nil {
 		return err
@@ -119,5 +129,5 @@ func CheckAcquire(name, holder string, ttl time.Duration) error {
 	if err := CheckLeaseID("holder", holder); err != nil {
 		return err
 	}
-	return CheckLeaseTTL(ttl)
+	return CheckLease(ttl)
 }

@@ -57,7 +57,7 @@ func TestDefaultsTable(t *testing.T) {
 		{"sqlstore.OpenConnMaxIdleTime", sqlstore.OpenConnMaxIdleTime},
 		{"driver.DefaultTimePrecision", driver.DefaultTimePrecision},
 		{"esstore.DefaultPageSize", "10,000"},
-		{"esstore.DefaultLockTTL", esstore.DefaultLockTTL},
+		{"esstore.DefaultLockLease", esstore.DefaultLockLease},
 		{"esstore.DefaultLeaseIndex", esstore.DefaultLeaseIndex},
 		{"coord.DefaultLeaderLease", coord.DefaultLeaderLease},
 		{"dialects.DefaultLeaseTable", dialects.DefaultLeaseTable},
