@@ -63,7 +63,8 @@ PostgreSQL backends serving the run, when the server is local.`,
 	f, r := cmd.Flags(), &o.run
 	f.IntVar(&r.Messages, "messages", 100000, "messages per variant")
 	f.IntVar(&r.Relays, "relays", 2, "relays, each with its own NATS connection")
-	f.IntVar(&r.Workers, "workers", 4, "batches in flight per relay")
+	f.IntVar(&r.Workers, "loops", 4, "batch loops per relay (outbox.RelayConfig.Loops): batches in flight per relay")
+	cli.DeprecatedAlias(f, "workers", "loops")
 	f.IntVar(&r.Batch, "batch", 500, "messages claimed per batch")
 	f.IntVar(&r.Window, "window", 4, "batches each worker keeps claimed and not yet marked (outbox.RelayConfig.Window; 1: claim, publish, mark, then the next claim)")
 	f.IntVar(&r.Writers, "writers", 2, "concurrent writers")
@@ -88,7 +89,7 @@ func checkBenchOutbox(o benchOutboxOptions) ([]string, error) {
 	var c cli.FlagChecks
 	cli.AtLeast(&c, "messages", r.Messages, 1)
 	cli.AtLeast(&c, "relays", r.Relays, 1)
-	cli.AtLeast(&c, "workers", r.Workers, 1)
+	cli.AtLeast(&c, "loops", r.Workers, 1)
 	cli.AtLeast(&c, "batch", r.Batch, 1)
 	cli.Between(&c, "window", r.Window, 1, outbox.MaxWindow)
 	cli.AtLeast(&c, "writers", r.Writers, 1)

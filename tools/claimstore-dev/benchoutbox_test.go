@@ -11,7 +11,7 @@ import (
 // the report on stdout.
 func TestBenchOutboxCommand(t *testing.T) {
 	out, errOut, err := execCLI(context.Background(), "--backend", "memory", "--dsn", "", "--log-level", "warn",
-		"bench", "outbox", "--messages", "300", "--relays", "1", "--workers", "2", "--batch", "50", "--writers", "2",
+		"bench", "outbox", "--messages", "300", "--relays", "1", "--loops", "2", "--batch", "50", "--writers", "2",
 		"--write-batch", "100", "--window", "3", "--nats-url", "", "--variants", "batched", "--prefill", "--quiet=false")
 	if err != nil {
 		t.Fatalf("bench outbox: %v\n%s\n%s", err, out, errOut)

@@ -50,9 +50,9 @@ func TestNumericFlagsNamed(t *testing.T) {
 	base := map[string][]string{
 		"claimstore-dev bench":          {"--backend", "memory", "--rows", "10", "--workers", "1", "--batch", "1", "--quiet"},
 		"claimstore-dev bench dispatch": {"--backend", "sqlite", "--dsn", none, "--quiet"},
-		"claimstore-dev bench outbox":   {"--backend", "memory", "--messages", "10", "--relays", "1", "--workers", "1", "--batch", "1", "--writers", "1", "--write-batch", "5", "--quiet", "--nats-url", nats},
+		"claimstore-dev bench outbox":   {"--backend", "memory", "--messages", "10", "--relays", "1", "--loops", "1", "--batch", "1", "--writers", "1", "--write-batch", "5", "--quiet", "--nats-url", nats},
 		"claimstore-dev bench log":      {"--backend", "sqlite", "--dsn", none, "--messages", "10", "--quiet", "--nats-url", nats},
-		"claimstore-dev demo":           {"--backend", "memory", "--messages", "10", "--relays", "1", "--workers", "1", "--batch", "1", "--writers", "1", "--quiet", "--nats-url", nats},
+		"claimstore-dev demo":           {"--backend", "memory", "--messages", "10", "--relays", "1", "--loops", "1", "--batch", "1", "--writers", "1", "--quiet", "--nats-url", nats},
 		"claimstore-dev demo dispatch":  {"--backend", "sqlite"},
 		"claimstore-dev soak":           {"--backend", "postgres"},
 		"claimstore-dev soak child":     {"--dir", dir, "--slot", "w1"},

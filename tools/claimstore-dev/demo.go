@@ -46,7 +46,8 @@ memory), --nats-url an external NATS server instead of the embedded one.`,
 	f, r := cmd.Flags(), &o.run
 	f.IntVar(&r.Messages, "messages", 10000, "business rows (and messages) to write")
 	f.IntVar(&r.Relays, "relays", 4, "relays running concurrently, each with its own NATS connection")
-	f.IntVar(&r.Workers, "workers", 2, "batches in flight per relay")
+	f.IntVar(&r.Workers, "loops", 2, "batch loops per relay (outbox.RelayConfig.Loops): batches in flight per relay")
+	cli.DeprecatedAlias(f, "workers", "loops")
 	f.IntVar(&r.Batch, "batch", 100, "messages claimed per batch")
 	f.DurationVar(&r.Lease, "lease", 10*time.Second, "lease of a claimed batch")
 	f.IntVar(&r.Writers, "writers", 4, "concurrent writers of business rows")
@@ -76,7 +77,7 @@ func runDemo(cmd *cobra.Command, o demoOptions) error {
 	var c cli.FlagChecks
 	cli.AtLeast(&c, "messages", r.Messages, 1)
 	cli.AtLeast(&c, "relays", r.Relays, 1)
-	cli.AtLeast(&c, "workers", r.Workers, 1)
+	cli.AtLeast(&c, "loops", r.Workers, 1)
 	cli.AtLeast(&c, "batch", r.Batch, 1)
 	cli.Above(&c, "lease", r.Lease, 0)
 	cli.AtLeast(&c, "writers", r.Writers, 1)

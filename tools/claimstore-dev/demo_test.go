@@ -9,7 +9,7 @@ import (
 // The command runs the demo with its flags and prints the verdict.
 func TestDemoCommand(t *testing.T) {
 	out, errOut, err := execCLI(context.Background(), "--backend", "memory", "--dsn", "", "--log-level", "warn",
-		"demo", "--messages", "120", "--relays", "2", "--workers", "2", "--batch", "10", "--writers", "2", "--per-tx", "4",
+		"demo", "--messages", "120", "--relays", "2", "--loops", "2", "--batch", "10", "--writers", "2", "--per-tx", "4",
 		"--nats-url", "", "--table", "", "--quiet=false")
 	if err != nil {
 		t.Fatalf("demo: %v\n%s\n%s", err, out, errOut)
