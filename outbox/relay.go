@@ -302,7 +302,7 @@ func (r *Relay) loop(ctx context.Context, worker string) error {
 	log := r.log.With("loop", worker)
 	w := r.newWindow(ctx, log, worker)
 	defer w.drain()
-	b := batchloop.Backoff{Poll: r.cfg.PollInterval, Max: r.cfg.MaxPollInterval, Jitter: 0.2}
+	b := batchloop.Backoff{PollInterval: r.cfg.PollInterval, Max: r.cfg.MaxPollInterval, Jitter: 0.2}
 	loop := batchloop.Loop{
 		Log:   log,
 		Ready: w.acquire,

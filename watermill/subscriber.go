@@ -710,7 +710,7 @@ func (s *Subscriber) consume(ctx context.Context, topic, worker string, out chan
 		}
 		return batchloop.Idle, err
 	}
-	b := batchloop.Backoff{Poll: s.cfg.PollInterval, Max: s.cfg.MaxPollInterval}
+	b := batchloop.Backoff{PollInterval: s.cfg.PollInterval, Max: s.cfg.MaxPollInterval}
 	loop := batchloop.Loop{Log: log, Claim: turn, Wait: b.Wait}
 	if err := loop.Run(ctx); err != nil {
 		log.Error("subscription stopped: the store refused its claim or fan-out", "err", err)

@@ -124,13 +124,13 @@ func (f *Failures) end(how string) {
 }
 
 // Backoff paces a loop by its poll interval: Again claims at once, Short
-// waits Poll, Idle waits Poll after the first idle turn and twice the
+// waits PollInterval, Idle waits PollInterval after the first idle turn and twice the
 // previous wait after each further one, up to Max. Each wait is shortened
 // by up to Jitter of itself at random (0.2: up to 20 %), so that loops
 // that started together do not poll in step.
 type Backoff struct {
-	Poll, Max time.Duration
-	Jitter    float64
+	PollInterval, Max time.Duration
+	Jitter            float64
 
 	idle time.Duration
 }
@@ -144,10 +144,10 @@ func (b *Backoff) Wait(ctx context.Context, next Next) bool {
 		return ctx.Err() == nil
 	case Short:
 		b.idle = 0
-		return b.sleep(ctx, b.Poll)
+		return b.sleep(ctx, b.PollInterval)
 	default:
 		if b.idle == 0 {
-			b.idle = b.Poll
+			b.idle = b.PollInterval
 		} else {
 			b.idle = min(2*b.idle, b.Max)
 		}

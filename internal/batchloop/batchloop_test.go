@@ -85,7 +85,7 @@ func TestLoopRun(t *testing.T) {
 
 // Backoff: Again and Short reset the idle wait, which doubles up to Max.
 func TestBackoff(t *testing.T) {
-	b := Backoff{Poll: time.Millisecond, Max: 4 * time.Millisecond}
+	b := Backoff{PollInterval: time.Millisecond, Max: 4 * time.Millisecond}
 	ctx := context.Background()
 	var idles []time.Duration
 	for _, n := range []Next{Idle, Idle, Idle, Idle, Short, Idle, Again, Idle} {
