@@ -28,7 +28,7 @@ import (
 const idleWindow = 10 * time.Second
 
 // BenchmarkIdleQueries counts the statements an idle client (one queue,
-// no job, the library's defaults: tick 1 s, poll interval 25 ms) sends
+// no job, the library's defaults: poll interval 1 s, signal interval 25 ms) sends
 // to its database per second, on SQLite (every statement the SQLite
 // library starts on the client's connections: sqlite3_trace_v2,
 // SQLITE_TRACE_STMT) and MariaDB (every COM_QUERY, COM_STMT_PREPARE and

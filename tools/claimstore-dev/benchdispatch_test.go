@@ -41,7 +41,7 @@ func TestBenchDispatchSQLite(t *testing.T) {
 		t.Fatalf("bench dispatch: %v\n%s\n%s", err, out, errOut)
 	}
 	for _, re := range []string{
-		`bench dispatch: 2000 once schedules due at once, 2 worker processes x 16 fires at once \(claims of up to 8, tick 100ms, lease 30s\); table dispatch_bench_[0-9a-f]{8}\n`,
+		`bench dispatch: 2000 once schedules due at once, 2 worker processes x 16 fires at once \(claims of up to 8, poll interval 100ms, lease 30s\); table dispatch_bench_[0-9a-f]{8}\n`,
 		`machine:     \d+ CPU cores, \S+/\S+, go\S+`,
 		`backend:     sqlite \(SQLite 3\.\d+\.\d+\)`,
 		`seeded:      2000 schedules in `,

@@ -283,8 +283,8 @@ func testJobsCommands(t *testing.T, s *cliJobs) {
 	// is not in the queue table, and its job was deleted: it cannot be
 	// paused or resumed (not found) until it has a job again.
 	out = s.must(t, append([]string{"queues", "list"}, qflags...)...)
-	if !regexp.MustCompile(`^QUEUE\s+STATUS\s+AVAILABLE\s+SCHEDULED\s+RUNNING\s+RETRYABLE\s+COMPLETED\s+CANCELLED\s+DISCARDED\n` +
-		`default\s+active\s+0\s+0\s+1\s+0\s+0\s+0\s+0\n$`).MatchString(out) {
+	if !regexp.MustCompile(`^QUEUE\s+STATUS\s+PENDING\s+AVAILABLE\s+SCHEDULED\s+RUNNING\s+RETRYABLE\s+COMPLETED\s+CANCELLED\s+DISCARDED\n` +
+		`default\s+active\s+0\s+0\s+0\s+1\s+0\s+0\s+0\s+0\n$`).MatchString(out) {
 		t.Errorf("queues list:\n%s", out)
 	}
 	for _, op := range []string{"pause", "resume"} {
@@ -298,7 +298,7 @@ func testJobsCommands(t *testing.T, s *cliJobs) {
 	if out := s.must(t, append([]string{"queues", "pause", "mail"}, qflags...)...); out != "paused: mail\n" {
 		t.Errorf("queues pause: %q", out)
 	}
-	if out := s.must(t, append([]string{"queues", "list"}, qflags...)...); !regexp.MustCompile(`(?m)^mail\s+paused since \S+Z\s+0\s+1\s+0\s+0\s+0\s+0\s+0$`).MatchString(out) {
+	if out := s.must(t, append([]string{"queues", "list"}, qflags...)...); !regexp.MustCompile(`(?m)^mail\s+paused since \S+Z\s+0\s+0\s+1\s+0\s+0\s+0\s+0\s+0$`).MatchString(out) {
 		t.Errorf("queues list after the pause:\n%s", out)
 	}
 	s.must(t, append([]string{"queues", "pause", "default"}, qflags...)...)
