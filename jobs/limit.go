@@ -221,18 +221,28 @@ func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req da
 	st := tx.jobs()
 	running := map[string]int{}
 	if l.lim.Max > 0 {
-		live, err := st.Find(ctx, dao.Query{Where: dao.And(
+		live := dao.And(
 			dao.Eq(ColState, string(StateAvailable)), dao.Eq(ColQueue, l.queue),
 			dao.Ne(ColLeaseOwner, ""), dao.NotNull(ColLeaseUntil), dao.Gt(ColLeaseUntil, now),
-		)})
-		if err != nil {
-			return nil, 0, fmt.Errorf("count running jobs: %w", err)
-		}
-		for i := range live {
-			running[l.lim.partition(&live[i])]++
-		}
-		if !l.lim.partitioned() && running[""] >= l.lim.Max {
-			return nil, 0, nil
+		)
+		if !l.lim.partitioned() {
+			// One partition: a COUNT, no running row read.
+			n, err := st.Count(ctx, live)
+			if err != nil {
+				return nil, 0, fmt.Errorf("count running jobs: %w", err)
+			}
+			if n >= int64(l.lim.Max) {
+				return nil, 0, nil
+			}
+			running[""] = int(n)
+		} else {
+			rows, err := st.Find(ctx, dao.Query{Where: live})
+			if err != nil {
+				return nil, 0, fmt.Errorf("count running jobs: %w", err)
+			}
+			for i := range rows {
+				running[l.lim.partition(&rows[i])]++
+			}
 		}
 	}
 	scan := req.Limit
