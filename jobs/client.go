@@ -578,12 +578,16 @@ func (c *Client) newQueueWorker(name string, qc QueueConfig) (*dispatch.Worker[R
 		Key:        func(r *Row) any { return r.ID },
 		OwnerField: ColLeaseOwner,
 		UntilField: ColLeaseUntil,
-		Due: func(now time.Time) dao.Criteria {
+		// An available job is due: whoever made it available (an insert,
+		// the scheduler, a promotion) judged its time come by its own
+		// clock. Reading scheduled_at again by this client's clock would
+		// leave a job inserted to run now by a process whose estimate of
+		// the database's clock runs ahead unclaimed until the next tick.
+		Due: func(time.Time) dao.Criteria {
 			return dao.And(
 				dao.Eq(ColState, string(StateAvailable)),
 				dao.Eq(ColQueue, name),
 				c.kindsIn,
-				dao.Le(ColScheduledAt, now),
 				dao.LtField(ColAttempt, ColMaxAttempts),
 				dao.IsNull(ColCancelRequestedAt),
 			)

@@ -244,7 +244,7 @@ func createV1(db *gorm.DB, table string, dialect dialects.Name) error {
 // index becomes partial, (scheduled_at) WHERE state IN ('scheduled',
 // 'retryable'), as on PostgreSQL. Without statistics (no ANALYZE has run,
 // as on a new table) SQLite's planner takes the version 1 index (state,
-// scheduled_at) for a queue's claim (state = ? AND scheduled_at <= ?)
+// scheduled_at) for a queue's claim (state = ?)
 // over the fetch index, then sorts: every claim reads all the available
 // jobs of every queue. A partial index serves only a query whose WHERE
 // clause implies its own (SQLite documentation, "Partial Indexes",
