@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -266,6 +267,7 @@ func testJobSequence(t *testing.T, h JobsHarness) {
 				if got := waitJob(t, c.Client, b.ID, time.Second, "read", func(*jobs.Row) bool { return true }); got.State != jobs.StatePending {
 					t.Fatalf("job after a %s job of a stopping sequence is %s, want pending", s.final, got.State)
 				}
+				checkHeldSequence(t, c.Client, s.key, a.ID, b.ID, s.final)
 				if s.final == jobs.StateCancelled {
 					// A cancelled job that retries cancels again: delete it.
 					if _, err := c.Delete(ctx, a.ID); err != nil {
@@ -336,6 +338,7 @@ func testJobBatch(t *testing.T, h JobsHarness) {
 		if cb, err := cs[0].Get(ctx, res.Callback.ID); err != nil || cb.State != jobs.StatePending {
 			t.Fatalf("callback before the batch's end: %v, %v; want pending", cb, err)
 		}
+		checkBatchInfo(t, cs[0].Client, res, size, nil)
 		close(l.gate)
 		cb := waitJob(t, cs[0].Client, res.Callback.ID, 60*time.Second, "completed", inState(jobs.StateCompleted))
 		time.Sleep(10 * jobsTick) // room for a second run, should one come
@@ -357,9 +360,79 @@ func testJobBatch(t *testing.T, h JobsHarness) {
 		if ok != 20 {
 			t.Fatalf("completed jobs ran %d times in all, want 20", ok)
 		}
+		checkBatchInfo(t, cs[0].Client, res, size, map[jobs.State]int64{jobs.StateCompleted: 20, jobs.StateCancelled: 5, jobs.StateDiscarded: 5})
 		for _, c := range cs {
 			c.stop()
 		}
+	}
+}
+
+// checkHeldSequence checks what Client.Sequences and a listing by
+// sequence key report of sequence key, held by job head, ended final
+// without releasing it, with job next waiting behind it.
+func checkHeldSequence(t *testing.T, c *jobs.Client, key string, head, next int64, final jobs.State) {
+	t.Helper()
+	ctx := context.Background()
+	seqs, err := c.Sequences(ctx, jobs.SequenceParams{Key: key})
+	if err != nil {
+		t.Fatalf("sequences %s: %v", key, err)
+	}
+	if len(seqs) != 1 || seqs[0].Key != key || seqs[0].Head == nil || seqs[0].Head.ID != head || seqs[0].Head.State != final || seqs[0].Waiting != 1 {
+		t.Fatalf("sequences %s: %+v; want one, head job %d %s, 1 waiting", key, seqs, head, final)
+	}
+	all, err := c.Sequences(ctx, jobs.SequenceParams{Limit: jobs.MaxListLimit})
+	if err != nil {
+		t.Fatalf("sequences: %v", err)
+	}
+	if !slices.ContainsFunc(all, func(s jobs.SequenceInfo) bool { return s.Key == key && s.Head != nil && s.Head.ID == head }) {
+		t.Fatalf("sequences: %+v; want %s held by job %d among them", all, key, head)
+	}
+	rows, err := c.List(ctx, jobs.ListParams{SequenceKey: key, Ascending: true})
+	if err != nil {
+		t.Fatalf("list sequence %s: %v", key, err)
+	}
+	if len(rows) != 2 || rows[0].ID != head || rows[1].ID != next || rows[1].State != jobs.StatePending {
+		t.Fatalf("list sequence %s: %d jobs %v; want jobs %d and %d (pending)", key, len(rows), rows, head, next)
+	}
+	if _, err := c.Sequences(ctx, jobs.SequenceParams{Limit: -1}); !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Fatalf("sequences with limit -1: %v, want dao.ErrInvalidArgument", err)
+	}
+}
+
+// checkBatchInfo checks what Client.Batch and a listing by batch id
+// report of batch res, of size jobs: the counts of its final jobs when
+// final is set, else none final but cancelled ones (its jobs run or
+// were cancelled; counted one state after another, a job cancelled
+// meanwhile may be counted twice), and its callback pending until then.
+func checkBatchInfo(t *testing.T, c *jobs.Client, res *jobs.BatchResult, size int, final map[jobs.State]int64) {
+	t.Helper()
+	ctx := context.Background()
+	info, err := c.Batch(ctx, res.ID)
+	if err != nil {
+		t.Fatalf("batch %s: %v", res.ID, err)
+	}
+	if info.ID != res.ID || info.Total != size || info.Callback == nil || info.Callback.ID != res.Callback.ID {
+		t.Fatalf("batch %s: %+v; want %d jobs and callback %d", res.ID, info, size, res.Callback.ID)
+	}
+	if final == nil {
+		if info.Counts[jobs.StateCompleted]+info.Counts[jobs.StateDiscarded] != 0 || info.Callback.State != jobs.StatePending {
+			t.Fatalf("batch %s while its jobs run: counts %v, callback %s; want none completed or discarded, callback pending", res.ID, info.Counts, info.Callback.State)
+		}
+	} else if !maps.Equal(info.Counts, final) {
+		t.Fatalf("batch %s ended: counts %v, want %v", res.ID, info.Counts, final)
+	}
+	rows, err := c.List(ctx, jobs.ListParams{BatchID: res.ID, Limit: jobs.MaxListLimit})
+	if err != nil {
+		t.Fatalf("list batch %s: %v", res.ID, err)
+	}
+	if len(rows) != size+1 {
+		t.Fatalf("list batch %s: %d jobs, want its %d and the callback", res.ID, len(rows), size)
+	}
+	if _, err := c.Batch(ctx, "no-such-batch"); !errors.Is(err, dao.ErrNotFound) {
+		t.Fatalf("batch no-such-batch: %v, want dao.ErrNotFound", err)
+	}
+	if _, err := c.Batch(ctx, ""); !errors.Is(err, dao.ErrInvalidArgument) {
+		t.Fatalf("batch \"\": %v, want dao.ErrInvalidArgument", err)
 	}
 }
 

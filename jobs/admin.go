@@ -48,6 +48,11 @@ type ListParams struct {
 	// MinID and MaxID, when > 0, select jobs whose id is at least MinID
 	// and at most MaxID.
 	MinID, MaxID int64
+	// SequenceKey selects the jobs of one sequence ([SequenceOpts].Key).
+	SequenceKey string
+	// BatchID selects the jobs of one batch and its callback job
+	// ([BatchResult].ID).
+	BatchID string
 	// BeforeID, when > 0, selects jobs whose id is smaller: the next page
 	// after a page of the id order whose last id it is (After does this
 	// for every order).
@@ -359,6 +364,12 @@ func (p ListParams) criteria(now time.Time) (dao.Criteria, error) {
 	}
 	if p.BeforeID > 0 {
 		and = append(and, dao.Lt(ColID, p.BeforeID))
+	}
+	if p.SequenceKey != "" {
+		and = append(and, dao.Eq(ColSequenceKey, p.SequenceKey))
+	}
+	if p.BatchID != "" {
+		and = append(and, dao.Or(dao.Eq(ColBatchID, p.BatchID), dao.Eq(ColBatchCallback, p.BatchID)))
 	}
 	return dao.And(and...), nil
 }
