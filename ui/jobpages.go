@@ -98,8 +98,12 @@ type jobList struct {
 	Tags     []string `json:"tags,omitempty"`
 	Priority int      `json:"priority,omitempty"`
 	Metadata string   `json:"metadata,omitempty"`
-	Before   int64    `json:"before,omitempty"`
-	Limit    int      `json:"limit"`
+	// Sequence and Batch select the jobs of one sequence (by key) and of
+	// one batch (with its callback).
+	Sequence string `json:"sequence,omitempty"`
+	Batch    string `json:"batch,omitempty"`
+	Before   int64  `json:"before,omitempty"`
+	Limit    int    `json:"limit"`
 	// Counts are the jobs of each state, of the queue selected (all
 	// queues when none).
 	Counts []Count        `json:"counts"`
@@ -130,8 +134,8 @@ type stateTab struct {
 // jobFilter reads the job list's parameters from q: t (the table), state
 // (any number of them, repeated or comma-separated), queue, kind, tag
 // (any number, repeated or separated by commas or spaces), priority,
-// metadata (a JSON object the jobs' metadata contains), before (an id)
-// and limit. Errors wrap dao.ErrInvalidArgument, or dao.ErrNotFound for
+// metadata (a JSON object the jobs' metadata contains), sequence (a
+// sequence key), batch (a batch id), before (an id) and limit. Errors wrap dao.ErrInvalidArgument, or dao.ErrNotFound for
 // an unknown table.
 func (h *Handler) jobFilter(q url.Values) (*jobSource, jobList, error) {
 	var l jobList
@@ -177,6 +181,7 @@ func (h *Handler) jobFilter(q url.Values) (*jobSource, jobList, error) {
 		}
 		l.Metadata = v
 	}
+	l.Sequence, l.Batch = q.Get("sequence"), strings.TrimSpace(q.Get("batch"))
 	if v := q.Get("before"); v != "" {
 		if l.Before, err = parseJobID(v); err != nil {
 			return nil, l, fmt.Errorf("before: %w", err)
@@ -220,6 +225,12 @@ func (l *jobList) query(states ...string) url.Values {
 	if l.Metadata != "" {
 		v.Set("metadata", l.Metadata)
 	}
+	if l.Sequence != "" {
+		v.Set("sequence", l.Sequence)
+	}
+	if l.Batch != "" {
+		v.Set("batch", l.Batch)
+	}
 	if l.Limit != defaultJobPage {
 		v.Set("limit", strconv.Itoa(l.Limit))
 	}
@@ -236,7 +247,7 @@ func (s *jobSource) list(ctx context.Context, l *jobList) error {
 	for _, st := range jobs.States() {
 		l.Counts = append(l.Counts, Count{Status: string(st), N: counts[st]})
 	}
-	p := jobs.ListParams{Queue: l.Queue, Kind: l.Kind, Tags: l.Tags, BeforeID: l.Before, Limit: l.Limit + 1}
+	p := jobs.ListParams{Queue: l.Queue, Kind: l.Kind, Tags: l.Tags, SequenceKey: l.Sequence, BatchID: l.Batch, BeforeID: l.Before, Limit: l.Limit + 1}
 	if l.Priority > 0 {
 		p.Priorities = []int{l.Priority}
 	}

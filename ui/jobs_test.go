@@ -458,3 +458,59 @@ func TestJobsSourceNeedsNameAndClient(t *testing.T) {
 		t.Errorf("no name: %v", err)
 	}
 }
+
+// TestJobPagesWaits: the job list by sequence and by batch, and the job
+// page's links to them, with a sequence key that would be markup,
+// escaped, on each backend.
+func TestJobPagesWaits(t *testing.T) {
+	forEachJobs(t, func(t *testing.T, e *jobEnv) {
+		ctx := context.Background()
+		srv := e.serve(t, ui.Config{})
+		key := xssScript
+		seq := func(n int) jobs.InsertParams {
+			return jobs.InsertParams{Args: flakyArgs{N: n}, Opts: &jobs.InsertOpts{Queue: "waits", Sequence: jobs.SequenceOpts{Key: key}}}
+		}
+		res, err := e.c.InsertMany(ctx, []jobs.InsertParams{seq(1), seq(2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, next := res[0].Job.ID, res[1].Job.ID
+		b, err := e.c.InsertBatch(ctx, []jobs.InsertParams{{Args: flakyArgs{N: 3}, Opts: &jobs.InsertOpts{Queue: "waits"}}}, jobs.BatchOpts{Callback: flakyArgs{N: 4}, CallbackOpts: &jobs.InsertOpts{Queue: "waits"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		api := srv.URL + "/api/jobs?t=" + e.table
+		for q, want := range map[string][]int64{
+			"sequence=" + url.QueryEscape(key): {next, head},
+			"sequence=other":                   {},
+			"batch=" + b.ID:                    {b.Callback.ID, b.Jobs[0].Job.ID},
+			"batch=" + b.ID + "&state=pending": {b.Callback.ID},
+		} {
+			var l jobList
+			if code := getJSON(t, api+"&"+q, &l); code != http.StatusOK {
+				t.Fatalf("api/jobs?%s: %d", q, code)
+			}
+			if got := ids(l.Jobs); !slices.Equal(got, want) {
+				t.Errorf("api/jobs?%s: %v, want %v", q, got, want)
+			}
+		}
+		var d struct{ Job jobadmin.Job }
+		if getJSON(t, srv.URL+"/api/job?t="+e.table+"&id="+itoa(head), &d); d.Job.SequenceKey != key || !d.Job.SequenceHead {
+			t.Errorf("api/job of the sequence's head: sequence %q, head %v", d.Job.SequenceKey, d.Job.SequenceHead)
+		}
+		// The key, percent-encoded in the link (hex digits in either case)
+		// and escaped in the text.
+		_, _, page := get(t, client(t), srv.URL+"/job?t="+e.table+"&id="+itoa(head))
+		if strings.Contains(page, xssScript) || !strings.Contains(strings.ToLower(page), strings.ToLower(`href="jobs?t=`+e.table+`&amp;sequence=`+url.QueryEscape(key)+`"`)) || !strings.Contains(page, "(holds it)") {
+			t.Errorf("job page of the sequence's head: want a link to the sequence, escaped\n%s", page)
+		}
+		_, _, page = get(t, client(t), srv.URL+"/job?t="+e.table+"&id="+itoa(b.Callback.ID))
+		if !strings.Contains(page, `href="jobs?t=`+e.table+`&amp;batch=`+b.ID+`"`) || !strings.Contains(page, "(its callback)") {
+			t.Errorf("job page of the batch's callback: want a link to the batch\n%s", page)
+		}
+		_, _, page = get(t, client(t), srv.URL+"/jobs?t="+e.table+"&batch="+b.ID)
+		if !strings.Contains(page, `name="batch" value="`+b.ID+`"`) || !strings.Contains(page, `<tr data-id="`+itoa(b.Callback.ID)+`">`) {
+			t.Errorf("jobs page of the batch: want the filter filled and the callback listed\n%s", page)
+		}
+	})
+}

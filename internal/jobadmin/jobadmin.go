@@ -50,6 +50,14 @@ type Job struct {
 	LeaseUntil        *time.Time `json:"leaseUntil,omitempty"`
 	UniqueKey         string     `json:"uniqueKey,omitempty"`
 	CreatedAt         time.Time  `json:"createdAt"`
+	// SequenceKey is the key of the job's sequence; SequenceHead is true
+	// while the job holds it.
+	SequenceKey  string `json:"sequenceKey,omitempty"`
+	SequenceHead bool   `json:"sequenceHead,omitempty"`
+	// BatchID is the batch the job belongs to; BatchCallback the batch
+	// whose callback it is.
+	BatchID       string `json:"batchId,omitempty"`
+	BatchCallback string `json:"batchCallback,omitempty"`
 }
 
 // View returns the view of r.
@@ -66,6 +74,15 @@ func View(r *jobs.Row) Job {
 	j.Output = r.Output()
 	if r.UniqueKey != nil {
 		j.UniqueKey = *r.UniqueKey
+	}
+	if r.SequenceKey != nil {
+		j.SequenceKey, j.SequenceHead = *r.SequenceKey, r.SequenceHead != nil
+	}
+	if r.BatchID != nil {
+		j.BatchID = *r.BatchID
+	}
+	if r.BatchCallback != nil {
+		j.BatchCallback = *r.BatchCallback
 	}
 	if j.Tags == nil {
 		j.Tags = []string{}

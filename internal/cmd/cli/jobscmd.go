@@ -136,7 +136,7 @@ it). --json prints JSON instead of a table.`,
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.table, "table", jobs.DefaultTable, "job table name")
 	pf.BoolVar(&f.json, "json", false, "print JSON")
-	cmd.AddCommand(newJobsListCmd(f), newJobsGetCmd(f))
+	cmd.AddCommand(newJobsListCmd(f), newJobsGetCmd(f), newJobsSequencesCmd(f), newJobsBatchCmd(f))
 	for _, op := range []struct {
 		op    jobadmin.Op
 		short string
@@ -178,6 +178,8 @@ func newJobsListCmd(f *jobFlags) *cobra.Command {
 	var (
 		states      string // comma-separated
 		queue, kind string
+		sequence    string
+		batch       string
 		tags        string // comma-separated
 		priority    int
 		metadata    string
@@ -190,8 +192,9 @@ func newJobsListCmd(f *jobFlags) *cobra.Command {
 		Long: `list prints the jobs newest (highest id) first: id, kind, queue, state, attempt,
 priority, scheduled and created times, tags and the last attempt's error.
 --state (one or more, comma-separated), --queue, --kind, --tag (jobs carrying
-every tag given), --priority and --metadata (a JSON object the jobs' metadata
-contains) select; --limit bounds the page, and the last line says how to list
+every tag given), --priority, --metadata (a JSON object the jobs' metadata
+contains), --sequence (the jobs of one sequence) and --batch (the jobs of one
+batch and its callback) select; --limit bounds the page, and the last line says how to list
 the older jobs (--before).`,
 		Example: `  claimstore jobs list --backend postgres --state discarded
   claimstore jobs list --backend sqlite --dsn app.db --queue mail --state retryable,discarded --json
@@ -210,7 +213,7 @@ the older jobs (--before).`,
 			if c.err != nil {
 				return c.err
 			}
-			p := jobs.ListParams{Queue: queue, Kind: kind, BeforeID: before, Limit: limit + 1}
+			p := jobs.ListParams{Queue: queue, Kind: kind, SequenceKey: sequence, BatchID: batch, BeforeID: before, Limit: limit + 1}
 			for _, tag := range strings.Split(tags, ",") {
 				if tag = strings.TrimSpace(tag); tag != "" {
 					p.Tags = append(p.Tags, tag)
@@ -263,6 +266,8 @@ the older jobs (--before).`,
 	fl.StringVar(&states, "state", "", "list only jobs in these states, comma-separated")
 	fl.StringVar(&queue, "queue", "", "list only jobs of this queue")
 	fl.StringVar(&kind, "kind", "", "list only jobs of this kind")
+	fl.StringVar(&sequence, "sequence", "", "list only jobs of the sequence of this key")
+	fl.StringVar(&batch, "batch", "", "list only jobs of this batch, and its callback")
 	fl.StringVar(&tags, "tag", "", "list only jobs carrying every one of these tags, comma-separated")
 	fl.IntVar(&priority, "priority", 0, "list only jobs of this priority (1 to 4)")
 	fl.StringVar(&metadata, "metadata", "", "list only jobs whose metadata contains this JSON object")
@@ -349,6 +354,7 @@ func printJob(w io.Writer, asJSON bool, r *jobs.Row) error {
 		{"scheduled", utcOr(&j.ScheduledAt, "-")}, {"created", utcOr(&j.CreatedAt, "-")},
 		{"last attempt", utcOr(j.AttemptedAt, "-")}, {"finalized", utcOr(j.FinalizedAt, "-")},
 		{"cancel requested", utcOr(j.CancelRequestedAt, "-")}, {"lease", lease}, {"unique key", unique},
+		{"sequence", sequenceText(j)}, {"batch", batchText(j)},
 		{"tags", strings.Join(j.Tags, ", ")},
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
