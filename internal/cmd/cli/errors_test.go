@@ -70,6 +70,7 @@ func TestNumericFlagsNamed(t *testing.T) {
 		"claimstore schedule list":  {"--backend", "sqlite", "--dsn", none},
 		"claimstore ui":             {"--backend", "sqlite", "--dsn", none},
 		"claimstore jobs list":      {"--backend", "sqlite", "--dsn", none},
+		"claimstore jobs sequences": {"--backend", "sqlite", "--dsn", none},
 		"claimstore outbox log":     {"--backend", "sqlite", "--dsn", none},
 	}
 	root := NewRoot()

@@ -54,6 +54,11 @@ one queue.`,
 			if c.err != nil {
 				return c.err
 			}
+			if p.Queue != "" {
+				if err := jobs.CheckQueue(p.Queue); err != nil {
+					return fmt.Errorf("--queue: %w", err)
+				}
+			}
 			return withJobs(cmd, f, false, func(c *jobs.Client) error {
 				seqs, err := c.Sequences(cmd.Context(), p)
 				if err != nil {
