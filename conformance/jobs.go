@@ -198,6 +198,16 @@ type JobsHarness struct {
 //     a quarter of it), every job once.
 //   - LimitInvalid: a Limit that limits nothing or has a negative
 //     setting is refused with dao.ErrInvalidArgument.
+//   - LimitProcesses (with Setup and Open; [CheckJobsProcesses] skips
+//     it): 3 processes of 50 workers each over a queue limited to 5
+//     running, one limited to 2 per partition, one limited to 200 starts
+//     per second and one of sequences: never more than the limit at once
+//     (sampled from the work functions), the rate within the token
+//     bucket's bound and its mean within 5% of the limit, each sequence
+//     in order and one at a time, every job once; then the slots of a
+//     process killed (SIGKILL) holding them come back when its leases
+//     end, not before. [EnvLimitScale] "full" runs it at 5,000 jobs a
+//     queue.
 func RunJobs(t *testing.T, h JobsHarness) {
 	t.Helper()
 	if h.NewStores == nil {
@@ -249,6 +259,7 @@ func RunJobs(t *testing.T, h JobsHarness) {
 		t.Run("LimitCrash", func(t *testing.T) { testJobLimitCrash(t, h) })
 		t.Run("RateLimit", func(t *testing.T) { testJobRateLimit(t, h) })
 		t.Run("LimitInvalid", func(t *testing.T) { testJobLimitInvalid(t, h) })
+		t.Run("LimitProcesses", func(t *testing.T) { testJobLimitProcesses(t, h) })
 	})
 }
 

@@ -312,6 +312,10 @@ func jobsChild(t *testing.T, h JobsHarness) {
 		}
 		t.Logf("child %s runs through node %d of %d", name, seq%(len(h.Nodes)+1), len(h.Nodes)+1)
 	}
+	if role == roleLimits || role == roleLimitsHanger {
+		limitsChild(t, st, dir, name, role, lease)
+		return
+	}
 	f, err := os.OpenFile(filepath.Join(dir, "ran-"+name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)

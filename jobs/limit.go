@@ -281,7 +281,12 @@ func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req da
 		if buckets != nil {
 			b := buckets[p]
 			if b.Tokens < 1 {
-				w := time.Duration((1 - b.Tokens) * float64(l.lim.Period) / float64(l.lim.Rate))
+				// Wake when a quarter of the bucket (at most the jobs still
+				// asked for) has come, not at each token: one claim per
+				// token would put a locked transaction per job start in
+				// the way of the rate.
+				need := float64(min(max(1, l.lim.Burst/4), req.Limit-len(chosen)))
+				w := time.Duration((need - b.Tokens) * float64(l.lim.Period) / float64(l.lim.Rate))
 				if tokenWait == 0 || w < tokenWait {
 					tokenWait = w
 				}
