@@ -186,6 +186,16 @@ type JobsHarness struct {
 //     state.
 //   - BatchSequenceArgs: bad sequence keys and batches are refused with
 //     dao.ErrInvalidArgument and insert nothing.
+//   - Workflow: a diamond of tasks runs in dependency order (each task
+//     starts after its dependencies ended) with their outputs passed
+//     along; a cancelled or discarded dependency cancels its dependents,
+//     transitively, unless the task or the workflow ignores that state;
+//     Client.Cancel of a pending task cancels the tasks after it; invalid
+//     workflows (a cycle, an unknown dependency, a repeated name...) are
+//     refused with dao.ErrInvalidArgument and write nothing; 3 clients
+//     finishing the dependencies of the same tasks at the same moment
+//     run every task exactly once; a workflow inserted in a transaction
+//     exists once it commits (with JobStores.Begin).
 //   - GlobalLimit: 3 clients of 20 workers over a queue limited to 3
 //     running at once never run more than 3 at once, and run every job
 //     once.
@@ -254,6 +264,7 @@ func RunJobs(t *testing.T, h JobsHarness) {
 		t.Run("Sequence", func(t *testing.T) { testJobSequence(t, h) })
 		t.Run("Batch", func(t *testing.T) { testJobBatch(t, h) })
 		t.Run("BatchSequenceArgs", func(t *testing.T) { testJobWaitsInvalid(t, h) })
+		t.Run("Workflow", func(t *testing.T) { testJobWorkflow(t, h) })
 		t.Run("GlobalLimit", func(t *testing.T) { testJobGlobalLimit(t, h) })
 		t.Run("PartitionLimit", func(t *testing.T) { testJobPartitionLimit(t, h) })
 		t.Run("LimitCrash", func(t *testing.T) { testJobLimitCrash(t, h) })

@@ -87,7 +87,7 @@
 // priority, scheduled time, max attempts, tags, metadata and
 // [UniqueOpts].
 //
-// # Sequences and batches
+// # Sequences, batches and workflows
 //
 // Jobs inserted with the same InsertOpts.Sequence key ([SequenceOpts])
 // run one at a time in insertion order; a failed job holds its sequence
@@ -95,7 +95,11 @@
 // stops unless ContinueOnCancelled or ContinueOnDiscarded). [Client.InsertBatch]
 // inserts jobs as a batch with a callback job that runs once, with the
 // counts by final state ([Row.BatchCounts]), when every job of the batch
-// is final. Both wait in [StatePending], which no claim takes, and are
+// is final. [Client.InsertWorkflow] inserts tasks that depend on one
+// another (a [Workflow]): a task runs once its dependencies completed,
+// reading their outputs ([Row.DependencyOutput]), and is cancelled when
+// one of them is cancelled or discarded, unless it ignores that. All wait
+// in [StatePending], which no claim takes, and are
 // promoted by conditional writes the database enforces (a unique index on
 // the sequence's holder, a guard on the pending state) right after the
 // outcome writes and by the maintenance every [PromoteInterval] ([Client.Promote]).

@@ -16,7 +16,8 @@ import (
 // TestMigrateV2 makes a job table of schema version 1 on
 // SQLite and MariaDB, with jobs in it, runs Migrate and checks that on
 // SQLite the schedule index is now partial, that the fetch index is
-// unchanged, that the jobs are kept, that every version to jobs.SchemaVersion is recorded, and that a second
+// unchanged, that the jobs are kept, that every version to jobs.SchemaVersion is recorded (version 5 with its
+// workflow index), and that a second
 // Migrate changes nothing. It prints the index's columns before and after.
 func TestMigrateV2(t *testing.T) {
 	for _, be := range []testdb.Backend{{Name: "sqlite", Open: testdb.SQLite}, {Name: "mariadb", Open: testdb.MySQL}} {
@@ -78,6 +79,13 @@ func TestMigrateV2(t *testing.T) {
 				}
 				if !slices.Equal(versions, all) {
 					t.Errorf("after Migrate %d: versions recorded %v, want %v", run+1, versions, all)
+				}
+				// Version 5: the workflow index, which no earlier step
+				// creates.
+				wfIdx := jobs.WorkflowIndexName(db, table)
+				if !slices.Contains(versions, 5) || !g.Migrator().HasIndex(table, wfIdx) {
+					t.Errorf("after Migrate %d: version 5 recorded %v, workflow index %s present %v; want both",
+						run+1, slices.Contains(versions, 5), wfIdx, g.Migrator().HasIndex(table, wfIdx))
 				}
 				kept, err := js.Count(ctx, dao.Eq(jobs.ColQueue, jobs.DefaultQueue))
 				if err != nil {

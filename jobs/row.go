@@ -10,7 +10,8 @@ import (
 )
 
 // State is the state of a job. A job is pending while it waits for
-// other jobs (its sequence's job before it, its batch), available when
+// other jobs (its sequence's job before it, its batch, its workflow
+// dependencies), available when
 // it may run (scheduled time reached), scheduled or retryable while it
 // waits for a later time, running while a worker holds its lease, and
 // completed, cancelled or discarded once it is final (its FinalizedAt is
@@ -22,7 +23,8 @@ const (
 	// StatePending: waiting for other jobs, not claimable: a job of a
 	// sequence until the sequence's job before it is final (see
 	// [SequenceOpts]), a batch's callback until every job of the batch
-	// is final (see [Client.InsertBatch]). A promotion makes it
+	// is final (see [Client.InsertBatch]), a workflow's task until its
+	// dependencies completed (see [Client.InsertWorkflow]). A promotion makes it
 	// available (scheduled when its ScheduledAt is still ahead).
 	StatePending State = "pending"
 	// StateAvailable: ready to run; a worker claims it in queue order
@@ -113,6 +115,11 @@ const (
 	ColSequenceRelease   = "sequence_release"
 	ColBatchID           = "batch_id"
 	ColBatchCallback     = "batch_callback"
+	ColWorkflowID        = "workflow_id"
+	ColWorkflowTask      = "workflow_task"
+	ColWorkflowDeps      = "workflow_deps"
+	ColWorkflowIgnore    = "workflow_ignore"
+	ColWorkflowInputs    = "workflow_inputs"
 )
 
 // Size limits of the job table's columns, in bytes.
@@ -207,6 +214,25 @@ type Row struct {
 	// BatchCallback is, on a batch's callback job, the id of the batch
 	// it waits for, else NULL.
 	BatchCallback *string `gorm:"size:64"`
+	// WorkflowID is the id of the workflow the job is a task of
+	// ([Client.InsertWorkflow]), NULL for none.
+	WorkflowID *string `gorm:"size:64"`
+	// WorkflowTask is the job's task name in its workflow, NULL outside
+	// one.
+	WorkflowTask *string `gorm:"size:128"`
+	// WorkflowDeps is a JSON array of the names of the tasks of its
+	// workflow the job depends on, NULL for none. Read it with
+	// [Row.Dependencies].
+	WorkflowDeps *string
+	// WorkflowIgnore is the mask of the final states of a dependency
+	// that do not cancel the job (cancelled, discarded, as
+	// [WorkflowTask] and [Workflow] say); 0 for none.
+	WorkflowIgnore int `gorm:"size:16;not null;default:0"`
+	// WorkflowInputs is a JSON object of the outputs its completed
+	// dependencies recorded ([RecordOutput]), by task name, written when
+	// the job is promoted; NULL for none. Read it with
+	// [Row.DependencyOutput].
+	WorkflowInputs *string
 
 	// args is the decoded Args of a claimed job, set by the client
 	// before its work runs (see Client.prepare); not a column.

@@ -138,6 +138,9 @@ func (c *Client) promote(ctx context.Context, r *Row, set dao.Set) error {
 	if m, ok := set[ColMetadata].(string); ok {
 		r.Metadata = m
 	}
+	if in, ok := set[ColWorkflowInputs].(string); ok {
+		r.WorkflowInputs = &in
+	}
 	if r.State == StateAvailable {
 		c.wake(r.Queue)
 		c.wakeLocal(map[string]bool{r.Queue: true})
