@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -153,12 +154,45 @@ type limitRow struct {
 	RefilledAt time.Time `gorm:"not null"`
 }
 
+// LimitSlotTable returns the name of the table in which [Migrate] keeps
+// the slot rows of the limited queues of job table table: table +
+// "_slots". A slot row (queue, job id) is written by the claim that
+// takes a job of a queue with a Max, in the claim's transaction, and
+// deleted by a later claim once its job holds no lease any more; the job
+// row stays the truth of whether the job runs.
+func LimitSlotTable(table string) string { return table + "_slots" }
+
+// limitSlot is a row of the slot table: a job claimed under its queue's
+// Max that may still hold its lease.
+type limitSlot struct {
+	Queue string `gorm:"primaryKey;size:128"`
+	JobID int64  `gorm:"primaryKey;autoIncrement:false"`
+}
+
+// limitReconcile is how often, at most, a client's limited claim reads
+// every leased job of its queue (the backlog scan the slot table spares
+// the other claims) and adds the slot rows missing: the leases taken
+// without a slot row, by a client of a release before the slot table,
+// hold their slots from the next reconcile on. A client's first limited
+// claim reconciles.
+const limitReconcile = time.Minute
+
+// slotChunk is the most job ids one statement of the slot check binds
+// (SQL Server binds at most 2,100 parameters).
+const slotChunk = 1000
+
 // limitTx is the state a limited claim reads and writes under its
-// queue's lock: the job store and the token buckets.
+// queue's lock: the job store, the token buckets and the slot rows.
 type limitTx interface {
 	jobs() dao.Store[Row]
 	buckets(ctx context.Context, parts []string) (map[string]limitRow, error)
 	saveBuckets(ctx context.Context, rows []limitRow) error
+	// slots returns the job ids of the queue's slot rows.
+	slots(ctx context.Context) ([]int64, error)
+	// addSlots adds slot rows for ids; those the queue has are kept.
+	addSlots(ctx context.Context, ids []int64) error
+	// dropSlots deletes the queue's slot rows of ids.
+	dropSlots(ctx context.Context, ids []int64) error
 }
 
 // limiter claims the jobs of one limited queue.
@@ -173,6 +207,9 @@ type limiter struct {
 	// queue may be at its limit, so the next claim looks without the
 	// lock first.
 	short atomic.Bool
+	// reconciled is when, in Unix nanoseconds of the worker's clock, the
+	// last reconcile of the slot rows ran (0: never).
+	reconciled atomic.Int64
 }
 
 // claim claims up to req.Limit jobs of the queue within the limit, at
@@ -182,9 +219,11 @@ type limiter struct {
 // their buckets.
 func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest) ([]Row, error) {
 	var rows []Row
+	last := l.reconciled.Load()
+	reconcile := l.lim.Max > 0 && (last == 0 || now.Sub(time.Unix(0, last)) >= limitReconcile || now.UnixNano() < last)
 	run := func(tx limitTx) error {
 		var err error
-		rows, _, err = l.claimIn(ctx, tx, now, req, false)
+		rows, _, err = l.claimIn(ctx, tx, now, req, false, reconcile)
 		return err
 	}
 	var err error
@@ -194,8 +233,8 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 		// only) finds out whether there is room: a queue at its limit
 		// takes no write lock, which on SQLite would hold up every other
 		// writer.
-		dry := sqlLimitTx{tx: db.Session(&gorm.Session{NewDB: true}).WithContext(ctx), table: LimitTable(l.c.table), queue: l.queue, store: l.c.store}
-		_, n, dryErr := l.claimIn(ctx, dry, now, req, true)
+		dry := sqlLimitTx{tx: db.Session(&gorm.Session{NewDB: true}).WithContext(ctx), table: LimitTable(l.c.table), slotTable: LimitSlotTable(l.c.table), queue: l.queue, store: l.c.store}
+		_, n, dryErr := l.claimIn(ctx, dry, now, req, true, false)
 		if dryErr != nil {
 			return nil, fmt.Errorf("jobs: queue %s: limited claim: %w", l.queue, dryErr)
 		}
@@ -212,37 +251,25 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 		return nil, fmt.Errorf("jobs: queue %s: limited claim: %w", l.queue, err)
 	}
 	l.short.Store(len(rows) < req.Limit)
+	if reconcile {
+		l.reconciled.Store(now.UnixNano())
+	}
 	return rows, nil
 }
 
 // claimIn is claim's work in tx; it returns the rows claimed and how
-// many it chose. With dry it only chooses, writing nothing.
-func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req dao.ClaimRequest, dry bool) ([]Row, int, error) {
+// many it chose. With dry it only chooses, writing nothing; with
+// reconcile it reconciles the slot rows (see countRunning).
+func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req dao.ClaimRequest, dry, reconcile bool) ([]Row, int, error) {
 	st := tx.jobs()
 	running := map[string]int{}
 	if l.lim.Max > 0 {
-		live := dao.And(
-			dao.Eq(ColState, string(StateAvailable)), dao.Eq(ColQueue, l.queue),
-			dao.Ne(ColLeaseOwner, ""), dao.NotNull(ColLeaseUntil), dao.Gt(ColLeaseUntil, now),
-		)
-		if !l.lim.partitioned() {
-			// One partition: a COUNT, no running row read.
-			n, err := st.Count(ctx, live)
-			if err != nil {
-				return nil, 0, fmt.Errorf("count running jobs: %w", err)
-			}
-			if n >= int64(l.lim.Max) {
-				return nil, 0, nil
-			}
-			running[""] = int(n)
-		} else {
-			rows, err := st.Find(ctx, dao.Query{Where: live})
-			if err != nil {
-				return nil, 0, fmt.Errorf("count running jobs: %w", err)
-			}
-			for i := range rows {
-				running[l.lim.partition(&rows[i])]++
-			}
+		var err error
+		if running, err = l.countRunning(ctx, tx, now, dry, reconcile); err != nil {
+			return nil, 0, err
+		}
+		if !l.lim.partitioned() && running[""] >= l.lim.Max {
+			return nil, 0, nil
 		}
 	}
 	scan := req.Limit
@@ -310,6 +337,15 @@ func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req da
 	if err != nil {
 		return nil, 0, fmt.Errorf("read claimed jobs: %w", err)
 	}
+	if l.lim.Max > 0 && len(rows) > 0 {
+		ids := make([]int64, len(rows))
+		for i := range rows {
+			ids[i] = rows[i].ID
+		}
+		if err := tx.addSlots(ctx, ids); err != nil {
+			return nil, 0, fmt.Errorf("write slot rows: %w", err)
+		}
+	}
 	if buckets != nil {
 		// A chosen job another writer took meanwhile (none under the
 		// lock, save a rescue) gives its token back.
@@ -333,6 +369,86 @@ func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req da
 		}
 	}
 	return rows, len(chosen), nil
+}
+
+// countRunning returns the queue's running jobs by partition at now:
+// the jobs of its slot rows that are stored available with a lease that
+// ends after now. The slot rows are read, and their jobs by primary key,
+// instead of the queue's leased jobs, which no index separates from its
+// waiting ones (a claim writes no indexed column, so that it stays a HOT
+// update on PostgreSQL). A slot row whose job holds no lease any more
+// (finished, released, rescued) is deleted; one whose lease ended is
+// kept but not counted, since a client that is only slow may still
+// renew it with the same owner token (a claim that takes the job again
+// keeps the row). Every limitReconcile, and at a client's first claim,
+// it reads the queue's leased jobs instead and adds the slot rows
+// missing: that is reconcile, which claim sets. With dry it writes
+// nothing.
+func (l *limiter) countRunning(ctx context.Context, tx limitTx, now time.Time, dry, reconcile bool) (map[string]int, error) {
+	st := tx.jobs()
+	leased := dao.And(
+		dao.Eq(ColState, string(StateAvailable)), dao.Eq(ColQueue, l.queue), dao.Ne(ColLeaseOwner, ""),
+	)
+	ids, err := tx.slots(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read slot rows: %w", err)
+	}
+	var held []Row
+	if reconcile && !dry {
+		if held, err = st.Find(ctx, dao.Query{Where: leased}); err != nil {
+			return nil, fmt.Errorf("read leased jobs: %w", err)
+		}
+	} else {
+		for c := range slices.Chunk(ids, slotChunk) {
+			in := make([]any, len(c))
+			for i, id := range c {
+				in[i] = id
+			}
+			rows, err := st.Find(ctx, dao.Query{Where: dao.And(dao.In(ColID, in...), leased)})
+			if err != nil {
+				return nil, fmt.Errorf("read the jobs of slot rows: %w", err)
+			}
+			held = append(held, rows...)
+		}
+	}
+	running := map[string]int{}
+	has := make(map[int64]bool, len(held))
+	for i := range held {
+		has[held[i].ID] = true
+		if u := held[i].LeaseUntil; u != nil && u.After(now) {
+			running[l.lim.partition(&held[i])]++
+		}
+	}
+	if dry {
+		return running, nil
+	}
+	var stale []int64
+	slotted := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		slotted[id] = true
+		if !has[id] {
+			stale = append(stale, id)
+		}
+	}
+	for c := range slices.Chunk(stale, slotChunk) {
+		if err := tx.dropSlots(ctx, c); err != nil {
+			return nil, fmt.Errorf("delete slot rows: %w", err)
+		}
+	}
+	if reconcile {
+		var missing []int64
+		for i := range held {
+			if !slotted[held[i].ID] {
+				missing = append(missing, held[i].ID)
+			}
+		}
+		for c := range slices.Chunk(missing, slotChunk) {
+			if err := tx.addSlots(ctx, c); err != nil {
+				return nil, fmt.Errorf("write slot rows: %w", err)
+			}
+		}
+	}
+	return running, nil
 }
 
 // refill returns b refilled to now: Rate tokens per Period since its
@@ -383,16 +499,17 @@ func (l *limiter) inSQL(ctx context.Context, db *gorm.DB, now time.Time, fn func
 				return fmt.Errorf("lock the queue's limit row: %w", err)
 			}
 		}
-		return fn(sqlLimitTx{tx: tx, table: lt, queue: l.queue, store: l.c.txb.WithTx(tx)})
+		return fn(sqlLimitTx{tx: tx, table: lt, slotTable: LimitSlotTable(l.c.table), queue: l.queue, store: l.c.txb.WithTx(tx)})
 	}, opts...)
 }
 
 // sqlLimitTx is a limitTx in a SQL transaction.
 type sqlLimitTx struct {
-	tx    *gorm.DB
-	table string
-	queue string
-	store dao.Store[Row]
+	tx        *gorm.DB
+	table     string
+	slotTable string
+	queue     string
+	store     dao.Store[Row]
 }
 
 func (t sqlLimitTx) jobs() dao.Store[Row] { return t.store }
@@ -422,6 +539,24 @@ func (t sqlLimitTx) saveBuckets(ctx context.Context, rows []limitRow) error {
 	}).Create(&rows).Error
 }
 
+func (t sqlLimitTx) slots(ctx context.Context) ([]int64, error) {
+	var ids []int64
+	err := t.tx.Table(t.slotTable).Where("queue = ?", t.queue).Pluck("job_id", &ids).Error
+	return ids, err
+}
+
+func (t sqlLimitTx) addSlots(ctx context.Context, ids []int64) error {
+	rows := make([]limitSlot, len(ids))
+	for i, id := range ids {
+		rows[i] = limitSlot{Queue: t.queue, JobID: id}
+	}
+	return t.tx.Table(t.slotTable).Clauses(clause.OnConflict{DoNothing: true}).Create(&rows).Error
+}
+
+func (t sqlLimitTx) dropSlots(ctx context.Context, ids []int64) error {
+	return t.tx.Table(t.slotTable).Where("queue = ? AND job_id IN ?", t.queue, ids).Delete(&limitSlot{}).Error
+}
+
 // memLimits is the limit state of the limited queues on stores that are
 // not on SQL (the memory store: every client of it is in this process),
 // by job table and queue.
@@ -430,10 +565,11 @@ var memLimits = struct {
 	queues map[[2]string]*memLimitQueue
 }{queues: map[[2]string]*memLimitQueue{}}
 
-// memLimitQueue is one queue's lock and token buckets.
+// memLimitQueue is one queue's lock, token buckets and slot rows.
 type memLimitQueue struct {
 	mu      sync.Mutex
 	buckets map[string]limitRow
+	slots   map[int64]bool
 }
 
 // inMemory runs fn under the queue's process mutex.
@@ -442,7 +578,7 @@ func (l *limiter) inMemory(fn func(limitTx) error) error {
 	memLimits.Lock()
 	q := memLimits.queues[key]
 	if q == nil {
-		q = &memLimitQueue{buckets: map[string]limitRow{}}
+		q = &memLimitQueue{buckets: map[string]limitRow{}, slots: map[int64]bool{}}
 		memLimits.queues[key] = q
 	}
 	memLimits.Unlock()
@@ -474,6 +610,31 @@ func (t memLimitTx) saveBuckets(_ context.Context, rows []limitRow) error {
 		t.q.buckets[r.Part] = r
 	}
 	return nil
+}
+
+func (t memLimitTx) slots(context.Context) ([]int64, error) {
+	return slices.Sorted(maps.Keys(t.q.slots)), nil
+}
+
+func (t memLimitTx) addSlots(_ context.Context, ids []int64) error {
+	for _, id := range ids {
+		t.q.slots[id] = true
+	}
+	return nil
+}
+
+func (t memLimitTx) dropSlots(_ context.Context, ids []int64) error {
+	for _, id := range ids {
+		delete(t.q.slots, id)
+	}
+	return nil
+}
+
+// createLimitSlots creates the slot table of job table table (schema
+// version 6). It depends on no other version's tables but the job
+// table's.
+func createLimitSlots(db *gorm.DB, table string, _ dialects.Name) error {
+	return autoMigrate(db, LimitSlotTable(table), &limitSlot{})
 }
 
 // createLimits creates the limit table of job table table (schema

@@ -21,7 +21,7 @@ import (
 // table in the table's migration table ([MigrationTable]); a job table
 // recorded at a higher version (by a newer release) is refused with
 // [ErrSchemaTooNew].
-const SchemaVersion = 4
+const SchemaVersion = 6
 
 // MigrationTable returns the name of the table in which [Migrate] records
 // the schema versions applied to job table table: table + "_migrations".
@@ -189,7 +189,15 @@ var steps = []func(db *gorm.DB, table string, dialect dialects.Name) error{
 	claimIndexesV2,
 	createWaits,
 	createLimits,
+	reservedV5,
+	createLimitSlots,
 }
+
+// reservedV5 is schema version 5, kept for the workflow tables; it
+// creates nothing here. Every step runs at each Migrate, applied or
+// not, so a table recorded at version 5 by this step gets version 5's
+// tables from the release that defines them.
+func reservedV5(*gorm.DB, string, dialects.Name) error { return nil }
 
 // createV1 creates the job table, its indexes and, on PostgreSQL, its
 // fillfactor and notify trigger.
@@ -432,7 +440,7 @@ func Drop(ctx context.Context, store dao.Store[Row], queues dao.Store[Queue]) er
 	migrateMu.Lock()
 	defer migrateMu.Unlock()
 	db = db.Session(&gorm.Session{NewDB: true}).WithContext(ctx)
-	tables := []string{table, MigrationTable(table), LimitTable(table)}
+	tables := []string{table, MigrationTable(table), LimitTable(table), LimitSlotTable(table)}
 	if queues != nil {
 		tables = append(tables, tableOf(queues))
 	}
