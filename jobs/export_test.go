@@ -34,7 +34,7 @@ func NewLimiter(c *Client, queue string, lim Limit) (func(ctx context.Context, n
 func LimitSlots(ctx context.Context, c *Client, queue string) ([]int64, error) {
 	var tx limitTx
 	if db, ok := gormOf(c.store); ok {
-		tx = sqlLimitTx{tx: db.Session(&gorm.Session{NewDB: true}).WithContext(ctx), slotTable: LimitSlotTable(c.table), queue: queue}
+		tx = sqlLimitTx{tx: db.Session(&gorm.Session{NewDB: true}).WithContext(ctx), slotTable: LimitSlotTable(c.table), jobTable: c.table, queue: queue}
 	} else {
 		memLimits.Lock()
 		q := memLimits.queues[[2]string{c.table, queue}]
@@ -44,9 +44,13 @@ func LimitSlots(ctx context.Context, c *Client, queue string) ([]int64, error) {
 		}
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		tx = memLimitTx{q: q}
+		tx = memLimitTx{q: q, queue: queue, store: c.store}
 	}
-	ids, err := tx.slots(ctx)
+	slots, err := tx.slots(ctx, time.Now())
+	ids := make([]int64, len(slots))
+	for i, s := range slots {
+		ids[i] = s.JobID
+	}
 	slices.Sort(ids)
 	return ids, err
 }

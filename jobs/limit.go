@@ -163,11 +163,33 @@ type limitRow struct {
 func LimitSlotTable(table string) string { return table + "_slots" }
 
 // limitSlot is a row of the slot table: a job claimed under its queue's
-// Max that may still hold its lease.
+// Max that may still hold its lease, and the partition it counts in.
 type limitSlot struct {
 	Queue string `gorm:"primaryKey;size:128"`
 	JobID int64  `gorm:"primaryKey;autoIncrement:false"`
+	Part  string `gorm:"size:191;not null"`
 }
+
+// slotState is a slot row as a claim reads it: with whether its job
+// runs.
+type slotState struct {
+	JobID int64
+	Part  string
+	Held  int // slotFree, slotLeased or slotRunning
+}
+
+// The states of a slot row's job at the claim's time.
+const (
+	// slotFree: the job holds no lease (it finished, was released or
+	// rescued, or is gone): the row is deleted.
+	slotFree = iota
+	// slotLeased: the job is stored available with a lease that ended:
+	// not running, but its owner may still renew it, so the row is kept.
+	slotLeased
+	// slotRunning: the job is stored available with a lease that ends
+	// after the claim's time: it holds its slot.
+	slotRunning
+)
 
 // limitReconcile is how often, at most, a client's limited claim reads
 // every leased job of its queue (the backlog scan the slot table spares
@@ -187,10 +209,12 @@ type limitTx interface {
 	jobs() dao.Store[Row]
 	buckets(ctx context.Context, parts []string) (map[string]limitRow, error)
 	saveBuckets(ctx context.Context, rows []limitRow) error
-	// slots returns the job ids of the queue's slot rows.
-	slots(ctx context.Context) ([]int64, error)
-	// addSlots adds slot rows for ids; those the queue has are kept.
-	addSlots(ctx context.Context, ids []int64) error
+	// slots returns the queue's slot rows with the state of their jobs
+	// at now.
+	slots(ctx context.Context, now time.Time) ([]slotState, error)
+	// addSlots writes slot rows, replacing the partition of those the
+	// queue has.
+	addSlots(ctx context.Context, rows []limitSlot) error
 	// dropSlots deletes the queue's slot rows of ids.
 	dropSlots(ctx context.Context, ids []int64) error
 }
@@ -233,7 +257,7 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 		// only) finds out whether there is room: a queue at its limit
 		// takes no write lock, which on SQLite would hold up every other
 		// writer.
-		dry := sqlLimitTx{tx: db.Session(&gorm.Session{NewDB: true}).WithContext(ctx), table: LimitTable(l.c.table), slotTable: LimitSlotTable(l.c.table), queue: l.queue, store: l.c.store}
+		dry := sqlLimitTx{tx: db.Session(&gorm.Session{NewDB: true}).WithContext(ctx), table: LimitTable(l.c.table), slotTable: LimitSlotTable(l.c.table), jobTable: l.c.table, queue: l.queue, store: l.c.store}
 		_, n, dryErr := l.claimIn(ctx, dry, now, req, true, false)
 		if dryErr != nil {
 			return nil, fmt.Errorf("jobs: queue %s: limited claim: %w", l.queue, dryErr)
@@ -338,11 +362,11 @@ func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req da
 		return nil, 0, fmt.Errorf("read claimed jobs: %w", err)
 	}
 	if l.lim.Max > 0 && len(rows) > 0 {
-		ids := make([]int64, len(rows))
+		slots := make([]limitSlot, len(rows))
 		for i := range rows {
-			ids[i] = rows[i].ID
+			slots[i] = limitSlot{Queue: l.queue, JobID: rows[i].ID, Part: chosenPart[rows[i].ID]}
 		}
-		if err := tx.addSlots(ctx, ids); err != nil {
+		if err := tx.addSlots(ctx, slots); err != nil {
 			return nil, 0, fmt.Errorf("write slot rows: %w", err)
 		}
 	}
@@ -373,79 +397,69 @@ func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req da
 
 // countRunning returns the queue's running jobs by partition at now:
 // the jobs of its slot rows that are stored available with a lease that
-// ends after now. The slot rows are read, and their jobs by primary key,
-// instead of the queue's leased jobs, which no index separates from its
-// waiting ones (a claim writes no indexed column, so that it stays a HOT
-// update on PostgreSQL). A slot row whose job holds no lease any more
-// (finished, released, rescued) is deleted; one whose lease ended is
-// kept but not counted, since a client that is only slow may still
-// renew it with the same owner token (a claim that takes the job again
-// keeps the row). Every limitReconcile, and at a client's first claim,
-// it reads the queue's leased jobs instead and adds the slot rows
-// missing: that is reconcile, which claim sets. With dry it writes
-// nothing.
+// ends after now. The slot rows are read with their jobs, joined by
+// primary key, instead of the queue's leased jobs, which no index
+// separates from its waiting ones (a claim writes no indexed column, so
+// that it stays a HOT update on PostgreSQL). A slot row whose job holds
+// no lease any more (finished, released, rescued) is deleted; one whose
+// lease ended is kept but not counted, since a client that is only slow
+// may still renew it with the same owner token (a claim that takes the
+// job again keeps the row). With reconcile it reads the queue's leased
+// jobs instead, counts them, and adds the slot rows missing (and
+// rewrites those of another partition). With dry it writes nothing.
 func (l *limiter) countRunning(ctx context.Context, tx limitTx, now time.Time, dry, reconcile bool) (map[string]int, error) {
-	st := tx.jobs()
-	leased := dao.And(
-		dao.Eq(ColState, string(StateAvailable)), dao.Eq(ColQueue, l.queue), dao.Ne(ColLeaseOwner, ""),
-	)
-	ids, err := tx.slots(ctx)
+	slots, err := tx.slots(ctx, now)
 	if err != nil {
 		return nil, fmt.Errorf("read slot rows: %w", err)
 	}
-	var held []Row
+	running := map[string]int{}
+	var stale []int64
+	var fix []limitSlot
 	if reconcile && !dry {
-		if held, err = st.Find(ctx, dao.Query{Where: leased}); err != nil {
+		held, err := tx.jobs().Find(ctx, dao.Query{Where: dao.And(
+			dao.Eq(ColState, string(StateAvailable)), dao.Eq(ColQueue, l.queue), dao.Ne(ColLeaseOwner, ""),
+		)})
+		if err != nil {
 			return nil, fmt.Errorf("read leased jobs: %w", err)
 		}
-	} else {
-		for c := range slices.Chunk(ids, slotChunk) {
-			in := make([]any, len(c))
-			for i, id := range c {
-				in[i] = id
-			}
-			rows, err := st.Find(ctx, dao.Query{Where: dao.And(dao.In(ColID, in...), leased)})
-			if err != nil {
-				return nil, fmt.Errorf("read the jobs of slot rows: %w", err)
-			}
-			held = append(held, rows...)
+		part := make(map[int64]string, len(slots))
+		for _, s := range slots {
+			part[s.JobID] = s.Part
 		}
-	}
-	running := map[string]int{}
-	has := make(map[int64]bool, len(held))
-	for i := range held {
-		has[held[i].ID] = true
-		if u := held[i].LeaseUntil; u != nil && u.After(now) {
-			running[l.lim.partition(&held[i])]++
+		for i := range held {
+			p := l.lim.partition(&held[i])
+			if u := held[i].LeaseUntil; u != nil && u.After(now) {
+				running[p]++
+			}
+			if q, ok := part[held[i].ID]; !ok || q != p {
+				fix = append(fix, limitSlot{Queue: l.queue, JobID: held[i].ID, Part: p})
+			}
+			delete(part, held[i].ID)
+		}
+		for id := range part {
+			stale = append(stale, id)
+		}
+	} else {
+		for _, s := range slots {
+			switch s.Held {
+			case slotRunning:
+				running[s.Part]++
+			case slotFree:
+				stale = append(stale, s.JobID)
+			}
 		}
 	}
 	if dry {
 		return running, nil
-	}
-	var stale []int64
-	slotted := make(map[int64]bool, len(ids))
-	for _, id := range ids {
-		slotted[id] = true
-		if !has[id] {
-			stale = append(stale, id)
-		}
 	}
 	for c := range slices.Chunk(stale, slotChunk) {
 		if err := tx.dropSlots(ctx, c); err != nil {
 			return nil, fmt.Errorf("delete slot rows: %w", err)
 		}
 	}
-	if reconcile {
-		var missing []int64
-		for i := range held {
-			if !slotted[held[i].ID] {
-				missing = append(missing, held[i].ID)
-			}
-		}
-		for c := range slices.Chunk(missing, slotChunk) {
-			if err := tx.addSlots(ctx, c); err != nil {
-				return nil, fmt.Errorf("write slot rows: %w", err)
-			}
+	for c := range slices.Chunk(fix, slotChunk) {
+		if err := tx.addSlots(ctx, c); err != nil {
+			return nil, fmt.Errorf("write slot rows: %w", err)
 		}
 	}
 	return running, nil
@@ -499,7 +513,7 @@ func (l *limiter) inSQL(ctx context.Context, db *gorm.DB, now time.Time, fn func
 				return fmt.Errorf("lock the queue's limit row: %w", err)
 			}
 		}
-		return fn(sqlLimitTx{tx: tx, table: lt, slotTable: LimitSlotTable(l.c.table), queue: l.queue, store: l.c.txb.WithTx(tx)})
+		return fn(sqlLimitTx{tx: tx, table: lt, slotTable: LimitSlotTable(l.c.table), jobTable: l.c.table, queue: l.queue, store: l.c.txb.WithTx(tx)})
 	}, opts...)
 }
 
@@ -508,6 +522,7 @@ type sqlLimitTx struct {
 	tx        *gorm.DB
 	table     string
 	slotTable string
+	jobTable  string
 	queue     string
 	store     dao.Store[Row]
 }
@@ -539,18 +554,29 @@ func (t sqlLimitTx) saveBuckets(ctx context.Context, rows []limitRow) error {
 	}).Create(&rows).Error
 }
 
-func (t sqlLimitTx) slots(ctx context.Context) ([]int64, error) {
-	var ids []int64
-	err := t.tx.Table(t.slotTable).Where("queue = ?", t.queue).Pluck("job_id", &ids).Error
-	return ids, err
+func (t sqlLimitTx) slots(ctx context.Context, now time.Time) ([]slotState, error) {
+	// One statement: the slot rows of the queue, each joined with its
+	// job by primary key alone. The job's other conditions are in the
+	// CASE, not in the join: in the join they let a planner without
+	// statistics (a new table) read the job through the fetch index,
+	// stepping over the queue's whole backlog for each slot row. The time
+	// is bound in UTC, as the store binds every time (on SQLite, stored
+	// as text that compares in time order).
+	var out []slotState
+	q := fmt.Sprintf("SELECT s.job_id, s.part, CASE"+
+		" WHEN j.%[1]s IS NULL OR j.%[2]s <> ? OR j.%[3]s <> s.queue OR j.%[4]s = '' THEN %[6]d"+
+		" WHEN j.%[5]s > ? THEN %[8]d ELSE %[7]d END AS held"+
+		" FROM ? s LEFT JOIN ? j ON j.%[1]s = s.job_id WHERE s.queue = ?",
+		ColID, ColState, ColQueue, ColLeaseOwner, ColLeaseUntil, slotFree, slotLeased, slotRunning)
+	err := t.tx.Raw(q, string(StateAvailable), now.UTC(), clause.Table{Name: t.slotTable}, clause.Table{Name: t.jobTable}, t.queue).Scan(&out).Error
+	return out, err
 }
 
-func (t sqlLimitTx) addSlots(ctx context.Context, ids []int64) error {
-	rows := make([]limitSlot, len(ids))
-	for i, id := range ids {
-		rows[i] = limitSlot{Queue: t.queue, JobID: id}
-	}
-	return t.tx.Table(t.slotTable).Clauses(clause.OnConflict{DoNothing: true}).Create(&rows).Error
+func (t sqlLimitTx) addSlots(ctx context.Context, rows []limitSlot) error {
+	return t.tx.Table(t.slotTable).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "queue"}, {Name: "job_id"}},
+		DoUpdates: clause.AssignmentColumns([]string{"part"}),
+	}).Create(&rows).Error
 }
 
 func (t sqlLimitTx) dropSlots(ctx context.Context, ids []int64) error {
@@ -569,7 +595,7 @@ var memLimits = struct {
 type memLimitQueue struct {
 	mu      sync.Mutex
 	buckets map[string]limitRow
-	slots   map[int64]bool
+	slots   map[int64]string // job id -> partition
 }
 
 // inMemory runs fn under the queue's process mutex.
@@ -578,18 +604,19 @@ func (l *limiter) inMemory(fn func(limitTx) error) error {
 	memLimits.Lock()
 	q := memLimits.queues[key]
 	if q == nil {
-		q = &memLimitQueue{buckets: map[string]limitRow{}, slots: map[int64]bool{}}
+		q = &memLimitQueue{buckets: map[string]limitRow{}, slots: map[int64]string{}}
 		memLimits.queues[key] = q
 	}
 	memLimits.Unlock()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return fn(memLimitTx{q: q, store: l.c.store})
+	return fn(memLimitTx{q: q, queue: l.queue, store: l.c.store})
 }
 
 // memLimitTx is a limitTx under a memLimitQueue's mutex.
 type memLimitTx struct {
 	q     *memLimitQueue
+	queue string
 	store dao.Store[Row]
 }
 
@@ -612,13 +639,38 @@ func (t memLimitTx) saveBuckets(_ context.Context, rows []limitRow) error {
 	return nil
 }
 
-func (t memLimitTx) slots(context.Context) ([]int64, error) {
-	return slices.Sorted(maps.Keys(t.q.slots)), nil
+func (t memLimitTx) slots(ctx context.Context, now time.Time) ([]slotState, error) {
+	ids := slices.Sorted(maps.Keys(t.q.slots))
+	out := make([]slotState, len(ids))
+	pos := make(map[int64]int, len(ids))
+	for i, id := range ids {
+		out[i] = slotState{JobID: id, Part: t.q.slots[id], Held: slotFree}
+		pos[id] = i
+	}
+	for c := range slices.Chunk(ids, slotChunk) {
+		in := make([]any, len(c))
+		for i, id := range c {
+			in[i] = id
+		}
+		rows, err := t.store.Find(ctx, dao.Query{Where: dao.And(dao.In(ColID, in...),
+			dao.Eq(ColState, string(StateAvailable)), dao.Eq(ColQueue, t.queue), dao.Ne(ColLeaseOwner, ""))})
+		if err != nil {
+			return nil, err
+		}
+		for i := range rows {
+			st := &out[pos[rows[i].ID]]
+			st.Held = slotLeased
+			if u := rows[i].LeaseUntil; u != nil && u.After(now) {
+				st.Held = slotRunning
+			}
+		}
+	}
+	return out, nil
 }
 
-func (t memLimitTx) addSlots(_ context.Context, ids []int64) error {
-	for _, id := range ids {
-		t.q.slots[id] = true
+func (t memLimitTx) addSlots(_ context.Context, rows []limitSlot) error {
+	for _, r := range rows {
+		t.q.slots[r.JobID] = r.Part
 	}
 	return nil
 }
