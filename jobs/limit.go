@@ -31,7 +31,8 @@ import (
 // a row lock on the queue's row in the limit table ([LimitTable]; a
 // process mutex on the memory store), and each claim counts the jobs
 // running in each partition — jobs stored available with a lease that
-// ends after the claim's time — and takes no more than the room left.
+// ends after the claim's time, found through the slot rows the claims
+// wrote ([LimitSlotTable]) — and takes no more than the room left.
 // A client that dies holds its slots until the leases of its jobs end,
 // never longer and never shorter. Jobs over the limit stay available,
 // neither failed nor delayed. Every client that runs the queue must give
