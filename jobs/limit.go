@@ -200,9 +200,9 @@ const (
 // claim reconciles.
 const limitReconcile = time.Minute
 
-// slotChunk is the most job ids one statement of the slot check binds
-// (SQL Server binds at most 2,100 parameters).
-const slotChunk = 1000
+// slotChunk is the most slot rows one statement deletes or writes (a
+// written row binds three parameters; SQL Server binds at most 2,100).
+const slotChunk = 500
 
 // limitTx is the state a limited claim reads and writes under its
 // queue's lock: the job store, the token buckets and the slot rows.
