@@ -228,9 +228,10 @@ func jobCycle(b *testing.B, db *gorm.DB, qc jobs.QueueConfig, parts int) float64
 // limit 10 (jobs.Limit{Max: 10, ByArgs: []string{"part"}}), in the same
 // run, and reports the rates and the ratios of the limited ones to the
 // unlimited one. Neither limit is reached by the client's 100 workers:
-// it is the limited claim's cost:
+// it is the limited claim's cost. With -bench.analyze each job table is
+// analyzed after loading, as a table in service is:
 //
-//	go test -run '^$' -bench JobCycleLimited -benchtime 3x ./jobs/
+//	go test -run '^$' -bench JobCycleLimited -benchtime 3x ./jobs/ -args -bench.analyze
 func BenchmarkJobCycleLimited(b *testing.B) {
 	for _, be := range testdb.SQLBackends {
 		b.Run(be.Name, func(b *testing.B) {
