@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -30,7 +31,8 @@ import (
 // a row lock on the queue's row in the limit table ([LimitTable]; a
 // process mutex on the memory store), and each claim counts the jobs
 // running in each partition — jobs stored available with a lease that
-// ends after the claim's time — and takes no more than the room left.
+// ends after the claim's time, found through the slot rows the claims
+// wrote ([LimitSlotTable]) — and takes no more than the room left.
 // A client that dies holds its slots until the leases of its jobs end,
 // never longer and never shorter. Jobs over the limit stay available,
 // neither failed nor delayed. Every client that runs the queue must give
@@ -153,12 +155,69 @@ type limitRow struct {
 	RefilledAt time.Time `gorm:"not null"`
 }
 
+// LimitSlotTable returns the name of the table in which [Migrate] keeps
+// the slot rows of the limited queues of job table table: table +
+// "_slots". A slot row (queue, job id) is written by the claim that
+// takes a job of a queue with a Max, in the claim's transaction, and
+// deleted by a later claim once its job holds no lease any more; the job
+// row stays the truth of whether the job runs.
+func LimitSlotTable(table string) string { return table + "_slots" }
+
+// limitSlot is a row of the slot table: a job claimed under its queue's
+// Max that may still hold its lease, and the partition it counts in.
+type limitSlot struct {
+	Queue string `gorm:"primaryKey;size:128"`
+	JobID int64  `gorm:"primaryKey;autoIncrement:false"`
+	Part  string `gorm:"size:191;not null"`
+}
+
+// slotState is a slot row as a claim reads it: with whether its job
+// runs.
+type slotState struct {
+	JobID int64
+	Part  string
+	Held  int // slotFree, slotLeased or slotRunning
+}
+
+// The states of a slot row's job at the claim's time.
+const (
+	// slotFree: the job holds no lease (it finished, was released or
+	// rescued, or is gone): the row is deleted.
+	slotFree = iota
+	// slotLeased: the job is stored available with a lease that ended:
+	// not running, but its owner may still renew it, so the row is kept.
+	slotLeased
+	// slotRunning: the job is stored available with a lease that ends
+	// after the claim's time: it holds its slot.
+	slotRunning
+)
+
+// limitReconcile is how often, at most, a client's limited claim reads
+// every leased job of its queue (the backlog scan the slot table spares
+// the other claims) and adds the slot rows missing: the leases taken
+// without a slot row, by a client of a release before the slot table,
+// hold their slots from the next reconcile on. A client's first limited
+// claim reconciles.
+const limitReconcile = time.Minute
+
+// slotChunk is the most slot rows one statement deletes or writes (a
+// written row binds three parameters; SQL Server binds at most 2,100).
+const slotChunk = 500
+
 // limitTx is the state a limited claim reads and writes under its
-// queue's lock: the job store and the token buckets.
+// queue's lock: the job store, the token buckets and the slot rows.
 type limitTx interface {
 	jobs() dao.Store[Row]
 	buckets(ctx context.Context, parts []string) (map[string]limitRow, error)
 	saveBuckets(ctx context.Context, rows []limitRow) error
+	// slots returns the queue's slot rows with the state of their jobs
+	// at now.
+	slots(ctx context.Context, now time.Time) ([]slotState, error)
+	// addSlots writes slot rows, replacing the partition of those the
+	// queue has.
+	addSlots(ctx context.Context, rows []limitSlot) error
+	// dropSlots deletes the queue's slot rows of ids.
+	dropSlots(ctx context.Context, ids []int64) error
 }
 
 // limiter claims the jobs of one limited queue.
@@ -173,6 +232,9 @@ type limiter struct {
 	// queue may be at its limit, so the next claim looks without the
 	// lock first.
 	short atomic.Bool
+	// reconciled is when, in Unix nanoseconds of the worker's clock, the
+	// last reconcile of the slot rows ran (0: never).
+	reconciled atomic.Int64
 }
 
 // claim claims up to req.Limit jobs of the queue within the limit, at
@@ -182,9 +244,11 @@ type limiter struct {
 // their buckets.
 func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest) ([]Row, error) {
 	var rows []Row
+	last := l.reconciled.Load()
+	reconcile := l.lim.Max > 0 && (last == 0 || now.Sub(time.Unix(0, last)) >= limitReconcile || now.UnixNano() < last)
 	run := func(tx limitTx) error {
 		var err error
-		rows, _, err = l.claimIn(ctx, tx, now, req, false)
+		rows, _, err = l.claimIn(ctx, tx, now, req, false, reconcile)
 		return err
 	}
 	var err error
@@ -194,8 +258,8 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 		// only) finds out whether there is room: a queue at its limit
 		// takes no write lock, which on SQLite would hold up every other
 		// writer.
-		dry := sqlLimitTx{tx: db.Session(&gorm.Session{NewDB: true}).WithContext(ctx), table: LimitTable(l.c.table), queue: l.queue, store: l.c.store}
-		_, n, dryErr := l.claimIn(ctx, dry, now, req, true)
+		dry := sqlLimitTx{tx: db.Session(&gorm.Session{NewDB: true}).WithContext(ctx), table: LimitTable(l.c.table), slotTable: LimitSlotTable(l.c.table), jobTable: l.c.table, queue: l.queue, store: l.c.store}
+		_, n, dryErr := l.claimIn(ctx, dry, now, req, true, false)
 		if dryErr != nil {
 			return nil, fmt.Errorf("jobs: queue %s: limited claim: %w", l.queue, dryErr)
 		}
@@ -212,37 +276,25 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 		return nil, fmt.Errorf("jobs: queue %s: limited claim: %w", l.queue, err)
 	}
 	l.short.Store(len(rows) < req.Limit)
+	if reconcile {
+		l.reconciled.Store(now.UnixNano())
+	}
 	return rows, nil
 }
 
 // claimIn is claim's work in tx; it returns the rows claimed and how
-// many it chose. With dry it only chooses, writing nothing.
-func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req dao.ClaimRequest, dry bool) ([]Row, int, error) {
+// many it chose. With dry it only chooses, writing nothing; with
+// reconcile it reconciles the slot rows (see countRunning).
+func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req dao.ClaimRequest, dry, reconcile bool) ([]Row, int, error) {
 	st := tx.jobs()
 	running := map[string]int{}
 	if l.lim.Max > 0 {
-		live := dao.And(
-			dao.Eq(ColState, string(StateAvailable)), dao.Eq(ColQueue, l.queue),
-			dao.Ne(ColLeaseOwner, ""), dao.NotNull(ColLeaseUntil), dao.Gt(ColLeaseUntil, now),
-		)
-		if !l.lim.partitioned() {
-			// One partition: a COUNT, no running row read.
-			n, err := st.Count(ctx, live)
-			if err != nil {
-				return nil, 0, fmt.Errorf("count running jobs: %w", err)
-			}
-			if n >= int64(l.lim.Max) {
-				return nil, 0, nil
-			}
-			running[""] = int(n)
-		} else {
-			rows, err := st.Find(ctx, dao.Query{Where: live})
-			if err != nil {
-				return nil, 0, fmt.Errorf("count running jobs: %w", err)
-			}
-			for i := range rows {
-				running[l.lim.partition(&rows[i])]++
-			}
+		var err error
+		if running, err = l.countRunning(ctx, tx, now, dry, reconcile); err != nil {
+			return nil, 0, err
+		}
+		if !l.lim.partitioned() && running[""] >= l.lim.Max {
+			return nil, 0, nil
 		}
 	}
 	scan := req.Limit
@@ -315,6 +367,15 @@ func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req da
 	if err != nil {
 		return nil, 0, fmt.Errorf("read claimed jobs: %w", err)
 	}
+	if l.lim.Max > 0 && len(rows) > 0 {
+		slots := make([]limitSlot, len(rows))
+		for i := range rows {
+			slots[i] = limitSlot{Queue: l.queue, JobID: rows[i].ID, Part: chosenPart[rows[i].ID]}
+		}
+		if err := tx.addSlots(ctx, slots); err != nil {
+			return nil, 0, fmt.Errorf("write slot rows: %w", err)
+		}
+	}
 	if buckets != nil {
 		// A chosen job another writer took meanwhile (none under the
 		// lock, save a rescue) gives its token back.
@@ -338,6 +399,76 @@ func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req da
 		}
 	}
 	return rows, len(chosen), nil
+}
+
+// countRunning returns the queue's running jobs by partition at now:
+// the jobs of its slot rows that are stored available with a lease that
+// ends after now. The slot rows are read with their jobs, joined by
+// primary key, instead of the queue's leased jobs, which no index
+// separates from its waiting ones (a claim writes no indexed column, so
+// that it stays a HOT update on PostgreSQL). A slot row whose job holds
+// no lease any more (finished, released, rescued) is deleted; one whose
+// lease ended is kept but not counted, since a client that is only slow
+// may still renew it with the same owner token (a claim that takes the
+// job again keeps the row). With reconcile it reads the queue's leased
+// jobs instead, counts them, and adds the slot rows missing (and
+// rewrites those of another partition). With dry it writes nothing.
+func (l *limiter) countRunning(ctx context.Context, tx limitTx, now time.Time, dry, reconcile bool) (map[string]int, error) {
+	slots, err := tx.slots(ctx, now)
+	if err != nil {
+		return nil, fmt.Errorf("read slot rows: %w", err)
+	}
+	running := map[string]int{}
+	var stale []int64
+	var fix []limitSlot
+	if reconcile && !dry {
+		held, err := tx.jobs().Find(ctx, dao.Query{Where: dao.And(
+			dao.Eq(ColState, string(StateAvailable)), dao.Eq(ColQueue, l.queue), dao.Ne(ColLeaseOwner, ""),
+		)})
+		if err != nil {
+			return nil, fmt.Errorf("read leased jobs: %w", err)
+		}
+		part := make(map[int64]string, len(slots))
+		for _, s := range slots {
+			part[s.JobID] = s.Part
+		}
+		for i := range held {
+			p := l.lim.partition(&held[i])
+			if u := held[i].LeaseUntil; u != nil && u.After(now) {
+				running[p]++
+			}
+			if q, ok := part[held[i].ID]; !ok || q != p {
+				fix = append(fix, limitSlot{Queue: l.queue, JobID: held[i].ID, Part: p})
+			}
+			delete(part, held[i].ID)
+		}
+		for id := range part {
+			stale = append(stale, id)
+		}
+	} else {
+		for _, s := range slots {
+			switch s.Held {
+			case slotRunning:
+				running[s.Part]++
+			case slotFree:
+				stale = append(stale, s.JobID)
+			}
+		}
+	}
+	if dry {
+		return running, nil
+	}
+	for c := range slices.Chunk(stale, slotChunk) {
+		if err := tx.dropSlots(ctx, c); err != nil {
+			return nil, fmt.Errorf("delete slot rows: %w", err)
+		}
+	}
+	for c := range slices.Chunk(fix, slotChunk) {
+		if err := tx.addSlots(ctx, c); err != nil {
+			return nil, fmt.Errorf("write slot rows: %w", err)
+		}
+	}
+	return running, nil
 }
 
 // refill returns b refilled to now: Rate tokens per Period since its
@@ -388,16 +519,18 @@ func (l *limiter) inSQL(ctx context.Context, db *gorm.DB, now time.Time, fn func
 				return fmt.Errorf("lock the queue's limit row: %w", err)
 			}
 		}
-		return fn(sqlLimitTx{tx: tx, table: lt, queue: l.queue, store: l.c.txb.WithTx(tx)})
+		return fn(sqlLimitTx{tx: tx, table: lt, slotTable: LimitSlotTable(l.c.table), jobTable: l.c.table, queue: l.queue, store: l.c.txb.WithTx(tx)})
 	}, opts...)
 }
 
 // sqlLimitTx is a limitTx in a SQL transaction.
 type sqlLimitTx struct {
-	tx    *gorm.DB
-	table string
-	queue string
-	store dao.Store[Row]
+	tx        *gorm.DB
+	table     string
+	slotTable string
+	jobTable  string
+	queue     string
+	store     dao.Store[Row]
 }
 
 func (t sqlLimitTx) jobs() dao.Store[Row] { return t.store }
@@ -427,6 +560,35 @@ func (t sqlLimitTx) saveBuckets(ctx context.Context, rows []limitRow) error {
 	}).Create(&rows).Error
 }
 
+func (t sqlLimitTx) slots(ctx context.Context, now time.Time) ([]slotState, error) {
+	// One statement: the slot rows of the queue, each joined with its
+	// job by primary key alone. The job's other conditions are in the
+	// CASE, not in the join: in the join they let a planner without
+	// statistics (a new table) read the job through the fetch index,
+	// stepping over the queue's whole backlog for each slot row. The time
+	// is bound in UTC, as the store binds every time (on SQLite, stored
+	// as text that compares in time order).
+	var out []slotState
+	q := fmt.Sprintf("SELECT s.job_id, s.part, CASE"+
+		" WHEN j.%[1]s IS NULL OR j.%[2]s <> ? OR j.%[3]s <> s.queue OR j.%[4]s = '' THEN %[6]d"+
+		" WHEN j.%[5]s > ? THEN %[8]d ELSE %[7]d END AS held"+
+		" FROM ? s LEFT JOIN ? j ON j.%[1]s = s.job_id WHERE s.queue = ?",
+		ColID, ColState, ColQueue, ColLeaseOwner, ColLeaseUntil, slotFree, slotLeased, slotRunning)
+	err := t.tx.Raw(q, string(StateAvailable), now.UTC(), clause.Table{Name: t.slotTable}, clause.Table{Name: t.jobTable}, t.queue).Scan(&out).Error
+	return out, err
+}
+
+func (t sqlLimitTx) addSlots(ctx context.Context, rows []limitSlot) error {
+	return t.tx.Table(t.slotTable).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "queue"}, {Name: "job_id"}},
+		DoUpdates: clause.AssignmentColumns([]string{"part"}),
+	}).Create(&rows).Error
+}
+
+func (t sqlLimitTx) dropSlots(ctx context.Context, ids []int64) error {
+	return t.tx.Table(t.slotTable).Where("queue = ? AND job_id IN ?", t.queue, ids).Delete(&limitSlot{}).Error
+}
+
 // memLimits is the limit state of the limited queues on stores that are
 // not on SQL (the memory store: every client of it is in this process),
 // by job table and queue.
@@ -435,10 +597,11 @@ var memLimits = struct {
 	queues map[[2]string]*memLimitQueue
 }{queues: map[[2]string]*memLimitQueue{}}
 
-// memLimitQueue is one queue's lock and token buckets.
+// memLimitQueue is one queue's lock, token buckets and slot rows.
 type memLimitQueue struct {
 	mu      sync.Mutex
 	buckets map[string]limitRow
+	slots   map[int64]string // job id -> partition
 }
 
 // inMemory runs fn under the queue's process mutex.
@@ -447,18 +610,19 @@ func (l *limiter) inMemory(fn func(limitTx) error) error {
 	memLimits.Lock()
 	q := memLimits.queues[key]
 	if q == nil {
-		q = &memLimitQueue{buckets: map[string]limitRow{}}
+		q = &memLimitQueue{buckets: map[string]limitRow{}, slots: map[int64]string{}}
 		memLimits.queues[key] = q
 	}
 	memLimits.Unlock()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return fn(memLimitTx{q: q, store: l.c.store})
+	return fn(memLimitTx{q: q, queue: l.queue, store: l.c.store})
 }
 
 // memLimitTx is a limitTx under a memLimitQueue's mutex.
 type memLimitTx struct {
 	q     *memLimitQueue
+	queue string
 	store dao.Store[Row]
 }
 
@@ -479,6 +643,56 @@ func (t memLimitTx) saveBuckets(_ context.Context, rows []limitRow) error {
 		t.q.buckets[r.Part] = r
 	}
 	return nil
+}
+
+func (t memLimitTx) slots(ctx context.Context, now time.Time) ([]slotState, error) {
+	ids := slices.Sorted(maps.Keys(t.q.slots))
+	out := make([]slotState, len(ids))
+	pos := make(map[int64]int, len(ids))
+	for i, id := range ids {
+		out[i] = slotState{JobID: id, Part: t.q.slots[id], Held: slotFree}
+		pos[id] = i
+	}
+	for c := range slices.Chunk(ids, slotChunk) {
+		in := make([]any, len(c))
+		for i, id := range c {
+			in[i] = id
+		}
+		rows, err := t.store.Find(ctx, dao.Query{Where: dao.And(dao.In(ColID, in...),
+			dao.Eq(ColState, string(StateAvailable)), dao.Eq(ColQueue, t.queue), dao.Ne(ColLeaseOwner, ""))})
+		if err != nil {
+			return nil, err
+		}
+		for i := range rows {
+			st := &out[pos[rows[i].ID]]
+			st.Held = slotLeased
+			if u := rows[i].LeaseUntil; u != nil && u.After(now) {
+				st.Held = slotRunning
+			}
+		}
+	}
+	return out, nil
+}
+
+func (t memLimitTx) addSlots(_ context.Context, rows []limitSlot) error {
+	for _, r := range rows {
+		t.q.slots[r.JobID] = r.Part
+	}
+	return nil
+}
+
+func (t memLimitTx) dropSlots(_ context.Context, ids []int64) error {
+	for _, id := range ids {
+		delete(t.q.slots, id)
+	}
+	return nil
+}
+
+// createLimitSlots creates the slot table of job table table (schema
+// version 6). It depends on no other version's tables but the job
+// table's.
+func createLimitSlots(db *gorm.DB, table string, _ dialects.Name) error {
+	return autoMigrate(db, LimitSlotTable(table), &limitSlot{})
 }
 
 // createLimits creates the limit table of job table table (schema

@@ -21,7 +21,7 @@ import (
 // table in the table's migration table ([MigrationTable]); a job table
 // recorded at a higher version (by a newer release) is refused with
 // [ErrSchemaTooNew].
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // MigrationTable returns the name of the table in which [Migrate] records
 // the schema versions applied to job table table: table + "_migrations".
@@ -190,6 +190,7 @@ var steps = []func(db *gorm.DB, table string, dialect dialects.Name) error{
 	createWaits,
 	createLimits,
 	createWorkflows,
+	createLimitSlots,
 }
 
 // createV1 creates the job table, its indexes and, on PostgreSQL, its
@@ -433,7 +434,7 @@ func Drop(ctx context.Context, store dao.Store[Row], queues dao.Store[Queue]) er
 	migrateMu.Lock()
 	defer migrateMu.Unlock()
 	db = db.Session(&gorm.Session{NewDB: true}).WithContext(ctx)
-	tables := []string{table, MigrationTable(table), LimitTable(table)}
+	tables := []string{table, MigrationTable(table), LimitTable(table), LimitSlotTable(table)}
 	if queues != nil {
 		tables = append(tables, tableOf(queues))
 	}
