@@ -55,9 +55,17 @@ func galeraCluster(ctx context.Context, t testing.TB) *hatest.GaleraCluster {
 // node, closed at cleanup.
 func openGaleraNodes(ctx context.Context, t testing.TB, c *hatest.GaleraCluster, conns int) []*gorm.DB {
 	t.Helper()
+	return openGaleraNodesWith(ctx, t, c, conns, "")
+}
+
+// openGaleraNodesWith is openGaleraNodes with params, "&name=value..."
+// appended to each node's DSN (a system variable there is set on every
+// connection).
+func openGaleraNodesWith(ctx context.Context, t testing.TB, c *hatest.GaleraCluster, conns int, params string) []*gorm.DB {
+	t.Helper()
 	var dbs []*gorm.DB
 	for _, n := range hatest.GaleraNodes {
-		db, err := sqlstore.Open(ctx, "mariadb", c.DSN(n))
+		db, err := sqlstore.Open(ctx, "mariadb", c.DSN(n)+params)
 		if err != nil {
 			t.Fatalf("open %s: %v", n, err)
 		}
