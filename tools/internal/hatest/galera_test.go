@@ -479,7 +479,8 @@ func TestGaleraLeasesAndFencing(t *testing.T) {
 // ends. Every row must end done, none marked twice (the guarded mark
 // cannot succeed twice); the claimers on g1 and g2 go on claiming (the
 // longest pause is logged: the cluster waits for evs.suspect_timeout,
-// 5 s by default, before it drops the dead node), and g3 must rejoin
+// PT2S as the cluster script sets it, Galera's default PT5S, before
+// it drops the dead node), and g3 must rejoin
 // (IST) and read the same table.
 func TestGaleraNodeKilledMidBurnDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
