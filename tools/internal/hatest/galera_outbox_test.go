@@ -52,7 +52,9 @@ func (p *publishLog) publisher(node int) outbox.Publisher {
 // quarter is published g3 is killed with SIGKILL, and 3 s later started
 // again. The writer on g3 retries its transactions until g3 is back (a
 // group whose commit landed although its answer was lost meets its own
-// message ids: dao.ErrDuplicate, already written). Every message must be
+// message ids: dao.ErrDuplicate, already written); every error it meets
+// meanwhile must be one dao.IsRetryable calls retryable (a refused
+// connection, and g3's refusal while it rejoins). Every message must be
 // published at least once and every row end published. Delivery is at
 // least once: a message is published twice only when the relay on g3 had
 // published it and could not mark it (its batch is claimed again once
@@ -211,6 +213,9 @@ func TestGaleraOutboxRelayNodeKilled(t *testing.T) {
 	}
 	for i := range outs {
 		outs[i].log(t, "writer on "+hatest.GaleraNodes[i])
+		if nr := outs[i].nonRetryable; len(nr) > 0 {
+			t.Errorf("the writer on %s met %d errors dao.IsRetryable calls final, the first: %v", hatest.GaleraNodes[i], len(nr), nr[0])
+		}
 	}
 	t.Logf("%d messages (writers on g1, g2, g3), relays on g1, g2, g3, g3 killed at a quarter published and started 3 s later: %d publishes, lost %d, published more than once %d (more than twice %d): first by the relay on g3 %d (of the %d it claimed and never marked published), first by a relay on g1 or g2 %d; rows %v; write errors retried g1 %d, g2 %d, g3 %d, groups found already written %d",
 		n, pubs.all.Load(), lost, twice, more, twiceFromG3, unmarkedOnG3, twiceElsewhere, counts, writeErrs[0].Load(), writeErrs[1].Load(), writeErrs[2].Load(), alreadyWritten.Load())
