@@ -99,7 +99,8 @@ conformance:
 ## primary is killed during a claim burn-down and during an outbox relay run;
 ## a MariaDB Galera Cluster (scripts/galera-cluster.sh: nodes 127.0.0.1:14306-14308,
 ## run as the mysql user; installs galera-4 and rsync when missing) with the
-## try-lock, a claim burn-down, leases and fencing through all three nodes.
+## try-lock, a claim burn-down, leases and fencing, unique job inserts and an
+## outbox relay through all three nodes, a node killed or frozen mid-run.
 ## HA_RUN narrows the tests (HA_RUN=TestPostgresFailover, HA_RUN=TestJetStream, HA_RUN=TestGalera),
 ## HA_TIMEOUT bounds the run (the Galera conformance suite takes tens of minutes),
 ## HA_MESSAGES sets the messages per run, HA_ROWS the burn-down's rows,

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strconv"
@@ -209,7 +210,7 @@ func (c *Client) insertMany(ctx context.Context, store dao.Store[Row], params []
 // promoteInserted).
 func (c *Client) insertBuilt(ctx context.Context, store dao.Store[Row], rows []*Row, inTx bool, now time.Time) ([]InsertResult, error) {
 	out, err := c.insertChain(ctx, rows, func(ctx context.Context) ([]InsertResult, error) {
-		return insertRows(ctx, store, rows)
+		return insertRows(ctx, store, rows, inTx)
 	})
 	if err != nil {
 		return out, err
@@ -234,9 +235,9 @@ func (c *Client) insertBuilt(ctx context.Context, store dao.Store[Row], rows []*
 }
 
 // insertRows inserts rows through store: those that are not unique in
-// one Create, then the unique ones one by one. It returns the results in
-// the order of rows.
-func insertRows(ctx context.Context, store dao.Store[Row], rows []*Row) ([]InsertResult, error) {
+// one Create, then the unique ones one by one (inTx: inside the caller's
+// transaction). It returns the results in the order of rows.
+func insertRows(ctx context.Context, store dao.Store[Row], rows []*Row, inTx bool) ([]InsertResult, error) {
 	out := make([]InsertResult, len(rows))
 	var plain []*Row
 	for i, r := range rows {
@@ -253,21 +254,41 @@ func insertRows(ctx context.Context, store dao.Store[Row], rows []*Row) ([]Inser
 			continue
 		}
 		var err error
-		if out[i], err = insertUnique(ctx, store, r); err != nil {
+		if out[i], err = insertUnique(ctx, store, r, inTx); err != nil {
 			return out[:i], fmt.Errorf("jobs: insert: job %d: %w", i, err)
 		}
 	}
 	return out, nil
 }
 
+// uniqueInsertTries bounds the tries of one unique insert: each insert
+// that a conflict aborted, or that found the key released again before
+// it could read the holder, is one try.
+const uniqueInsertTries = 10
+
 // insertUnique inserts r unless a job holds its unique key, and returns
 // the job holding the key: r, or the other one. A holder that releases
-// the key between the two statements makes it try again.
-func insertUnique(ctx context.Context, store dao.Store[Row], r *Row) (InsertResult, error) {
-	for range 5 {
+// the key between the two statements makes it try again. Outside a
+// transaction (inTx false) an insert aborted by a conflict
+// (dao.ErrConflict) is tried again after a short pause: on a MariaDB
+// Galera Cluster two inserts of one key through two nodes both succeed
+// on their node and certification aborts the later one at commit with a
+// deadlock (1213); tried again, it finds the key held once its node has
+// applied the other insert. Inside the caller's transaction the conflict
+// is returned: the database rolled the transaction back.
+func insertUnique(ctx context.Context, store dao.Store[Row], r *Row, inTx bool) (InsertResult, error) {
+	var conflict error
+	for try := range uniqueInsertTries {
 		n, err := creator(store).CreateIfAbsent(ctx, r)
 		if err != nil {
-			return InsertResult{}, err
+			if inTx || !errors.Is(err, dao.ErrConflict) {
+				return InsertResult{}, err
+			}
+			conflict = err
+			if err := pause(ctx, uniqueConflictPause(try)); err != nil {
+				return InsertResult{}, fmt.Errorf("unique key %s: %w (after %w)", *r.UniqueKey, err, conflict)
+			}
+			continue
 		}
 		got, err := store.Find(ctx, dao.Query{Where: dao.Eq(ColUniqueKey, *r.UniqueKey), Limit: 1})
 		if err != nil {
@@ -277,7 +298,30 @@ func insertUnique(ctx context.Context, store dao.Store[Row], r *Row) (InsertResu
 			return InsertResult{Job: &got[0], UniqueSkippedAsDuplicate: n == 0}, nil
 		}
 	}
+	if conflict != nil {
+		return InsertResult{}, fmt.Errorf("unique key %s: %d tries aborted by conflicts or finding the key released, the last conflict: %w", *r.UniqueKey, uniqueInsertTries, conflict)
+	}
 	return InsertResult{}, fmt.Errorf("unique key %s held and released repeatedly: %w", *r.UniqueKey, dao.ErrConflict)
+}
+
+// uniqueConflictPause is the pause before try+1 of a unique insert that
+// a conflict aborted: 5 ms doubling to at most 200 ms, spread by up to
+// half again at random so that the callers of one key do not meet again.
+func uniqueConflictPause(try int) time.Duration {
+	d := min(5*time.Millisecond<<min(try, 6), 200*time.Millisecond)
+	return d + rand.N(d/2+1)
+}
+
+// pause waits for d, or returns ctx's error if it ends first.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // creator returns store's CreateIfAbsent, or an emulation by Create that

@@ -21,6 +21,20 @@
 # exists: loopback only, for tests. Clients connect to any node, e.g.
 #   root@tcp(127.0.0.1:14306)/test?parseTime=true
 #
+# How long the others wait for a silent node before they drop it from
+# the cluster, and the hard limit after which they pronounce it dead
+# (Galera Cluster docs, "Galera Parameters": evs.suspect_timeout,
+# evs.inactive_timeout; the second must exceed the first, and
+# evs.install_timeout, PT15S, the second), and how often a node sends
+# keepalives (evs.keepalive_period, which the provider requires below a
+# third of evs.suspect_timeout). While they wait, no commit completes
+# anywhere: a killed or frozen node stops the survivors' commits for
+# about evs.suspect_timeout plus a second or so. The defaults here, PT2S,
+# PT4S and PT0.5S, bring that pause under 5 s; Galera's own, PT5S, PT15S
+# and PT1S, tolerate longer stalls of a live node (a loaded machine, a
+# network hiccup) before it is dropped and must rejoin:
+#   GALERA_SUSPECT_TIMEOUT=PT5S GALERA_INACTIVE_TIMEOUT=PT15S GALERA_KEEPALIVE_PERIOD=PT1S scripts/galera-cluster.sh start
+#
 # The settings Galera requires are set for every node (MariaDB Galera
 # Cluster docs, "Configuring MariaDB Galera Cluster": binlog_format=ROW,
 # InnoDB, innodb_autoinc_lock_mode=2, wsrep_provider,
@@ -33,6 +47,9 @@ HOST=127.0.0.1
 NODES=(g1 g2 g3)
 PROVIDER=${GALERA_PROVIDER:-/usr/lib/galera/libgalera_smm.so}
 MARIADBD=${GALERA_MARIADBD:-/usr/sbin/mariadbd}
+SUSPECT=${GALERA_SUSPECT_TIMEOUT:-PT2S}
+INACTIVE=${GALERA_INACTIVE_TIMEOUT:-PT4S}
+KEEPALIVE=${GALERA_KEEPALIVE_PERIOD:-PT0.5S}
 
 die() { echo "galera-cluster: $*" >&2; exit 1; }
 idx() { # idx NAME -> 0..2
@@ -92,7 +109,7 @@ wsrep_cluster_name=claimstore
 wsrep_cluster_address=gcomm://$addr
 wsrep_node_name=$n
 wsrep_node_address=$HOST:$(gcomm_port "$n")
-wsrep_provider_options="gmcast.listen_addr=tcp://$HOST:$(gcomm_port "$n");ist.recv_addr=$HOST:$(ist_port "$n");gcache.size=64M"
+wsrep_provider_options="gmcast.listen_addr=tcp://$HOST:$(gcomm_port "$n");ist.recv_addr=$HOST:$(ist_port "$n");gcache.size=64M;evs.keepalive_period=$KEEPALIVE;evs.suspect_timeout=$SUSPECT;evs.inactive_timeout=$INACTIVE"
 wsrep_sst_method=rsync
 wsrep_sst_receive_address=$HOST:$(sst_port "$n")
 EOF
@@ -212,5 +229,5 @@ freeze) p=$(pidof_node "${2:?node}") && kill -STOP "$p" ;;
 thaw) p=$(pidof_node "${2:?node}") && kill -CONT "$p" ;;
 stop) if [ -n "${2:-}" ]; then stop_one "$2"; else stop_all; fi ;;
 clean) stop_all; rm -rf "$DIR" ;;
-*) sed -n '2,27p' "$0"; exit 2 ;;
+*) sed -n '2,41p' "$0"; exit 2 ;;
 esac

@@ -105,7 +105,12 @@ func matchedRows(db *gorm.DB) bool {
 // ER_TOO_MANY_USER_CONNECTIONS (max_user_connections), 1226
 // ER_USER_LIMIT_REACHED (a user's MAX_USER_CONNECTIONS and the other
 // account resource limits), and the client codes 2006 CR_SERVER_GONE_ERROR
-// and 2013 CR_SERVER_LOST, which a proxy may send -> ErrUnavailable;
+// and 2013 CR_SERVER_LOST, which a proxy may send, and 1047
+// ER_UNKNOWN_COM_ERROR, which a MariaDB Galera Cluster node returns
+// ("WSREP has not yet prepared node for application use") while it is not
+// Synced in the primary component, joining or cut off from the others
+// (MariaDB Galera Cluster docs, "wsrep_reject_queries" and "Galera Cluster
+// Status Variables": wsrep_ready) -> ErrUnavailable;
 // mysql.ErrInvalidConn -> ErrUnavailable. Other errors are nil (an access
 // denied error among them: no retry cures it).
 func classify(err error) error {
@@ -118,7 +123,7 @@ func classify(err error) error {
 			return dao.ErrConflict
 		case 1205, 1969, 3024:
 			return dao.ErrBusy
-		case 1040, 1041, 1203, 1226, 2006, 2013:
+		case 1040, 1041, 1047, 1203, 1226, 2006, 2013:
 			return dao.ErrUnavailable
 		}
 		return nil

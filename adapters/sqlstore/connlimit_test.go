@@ -130,9 +130,10 @@ func checkConnectionLimit(t *testing.T, ctx context.Context, backend, dsn, who s
 	checkLimitError(t, "statement needing a second connection", err, isLimit)
 }
 
-// The other connection-limit and server-resource codes, which the test
-// servers cannot be made to answer on demand, map as the forced ones do;
-// those no retry cures stay unmapped.
+// The other connection-limit and server-resource codes, and a Galera
+// node's refusal while it is not ready, which the test servers cannot be
+// made to answer on demand, map as the forced ones do; those no retry
+// cures stay unmapped.
 func TestMapErrorResourceCodes(t *testing.T) {
 	for _, c := range []struct {
 		err  error
@@ -150,6 +151,9 @@ func TestMapErrorResourceCodes(t *testing.T) {
 		{&gomysql.MySQLError{Number: 1226}, dao.ErrUnavailable},
 		{&gomysql.MySQLError{Number: 2006}, dao.ErrUnavailable},
 		{&gomysql.MySQLError{Number: 2013}, dao.ErrUnavailable},
+		// A Galera node not ready for clients (joining, or cut off from
+		// the cluster's primary component).
+		{&gomysql.MySQLError{Number: 1047, SQLState: [5]byte{'0', '8', 'S', '0', '1'}, Message: "WSREP has not yet prepared node for application use"}, dao.ErrUnavailable},
 		{&gomysql.MySQLError{Number: 1045}, nil},
 	} {
 		got := sqlstore.MapError(c.err)

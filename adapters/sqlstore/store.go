@@ -594,10 +594,25 @@ func (s *sqlDriver[T]) InsertIfAbsent(ctx context.Context, items []*T) (int64, e
 // the items, not the rows an ON CONFLICT DO NOTHING let through, so the
 // statement is built (DryRun) and run here, counting the rows RETURNING
 // yields, or the affected rows without it.
+//
+// On MariaDB the RETURNING GORM adds is dropped and the affected rows are
+// counted: MariaDB sends RETURNING's rows as the statement inserts them,
+// before its commit, and on a Galera node an autocommit INSERT IGNORE
+// whose commit certification aborts is run again by the node
+// (wsrep_retry_autocommit, default 1): the row already sent counts an
+// insert that the run again skipped, while the affected-row count is the
+// run that committed (MariaDB Galera Cluster docs, "Galera Cluster System
+// Variables": wsrep_retry_autocommit).
 func (s *sqlDriver[T]) insertCount(ctx context.Context, tx *gorm.DB, items []*T) (int64, error) {
 	stmt := tx.Session(&gorm.Session{DryRun: true}).Create(items).Statement
 	if err := stmt.Error; err != nil {
 		return 0, mapError(err)
+	}
+	if _, ok := stmt.Clauses["RETURNING"]; ok && (s.dialect == dialects.MySQL || s.dialect == dialects.MariaDB) {
+		delete(stmt.Clauses, "RETURNING")
+		stmt.SQL.Reset()
+		stmt.Vars = nil
+		stmt.Build(tx.Callback().Create().Clauses...)
 	}
 	st := dialects.Statement{SQL: stmt.SQL.String(), Args: stmt.Vars}
 	if _, ok := stmt.Clauses["RETURNING"]; !ok {

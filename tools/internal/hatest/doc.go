@@ -7,7 +7,8 @@
 // monitor, a primary and its synchronous secondary, run by
 // scripts/pg-failover.sh), whose nodes can be killed and started again;
 // and a three-node MariaDB Galera Cluster ([StartGaleraCluster], run by
-// scripts/galera-cluster.sh), every node accepting writes. The stream's
+// scripts/galera-cluster.sh), every node accepting writes, whose nodes
+// can be killed, frozen, thawed and started again. The stream's
 // duplicate window is sized with outbox.RetryHorizon.
 //
 // The tests run only when CLAIMSTORE_HA=1 (make ha): they start server

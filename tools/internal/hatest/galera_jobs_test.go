@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -316,10 +317,38 @@ func newGaleraJobQueue(ctx context.Context, t *testing.T, dbs []*gorm.DB, n int,
 	return &galeraJobQueue{table: table, clients: clients, log: log, warns: warns}
 }
 
-// galeraSuspectTimeout is evs.suspect_timeout, which the cluster script
-// leaves at its default (Galera Cluster docs, "Galera Parameters"): how
-// long the others wait for a silent node before they drop it.
-const galeraSuspectTimeout = 5 * time.Second
+// galeraSuspectTimeout returns evs.suspect_timeout as the node of db
+// runs with (scripts/galera-cluster.sh sets it, GALERA_SUSPECT_TIMEOUT):
+// how long the others wait for a silent node before they drop it (Galera
+// Cluster docs, "Galera Parameters"). It reads the option from
+// wsrep_provider_options, an ISO 8601 period of seconds or minutes
+// (PT2S, PT1.5S, PT1M).
+func galeraSuspectTimeout(ctx context.Context, t *testing.T, db *gorm.DB) time.Duration {
+	t.Helper()
+	var v struct {
+		VariableName string
+		Value        string
+	}
+	if err := db.WithContext(ctx).Raw("SHOW GLOBAL VARIABLES LIKE 'wsrep_provider_options'").Scan(&v).Error; err != nil {
+		t.Fatal(err)
+	}
+	for opt := range strings.SplitSeq(v.Value, ";") {
+		name, val, ok := strings.Cut(opt, "=")
+		if !ok || strings.TrimSpace(name) != "evs.suspect_timeout" {
+			continue
+		}
+		val = strings.TrimSpace(val)
+		if p, ok := strings.CutPrefix(val, "PT"); ok && len(p) > 1 {
+			unit := map[byte]time.Duration{'S': time.Second, 'M': time.Minute}[p[len(p)-1]]
+			if f, err := strconv.ParseFloat(p[:len(p)-1], 64); err == nil && unit > 0 {
+				return time.Duration(f * float64(unit))
+			}
+		}
+		t.Fatalf("evs.suspect_timeout = %q: not a period of seconds or minutes", val)
+	}
+	t.Fatalf("no evs.suspect_timeout in wsrep_provider_options %q", v.Value)
+	return 0
+}
 
 // TestGaleraNodeKilledMidJobQueue kills g3 with SIGKILL while a
 // jobs.Client on each node runs a queue of 3,000 jobs (12 workers per
@@ -332,12 +361,70 @@ const galeraSuspectTimeout = 5 * time.Second
 // starting jobs not run before with no pause longer than the cluster's
 // suspect timeout plus 2 s (the longest is printed: the cluster holds
 // its commits until it drops the dead node, after evs.suspect_timeout,
-// 5 s by default, then reconfigures), and g3 rejoins (IST).
+// PT2S as the cluster script sets it, Galera's default PT5S, then
+// reconfigures), and g3 rejoins (IST).
 func TestGaleraNodeKilledMidJobQueue(t *testing.T) {
+	galeraJobQueueFault(t, "killed", func(ctx context.Context, c *hatest.GaleraCluster, _ time.Duration) error {
+		return c.KillNode(ctx, "g3")
+	}, func(ctx context.Context, t *testing.T, c *hatest.GaleraCluster, query string, want int64) {
+		rejoinAndCount(ctx, t, c, "g3", query, want)
+	})
+}
+
+// TestGaleraNodeFrozenMidJobQueue is TestGaleraNodeKilledMidJobQueue with
+// g3 frozen (SIGSTOP: a hung server) for twice the suspect timeout
+// instead of killed, then thawed (SIGCONT): the others drop it after the
+// suspect timeout and go on; g3's client, whose statements hang and then
+// fail, has its claimed jobs run again by the others once their leases
+// end. The same checks hold, and g3 must rejoin on its own (IST) and read
+// every job completed.
+func TestGaleraNodeFrozenMidJobQueue(t *testing.T) {
+	galeraJobQueueFault(t, "frozen", func(ctx context.Context, c *hatest.GaleraCluster, suspect time.Duration) error {
+		if err := c.FreezeNode(ctx, "g3"); err != nil {
+			return err
+		}
+		go func() {
+			time.Sleep(2 * suspect)
+			if err := c.ThawNode(context.Background(), "g3"); err != nil {
+				t.Errorf("thaw g3: %v", err)
+			}
+		}()
+		return nil
+	}, func(ctx context.Context, t *testing.T, c *hatest.GaleraCluster, query string, want int64) {
+		start := time.Now()
+		for ctx.Err() == nil {
+			if st, err := c.Status(ctx); err == nil && strings.Contains(st, "g3 pid") && !strings.Contains(st, "cluster_size 2") && strings.Count(st, "state Synced") == 3 {
+				break
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if err := c.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		db, err := sqlstore.Open(ctx, "mariadb", c.DSN("g3"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		testdb.CloseAtCleanup(t, db)
+		got, err := syncedCount(ctx, db, query)
+		if err != nil || got != want {
+			t.Errorf("%s read on g3 after it rejoined: %d (%v), want %d", query, got, err, want)
+		}
+		t.Logf("g3 Synced in a cluster of 3 again %v after the jobs completed and reads %d (%s)", time.Since(start).Round(time.Millisecond), got, query)
+	})
+}
+
+// galeraJobQueueFault runs a jobs.Client on each node over a queue of
+// 3,000 jobs, strikes g3 with fault 2 s in, waits until every job is
+// completed, checks the runs and calls after with the count query of
+// completed jobs and its expected value.
+func galeraJobQueueFault(t *testing.T, what string, fault func(ctx context.Context, c *hatest.GaleraCluster, suspect time.Duration) error,
+	after func(ctx context.Context, t *testing.T, c *hatest.GaleraCluster, query string, want int64)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	c := galeraCluster(ctx, t)
 	dbs := openGaleraNodes(ctx, t, c, 16)
+	suspect := galeraSuspectTimeout(ctx, t, dbs[0])
 	const n, lease, work = 3000, 10 * time.Second, 100 * time.Millisecond
 	q := newGaleraJobQueue(ctx, t, dbs, n, lease, work)
 
@@ -356,15 +443,15 @@ func TestGaleraNodeKilledMidJobQueue(t *testing.T) {
 		return n
 	}
 	time.Sleep(2 * time.Second)
-	if err := c.KillNode(ctx, "g3"); err != nil {
+	if err := fault(ctx, c, suspect); err != nil {
 		t.Fatal(err)
 	}
-	killed := time.Now()
-	t.Logf("g3 killed with %d jobs not completed", left())
+	struck := time.Now()
+	t.Logf("g3 %s with %d jobs not completed", what, left())
 	for ctx.Err() == nil && left() != 0 {
 		time.Sleep(200 * time.Millisecond)
 	}
-	took := time.Since(killed)
+	took := time.Since(struck)
 	stop()
 	for i, ch := range runErrs {
 		select {
@@ -379,20 +466,20 @@ func TestGaleraNodeKilledMidJobQueue(t *testing.T) {
 		}
 	}
 
-	// The longest wait, after the kill, between the first runs of jobs
+	// The longest wait, after the fault, between the first runs of jobs
 	// on g1 or g2: the runs again of g3's jobs, which wait for their
 	// leases, are left out.
 	var starts []time.Time
 	q.log.mu.Lock()
 	for id, by := range q.log.by {
-		if by[0] != 2 && q.log.at[id][0].After(killed) {
+		if by[0] != 2 && q.log.at[id][0].After(struck) {
 			starts = append(starts, q.log.at[id][0])
 		}
 	}
 	q.log.mu.Unlock()
 	slices.SortFunc(starts, time.Time.Compare)
 	var longest time.Duration
-	prev := killed
+	prev := struck
 	for _, at := range starts {
 		longest = max(longest, at.Sub(prev))
 		prev = at
@@ -433,15 +520,15 @@ func TestGaleraNodeKilledMidJobQueue(t *testing.T) {
 	}
 	overlap := q.log.overlap
 	q.log.mu.Unlock()
-	t.Logf("%d jobs, a client on each node, g3 killed after 2 s: all completed %v after the kill; not completed %d, never run %d, run twice by the g1 and g2 clients %d, run again after a first run on g3 %d (completed at attempt > 1: %d), run again after a first run elsewhere %d, overlapping runs %d; longest wait between job starts on g1 or g2 after the kill %v",
-		len(ids), took.Round(time.Millisecond), notDone, lost, twiceBySurvivors, again, attempt2, rerunNotFromG3, overlap, longest.Round(time.Millisecond))
+	t.Logf("%d jobs, a client on each node, g3 %s after 2 s: all completed %v after the fault; not completed %d, never run %d, run twice by the g1 and g2 clients %d, run again after a first run on g3 %d (completed at attempt > 1: %d), run again after a first run elsewhere %d, overlapping runs %d; longest wait between job starts on g1 or g2 after the fault %v (evs.suspect_timeout %v)",
+		len(ids), what, took.Round(time.Millisecond), notDone, lost, twiceBySurvivors, again, attempt2, rerunNotFromG3, overlap, longest.Round(time.Millisecond), suspect)
 	if len(ids) != n || notDone != 0 || lost != 0 || twiceBySurvivors != 0 || rerunNotFromG3 != 0 || overlap != 0 {
 		t.Errorf("%d jobs stored (want %d), %d not completed, %d never run, %d run twice by the surviving clients, %d run again after a first run not on g3, %d overlapping runs",
 			len(ids), n, notDone, lost, twiceBySurvivors, rerunNotFromG3, overlap)
 	}
-	if longest > galeraSuspectTimeout+2*time.Second {
-		t.Errorf("the clients on g1 and g2 started no job for %v after the kill, want at most %v (the suspect timeout) plus 2 s for the reconfiguration on a loaded machine",
-			longest.Round(time.Millisecond), galeraSuspectTimeout)
+	if longest > suspect+2*time.Second {
+		t.Errorf("the clients on g1 and g2 started no job for %v after the fault, want at most %v (the suspect timeout) plus 2 s for the reconfiguration on a loaded machine",
+			longest.Round(time.Millisecond), suspect)
 	}
-	rejoinAndCount(ctx, t, c, "g3", "SELECT COUNT(*) FROM "+q.table+" WHERE state = 'completed'", n)
+	after(ctx, t, c, "SELECT COUNT(*) FROM "+q.table+" WHERE state = 'completed'", n)
 }

@@ -55,9 +55,17 @@ func galeraCluster(ctx context.Context, t testing.TB) *hatest.GaleraCluster {
 // node, closed at cleanup.
 func openGaleraNodes(ctx context.Context, t testing.TB, c *hatest.GaleraCluster, conns int) []*gorm.DB {
 	t.Helper()
+	return openGaleraNodesWith(ctx, t, c, conns, "")
+}
+
+// openGaleraNodesWith is openGaleraNodes with params, "&name=value..."
+// appended to each node's DSN (a system variable there is set on every
+// connection).
+func openGaleraNodesWith(ctx context.Context, t testing.TB, c *hatest.GaleraCluster, conns int, params string) []*gorm.DB {
+	t.Helper()
 	var dbs []*gorm.DB
 	for _, n := range hatest.GaleraNodes {
-		db, err := sqlstore.Open(ctx, "mariadb", c.DSN(n))
+		db, err := sqlstore.Open(ctx, "mariadb", c.DSN(n)+params)
 		if err != nil {
 			t.Fatalf("open %s: %v", n, err)
 		}
@@ -471,7 +479,8 @@ func TestGaleraLeasesAndFencing(t *testing.T) {
 // ends. Every row must end done, none marked twice (the guarded mark
 // cannot succeed twice); the claimers on g1 and g2 go on claiming (the
 // longest pause is logged: the cluster waits for evs.suspect_timeout,
-// 5 s by default, before it drops the dead node), and g3 must rejoin
+// PT2S as the cluster script sets it, Galera's default PT5S, before
+// it drops the dead node), and g3 must rejoin
 // (IST) and read the same table.
 func TestGaleraNodeKilledMidBurnDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)

@@ -107,6 +107,21 @@ func (c *GaleraCluster) KillNode(ctx context.Context, node string) error {
 	return err
 }
 
+// FreezeNode stops node with SIGSTOP: a hung server, whose connections
+// stay open and answer nothing. The others drop it from the cluster once
+// it has been silent for evs.suspect_timeout.
+func (c *GaleraCluster) FreezeNode(ctx context.Context, node string) error {
+	_, err := c.run(ctx, "freeze", node)
+	return err
+}
+
+// ThawNode resumes a frozen node with SIGCONT; dropped meanwhile, it
+// rejoins the cluster on its own (IST).
+func (c *GaleraCluster) ThawNode(ctx context.Context, node string) error {
+	_, err := c.run(ctx, "thaw", node)
+	return err
+}
+
 // StartNode starts node again and waits until it has rejoined, Synced.
 func (c *GaleraCluster) StartNode(ctx context.Context, node string) error {
 	_, err := c.run(ctx, "start", node)
