@@ -379,19 +379,7 @@ func limitsChild(t *testing.T, st JobStores, dir, name, role string, lease time.
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		for {
-			if _, err := os.Stat(filepath.Join(dir, "stop-"+name)); err == nil {
-				cancel()
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-	if err := c.Run(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("child %s stopped: %+v", name, c.Stats())
+	runUntilStopped(ctx, t, cancel, c, dir, name)
 }
 
 // readLimRuns reads the runs the children recorded.

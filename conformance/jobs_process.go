@@ -362,6 +362,13 @@ func jobsChild(t *testing.T, h JobsHarness) {
 			}
 		}()
 	}
+	runUntilStopped(ctx, t, cancel, c, dir, name)
+}
+
+// runUntilStopped runs c with ctx until the stop file of child name
+// appears in dir (see jobsChildProc.stop), cancelling ctx then, and logs
+// the client's totals once it drained.
+func runUntilStopped(ctx context.Context, t *testing.T, cancel context.CancelFunc, c *jobs.Client, dir, name string) {
 	go func() {
 		for {
 			if _, err := os.Stat(filepath.Join(dir, "stop-"+name)); err == nil {
