@@ -109,6 +109,7 @@ wsrep_cluster_name=claimstore
 wsrep_cluster_address=gcomm://$addr
 wsrep_node_name=$n
 wsrep_node_address=$HOST:$(gcomm_port "$n")
+wsrep_node_incoming_address=$HOST:$(sql_port "$n")
 wsrep_provider_options="gmcast.listen_addr=tcp://$HOST:$(gcomm_port "$n");ist.recv_addr=$HOST:$(ist_port "$n");gcache.size=64M;evs.keepalive_period=$KEEPALIVE;evs.suspect_timeout=$SUSPECT;evs.inactive_timeout=$INACTIVE"
 wsrep_sst_method=rsync
 wsrep_sst_receive_address=$HOST:$(sst_port "$n")

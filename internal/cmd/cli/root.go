@@ -50,6 +50,7 @@ func NewRoot() *cobra.Command {
 	pf.StringVar(&g.LogLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	root.AddCommand(
 		newDispatchCmd(g),
+		newGaleraCmd(g),
 		newJobsCmd(g),
 		newQueuesCmd(g),
 		newLeaderCmd(g),
