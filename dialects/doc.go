@@ -2,8 +2,9 @@
 // how to tell them apart on a live connection ([Detect]: MariaDB from MySQL
 // by the server version, CockroachDB and YugabyteDB from PostgreSQL), the
 // server variants named beside them ([Galera], MariaDB Galera Cluster,
-// whose SQL is MariaDB's: [DetectVariant], [DetectGalera], and its
-// documented behaviours with their sources, [Behaviours]), which of them
+// whose SQL is MariaDB's: [DetectVariant], [DetectGalera], a node's
+// state ([GaleraStatus]), and its documented behaviours with their
+// sources, [Behaviours]), which of them
 // claim on the one-statement fast
 // path (the explicit allow-list, [DefaultFastPath] = PostgreSQL, checked by
 // [FastPathAllowed]), and the SQL text of every statement the SQL adapter
