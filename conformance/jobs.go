@@ -213,11 +213,11 @@ type JobsHarness struct {
 //     running, one limited to 2 per partition, one limited to 200 starts
 //     per second and one of sequences: never more than the limit at once
 //     (sampled from the work functions), the rate within the token
-//     bucket's bound and its mean within 5% of the limit, each sequence
-//     in order and one at a time, every job once; then the slots of a
-//     process killed (SIGKILL) holding them come back when its leases
-//     end, not before. [EnvLimitScale] "full" runs it at 5,000 jobs a
-//     queue.
+//     bucket's bound, each sequence in order and one at a time, every
+//     job once; then the slots of a process killed (SIGKILL) holding
+//     them come back when its leases end, not before. [EnvLimitScale]
+//     "full" runs it at 5,000 jobs a queue and also asks the mean rate
+//     to be within 5% of the limit.
 func RunJobs(t *testing.T, h JobsHarness) {
 	t.Helper()
 	if h.NewStores == nil {
