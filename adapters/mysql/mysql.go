@@ -110,7 +110,10 @@ func matchedRows(db *gorm.DB) bool {
 // ("WSREP has not yet prepared node for application use") while it is not
 // Synced in the primary component, joining or cut off from the others
 // (MariaDB Galera Cluster docs, "wsrep_reject_queries" and "Galera Cluster
-// Status Variables": wsrep_ready) -> ErrUnavailable;
+// Status Variables": wsrep_ready), and 1180 ER_ERROR_DURING_COMMIT, a
+// commit the server failed and rolled back, which a Galera node returns
+// when it lost the primary component at commit ("Not connected to
+// Primary Component") -> ErrUnavailable;
 // mysql.ErrInvalidConn -> ErrUnavailable. Other errors are nil (an access
 // denied error among them: no retry cures it).
 func classify(err error) error {
@@ -123,7 +126,7 @@ func classify(err error) error {
 			return dao.ErrConflict
 		case 1205, 1969, 3024:
 			return dao.ErrBusy
-		case 1040, 1041, 1047, 1203, 1226, 2006, 2013:
+		case 1040, 1041, 1047, 1180, 1203, 1226, 2006, 2013:
 			return dao.ErrUnavailable
 		}
 		return nil

@@ -154,6 +154,9 @@ func TestMapErrorResourceCodes(t *testing.T) {
 		// A Galera node not ready for clients (joining, or cut off from
 		// the cluster's primary component).
 		{&gomysql.MySQLError{Number: 1047, SQLState: [5]byte{'0', '8', 'S', '0', '1'}, Message: "WSREP has not yet prepared node for application use"}, dao.ErrUnavailable},
+		// A Galera node that lost the primary component at commit: the
+		// transaction was rolled back.
+		{&gomysql.MySQLError{Number: 1180, SQLState: [5]byte{'H', 'Y', '0', '0', '0'}, Message: "Error while appending streaming replication fragment(provider status: Not connected to Primary Component)"}, dao.ErrUnavailable},
 		{&gomysql.MySQLError{Number: 1045}, nil},
 	} {
 		got := sqlstore.MapError(c.err)

@@ -320,10 +320,16 @@ func newGaleraJobQueue(ctx context.Context, t *testing.T, dbs []*gorm.DB, n int,
 // galeraSuspectTimeout returns evs.suspect_timeout as the node of db
 // runs with (scripts/galera-cluster.sh sets it, GALERA_SUSPECT_TIMEOUT):
 // how long the others wait for a silent node before they drop it (Galera
-// Cluster docs, "Galera Parameters"). It reads the option from
-// wsrep_provider_options, an ISO 8601 period of seconds or minutes
-// (PT2S, PT1.5S, PT1M).
+// Cluster docs, "Galera Parameters").
 func galeraSuspectTimeout(ctx context.Context, t *testing.T, db *gorm.DB) time.Duration {
+	t.Helper()
+	return galeraEVSPeriod(ctx, t, db, "evs.suspect_timeout")
+}
+
+// galeraEVSPeriod returns the provider option name of the node of db,
+// read from wsrep_provider_options: an ISO 8601 period of seconds or
+// minutes (PT2S, PT1.5S, PT1M).
+func galeraEVSPeriod(ctx context.Context, t *testing.T, db *gorm.DB, name string) time.Duration {
 	t.Helper()
 	var v struct {
 		VariableName string
@@ -333,8 +339,8 @@ func galeraSuspectTimeout(ctx context.Context, t *testing.T, db *gorm.DB) time.D
 		t.Fatal(err)
 	}
 	for opt := range strings.SplitSeq(v.Value, ";") {
-		name, val, ok := strings.Cut(opt, "=")
-		if !ok || strings.TrimSpace(name) != "evs.suspect_timeout" {
+		n, val, ok := strings.Cut(opt, "=")
+		if !ok || strings.TrimSpace(n) != name {
 			continue
 		}
 		val = strings.TrimSpace(val)
@@ -344,9 +350,9 @@ func galeraSuspectTimeout(ctx context.Context, t *testing.T, db *gorm.DB) time.D
 				return time.Duration(f * float64(unit))
 			}
 		}
-		t.Fatalf("evs.suspect_timeout = %q: not a period of seconds or minutes", val)
+		t.Fatalf("%s = %q: not a period of seconds or minutes", name, val)
 	}
-	t.Fatalf("no evs.suspect_timeout in wsrep_provider_options %q", v.Value)
+	t.Fatalf("no %s in wsrep_provider_options %q", name, v.Value)
 	return 0
 }
 
@@ -364,7 +370,7 @@ func galeraSuspectTimeout(ctx context.Context, t *testing.T, db *gorm.DB) time.D
 // PT2S as the cluster script sets it, Galera's default PT5S, then
 // reconfigures), and g3 rejoins (IST).
 func TestGaleraNodeKilledMidJobQueue(t *testing.T) {
-	galeraJobQueueFault(t, "killed", func(ctx context.Context, c *hatest.GaleraCluster, _ time.Duration) error {
+	galeraJobQueueFault(t, "killed", func(ctx context.Context, c *hatest.GaleraCluster, _, _ time.Duration) error {
 		return c.KillNode(ctx, "g3")
 	}, func(ctx context.Context, t *testing.T, c *hatest.GaleraCluster, query string, want int64) {
 		rejoinAndCount(ctx, t, c, "g3", query, want)
@@ -372,19 +378,23 @@ func TestGaleraNodeKilledMidJobQueue(t *testing.T) {
 }
 
 // TestGaleraNodeFrozenMidJobQueue is TestGaleraNodeKilledMidJobQueue with
-// g3 frozen (SIGSTOP: a hung server) for twice the suspect timeout
-// instead of killed, then thawed (SIGCONT): the others drop it after the
+// g3 frozen (SIGSTOP: a hung server) for the suspect timeout plus the
+// inactive timeout (evs.inactive_timeout) instead of killed, then thawed (SIGCONT): the others drop it after the
 // suspect timeout and go on; g3's client, whose statements hang and then
 // fail, has its claimed jobs run again by the others once their leases
 // end. The same checks hold, and g3 must rejoin on its own (IST) and read
 // every job completed.
 func TestGaleraNodeFrozenMidJobQueue(t *testing.T) {
-	galeraJobQueueFault(t, "frozen", func(ctx context.Context, c *hatest.GaleraCluster, suspect time.Duration) error {
+	galeraJobQueueFault(t, "frozen", func(ctx context.Context, c *hatest.GaleraCluster, suspect, inactive time.Duration) error {
 		if err := c.FreezeNode(ctx, "g3"); err != nil {
 			return err
 		}
 		go func() {
-			time.Sleep(2 * suspect)
+			// Thawed well after the cluster declared it inactive and
+			// dropped it: a thaw as the inactive timeout ends meets the
+			// view change half-way, and the survivors then held their
+			// commits for 13 s, past the jobs' leases.
+			time.Sleep(suspect + inactive)
 			if err := c.ThawNode(context.Background(), "g3"); err != nil {
 				t.Errorf("thaw g3: %v", err)
 			}
@@ -418,7 +428,7 @@ func TestGaleraNodeFrozenMidJobQueue(t *testing.T) {
 // 3,000 jobs, strikes g3 with fault 2 s in, waits until every job is
 // completed, checks the runs and calls after with the count query of
 // completed jobs and its expected value.
-func galeraJobQueueFault(t *testing.T, what string, fault func(ctx context.Context, c *hatest.GaleraCluster, suspect time.Duration) error,
+func galeraJobQueueFault(t *testing.T, what string, fault func(ctx context.Context, c *hatest.GaleraCluster, suspect, inactive time.Duration) error,
 	after func(ctx context.Context, t *testing.T, c *hatest.GaleraCluster, query string, want int64)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -443,7 +453,7 @@ func galeraJobQueueFault(t *testing.T, what string, fault func(ctx context.Conte
 		return n
 	}
 	time.Sleep(2 * time.Second)
-	if err := fault(ctx, c, suspect); err != nil {
+	if err := fault(ctx, c, suspect, galeraEVSPeriod(ctx, t, dbs[0], "evs.inactive_timeout")); err != nil {
 		t.Fatal(err)
 	}
 	struck := time.Now()
