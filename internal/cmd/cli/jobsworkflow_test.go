@@ -3,11 +3,13 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"path/filepath"
 	"testing"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
+	"github.com/claimstore/claimstore/adapters/sqlstore/sqlstoretest"
+	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	"github.com/claimstore/claimstore/jobs"
 )
@@ -15,19 +17,25 @@ import (
 // TestJobsWorkflowCommand: jobs workflow ID prints a diamond workflow as
 // a tree (d in full under b, named again under c) with the states of an
 // insert nobody ran yet, --json lists the tasks with their
-// dependencies, and an unknown id is an error.
+// dependencies, and an unknown id is dao.ErrNotFound, on each SQL
+// backend.
 func TestJobsWorkflowCommand(t *testing.T) {
+	for _, b := range testdb.SQLBackends {
+		t.Run(b.Name, func(t *testing.T) { testJobsWorkflowCommand(t, b) })
+	}
+}
+
+// testJobsWorkflowCommand is TestJobsWorkflowCommand on backend b, the
+// job table named by --table.
+func testJobsWorkflowCommand(t *testing.T, b testdb.Backend) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "app.db")
-	db, err := sqlstore.Open(ctx, "sqlite", sqlstore.SQLiteDSN(path))
+	db := b.Open(t)
+	table := testdb.Table(t, db, "cli_flow")
+	store, err := sqlstore.New[jobs.Row](db, sqlstore.WithTable(table))
 	if err != nil {
 		t.Fatal(err)
 	}
-	testdb.CloseAtCleanup(t, db)
-	store, err := sqlstore.New[jobs.Row](db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { _ = jobs.Drop(context.Background(), store, nil) })
 	if err := jobs.Migrate(ctx, store, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +53,14 @@ func TestJobsWorkflowCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := func(i int) int64 { return res.Tasks[i].Job.ID }
-	flags := []string{"--backend", "sqlite", "--dsn", path}
+	dsn := testdb.PostgresDSN()
+	switch b.Name {
+	case "mariadb":
+		dsn = testdb.MySQLDSN()
+	case "sqlite":
+		dsn = sqlstoretest.SQLiteFile(t, db)
+	}
+	flags := []string{"--backend", b.Name, "--dsn", dsn, "--table", table}
 	out, errOut, err := execFresh(t, append([]string{"jobs", "workflow", res.ID}, flags...)...)
 	if err != nil {
 		t.Fatalf("jobs workflow: %v\n%s", err, errOut)
@@ -72,7 +87,7 @@ func TestJobsWorkflowCommand(t *testing.T) {
 		len(tasks[3].Deps) != 2 || tasks[3].Deps[0] != "b" || tasks[3].Deps[1] != "c" || len(tasks[0].Deps) != 0 {
 		t.Errorf("jobs workflow --json: %+v", tasks)
 	}
-	if _, _, err := execFresh(t, append([]string{"jobs", "workflow", "no-such-workflow"}, flags...)...); err == nil {
-		t.Error("jobs workflow of an unknown id: no error")
+	if _, _, err := execFresh(t, append([]string{"jobs", "workflow", "no-such-workflow"}, flags...)...); !errors.Is(err, dao.ErrNotFound) {
+		t.Errorf("jobs workflow of an unknown id: %v, want dao.ErrNotFound", err)
 	}
 }
