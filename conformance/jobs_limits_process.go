@@ -141,6 +141,10 @@ func testJobLimitProcesses(t *testing.T, h JobsHarness) {
 	t.Logf("3 processes × 50 workers ran %d jobs in %v: %d run twice or more, %d never run", total, elapsed.Round(time.Millisecond), dup, lost)
 	if dup != 0 || lost != 0 {
 		t.Errorf("%d jobs run twice or more, %d never run; want every job exactly once", dup, lost)
+		logRepeatedRuns(t, runs, byID, began)
+		for _, ch := range children {
+			logWarnings(t, ch)
+		}
 	}
 
 	// The global limit: the most running at once, by a sweep over the
@@ -430,6 +434,49 @@ func readLimRuns(t *testing.T, dir string, children []*jobsChildProc) []limRun {
 		f.Close()
 	}
 	return out
+}
+
+// logRepeatedRuns logs, for up to 10 jobs that ran more than once, each
+// of their runs: the child, and its start and end after began.
+func logRepeatedRuns(t *testing.T, runs []limRun, byID map[int64]int, began time.Time) {
+	t.Helper()
+	shown := 0
+	for id, n := range byID {
+		if n < 2 {
+			continue
+		}
+		if shown++; shown > 10 {
+			break
+		}
+		var b strings.Builder
+		for _, r := range runs {
+			if r.id != id {
+				continue
+			}
+			end := "never"
+			if r.end != 0 {
+				end = time.Duration(r.end - began.UnixNano()).Round(time.Millisecond).String()
+			}
+			fmt.Fprintf(&b, " [%s %s: %v → %s]", r.child, r.queue, time.Duration(r.start-began.UnixNano()).Round(time.Millisecond), end)
+		}
+		t.Logf("job %d ran %d times:%s", id, n, b.String())
+	}
+}
+
+// logWarnings logs the lines of the child's output at level WARN or
+// ERROR, at most 40.
+func logWarnings(t *testing.T, c *jobsChildProc) {
+	t.Helper()
+	n := 0
+	for _, line := range strings.Split(c.out.String(), "\n") {
+		if strings.Contains(line, " WARN ") || strings.Contains(line, " ERROR ") || strings.Contains(line, "level=WARN") || strings.Contains(line, "level=ERROR") {
+			if n++; n > 40 {
+				t.Logf("child %s: more warnings left out", c.name)
+				return
+			}
+			t.Logf("child %s: %s", c.name, line)
+		}
+	}
 }
 
 // filterRuns returns the runs of queue.

@@ -189,6 +189,9 @@ func waitCount(t *testing.T, st JobStores, where dao.Criteria, want int, timeout
 			}
 		}
 		if time.Now().After(deadline) {
+			for _, c := range children {
+				logWarnings(t, c)
+			}
 			t.Fatalf("%d of %d jobs within %v", got, want, timeout)
 		}
 		time.Sleep(50 * time.Millisecond)
