@@ -83,6 +83,23 @@ func insertParted(b *testing.B, c *jobs.Client, first, n, parts int) {
 	}
 }
 
+// sizeBenchPool gives db's pool the open connections of a pool from
+// sqlstore.Open on SQLite, sqlstore.OpenSQLiteConns; on the servers 16,
+// for the client's claim, outcome writers, renewals and maintenance at
+// once.
+func sizeBenchPool(b *testing.B, backend string, db *gorm.DB) {
+	b.Helper()
+	sqlDB, err := db.DB()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if backend == "sqlite" {
+		sqlDB.SetMaxOpenConns(sqlstore.OpenSQLiteConns)
+		return
+	}
+	sqlDB.SetMaxOpenConns(16)
+}
+
 // cycleJobs is the number of jobs of one job-cycle iteration.
 const cycleJobs = 20000
 
@@ -100,9 +117,7 @@ func BenchmarkJobCycle(b *testing.B) {
 	for _, be := range testdb.SQLBackends {
 		b.Run(be.Name, func(b *testing.B) {
 			db := be.Open(b)
-			if sqlDB, err := db.DB(); err == nil {
-				sqlDB.SetMaxOpenConns(16)
-			}
+			sizeBenchPool(b, be.Name, db)
 			var claimRate, jobRate []float64
 			for i := 0; b.Loop(); i++ {
 				claimRate = append(claimRate, burnDown(b, db))
@@ -236,9 +251,7 @@ func BenchmarkJobCycleLimited(b *testing.B) {
 	for _, be := range testdb.SQLBackends {
 		b.Run(be.Name, func(b *testing.B) {
 			db := be.Open(b)
-			if sqlDB, err := db.DB(); err == nil {
-				sqlDB.SetMaxOpenConns(16)
-			}
+			sizeBenchPool(b, be.Name, db)
 			var free, global, parted []float64
 			for b.Loop() {
 				free = append(free, jobCycle(b, db, jobs.QueueConfig{}, 100))

@@ -14,12 +14,12 @@
 // synchronous NORMAL, immediate transactions and times stored as sortable
 // text (sqlstore.SQLiteTimeLayout); a PRAGMA or parameter the URI sets
 // itself wins, e.g. "file:app.db?_pragma=journal_mode(delete)". An
-// in-memory database (":memory:" or mode=memory) gets no WAL. The pool
-// is limited to one open connection (sqlstore.OpenSQLiteConns): an
-// in-memory database because each connection would see its own, a file
-// because SQLite admits one writer at a time and one connection per
-// process queues the process's writes in order instead of in the busy
-// handler.
+// in-memory database (":memory:" or mode=memory) gets no WAL and is
+// limited to one open connection, since each connection would see its own
+// database; a file is limited to two
+// (sqlstore.OpenSQLiteConns), since SQLite admits one writer at a time
+// and a small pool queues a process's writes in order instead of in the
+// busy handler.
 //
 // sqlstore.New[T](db) returns the store of T over the handle: claims run
 // one UPDATE ... RETURNING statement each (the fast path, see

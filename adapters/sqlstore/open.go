@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/claimstore/claimstore/dao"
@@ -32,10 +33,10 @@ func Config() *gorm.Config {
 // handle with [Config]. Each backend package documents its DSN. It is
 // the one way to open a handle by name: the backend packages register
 // their dialectors when imported and have no functions of their own. On
-// SQLite GORM's timestamps are taken in UTC, and the pool is limited to
-// [OpenSQLiteConns] (one) open connection: for an in-memory database
-// (":memory:" or mode=memory) since each connection would see its own
-// database, for a file for the reasons given there. The pool keeps up to
+// SQLite GORM's timestamps are taken in UTC, an in-memory database
+// (":memory:" or mode=memory) is limited to one open connection, since
+// each connection would see its own database, and a file to
+// [OpenSQLiteConns] (two), for the reasons given there. The pool keeps up to
 // [OpenIdleConns] idle connections (database/sql keeps 2), each closed
 // after [OpenConnMaxIdleTime] unused: workers, relays and log readers use
 // several connections at once, and with 2 idle slots every burst closes
@@ -77,10 +78,11 @@ func Open(ctx context.Context, backend string, dsn string) (*gorm.DB, error) {
 	}
 	sqlDB.SetMaxIdleConns(OpenIdleConns)
 	sqlDB.SetConnMaxIdleTime(OpenConnMaxIdleTime)
-	if name == dialects.SQLite {
-		// An in-memory database: each connection would see its own.
-		// A file: one writer at a time (see OpenSQLiteConns).
-		sqlDB.SetMaxOpenConns(OpenSQLiteConns)
+	switch {
+	case name == dialects.SQLite && (strings.Contains(dsn, ":memory:") || strings.Contains(dsn, "mode=memory")):
+		sqlDB.SetMaxOpenConns(1) // each connection would see its own database
+	case name == dialects.SQLite:
+		sqlDB.SetMaxOpenConns(OpenSQLiteConns) // one writer at a time
 	}
 	ping := func() (struct{}, error) { return struct{}{}, mapError(sqlDB.PingContext(ctx)) }
 	tries := uint(1)
@@ -108,26 +110,30 @@ const (
 )
 
 // OpenSQLiteConns is the most open connections of a pool that [Open]
-// opens on SQLite: 1. SQLite lets one writer at a time into a database
-// file, also in WAL mode (SQLite documentation, "Write-Ahead Logging",
-// section "Concurrency": "there can only be one writer at a time"). The
-// connections that wait for the write lock wait in the busy handler,
-// which polls the lock (SQLite documentation, "sqlite3_busy_timeout()"):
-// it is not a queue, and a waiter can lose the lock to later comers
-// again and again while each poll costs CPU. With several connections in
-// one process, a worker's claims, outcome writes, lease renewals and
-// maintenance all poll, and under load a write can wait past its
-// timeout (an outcome not written runs its job again after the lease).
-// With one connection the process's statements wait in order in the
-// pool of database/sql, and one of them at a time contends with other
-// processes. The cost: reads wait behind the writes of the same process,
-// and a statement run on the pool while the same goroutine holds a
-// transaction of it open waits for that transaction to end, so inside a
-// transaction use the transaction's handle (as a write would have to
-// anyway: the transaction holds the write lock). Raise it with
-// sql.DB.SetMaxOpenConns on the handle's DB() when a program needs
+// opens on a SQLite file: 2. SQLite lets one writer at a time into a
+// database file, also in WAL mode (SQLite documentation, "Write-Ahead
+// Logging", section "Concurrency": "there can only be one writer at a
+// time"). The connections that wait for the write lock wait in the busy
+// handler, which polls the lock (SQLite documentation,
+// "sqlite3_busy_timeout()"): it is not a queue, a waiter can lose the
+// lock to later comers again and again, and each poll costs CPU. With
+// many connections in one process, a worker's claims, outcome writes,
+// lease renewals and maintenance all poll, and under load a write can
+// wait past its timeout (an outcome not written runs its job again after
+// the lease). With two, the process's statements wait in order in the
+// pool of database/sql and at most two of them contend for the lock.
+// Not one: every transaction of a pool from Open takes the write lock
+// at BEGIN (_txlock=immediate), so while one connection holds a
+// transaction the other is free or waits for the lock at most the busy
+// timeout; a statement run on the pool while the same goroutine holds a
+// transaction gets it (a read runs; a write is refused as busy, as it
+// would be from any connection), and a try-lock (coord.WithLock) tried
+// while another of the same process holds it is refused at once instead
+// of waiting for the connection. An in-memory database gets one
+// connection (each would see its own database). Raise it with
+// sql.DB.SetMaxOpenConns on the handle's DB() when a program needs more
 // concurrent readers.
-const OpenSQLiteConns = 1
+const OpenSQLiteConns = 2
 
 // sqliteOpenTries bounds the pings [Open] makes while a SQLite database
 // is busy: with waits of 20 ms doubling to 500 ms, about 5 s in all.
