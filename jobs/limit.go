@@ -261,7 +261,7 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 		dry := sqlLimitTx{tx: db.Session(&gorm.Session{NewDB: true}).WithContext(ctx), table: LimitTable(l.c.table), slotTable: LimitSlotTable(l.c.table), jobTable: l.c.table, queue: l.queue, store: l.c.store}
 		_, n, dryErr := l.claimIn(ctx, dry, now, req, true, false)
 		if dryErr != nil {
-			return nil, fmt.Errorf("jobs: queue %s: limited claim: %w", l.queue, dryErr)
+			return nil, fmt.Errorf("jobs: queue %s: limited claim: %w", l.queue, storeError(l.c.store, dryErr))
 		}
 		if n == 0 {
 			return nil, nil
@@ -273,7 +273,7 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 		err = l.inMemory(run)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("jobs: queue %s: limited claim: %w", l.queue, err)
+		return nil, fmt.Errorf("jobs: queue %s: limited claim: %w", l.queue, storeError(l.c.store, err))
 	}
 	l.short.Store(len(rows) < req.Limit)
 	if reconcile {

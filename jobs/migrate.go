@@ -391,6 +391,19 @@ func gormOf(store any) (*gorm.DB, bool) {
 	return db, ok && a.As(&db) && db != nil
 }
 
+// storeError maps err, from a statement run on store's own handle (a
+// transaction of the limited claim, say), to the dao sentinel the store
+// gives the same native error (dao.ErrBusy for a lock refused past the
+// busy timeout, …), when the store offers its mapping through As (the
+// SQL stores do); else it returns err.
+func storeError(store any, err error) error {
+	var m func(error) error
+	if a, ok := store.(dao.Aser); ok && a.As(&m) && m != nil {
+		return m(err)
+	}
+	return err
+}
+
 // migrateOther migrates a store that is not on SQL with its own Migrate,
 // when it has one.
 func migrateOther(ctx context.Context, store any) error {

@@ -314,12 +314,16 @@ func (s *sqlDriver[T]) BindTx(tx any) (driver.Driver[T], error) {
 // As sets target to the GORM handle the store runs on, a session of the
 // *gorm.DB given to [New] or of the transaction bound by WithTx, when
 // target is a **gorm.DB; to the detected dialect when target is a
-// *dialects.Name; and to the table (its name and primary key) when target
-// is a *dialects.Table.
+// *dialects.Name; to the table (its name and primary key) when target
+// is a *dialects.Table; and to [MapError] when target is a
+// *func(error) error, so that code given only the store maps the errors
+// of its own statements on the handle as the store maps its own.
 func (s *sqlDriver[T]) As(target any) bool {
 	switch t := target.(type) {
 	case **gorm.DB:
 		*t = s.db
+	case *func(error) error:
+		*t = MapError
 	case *dialects.Name:
 		*t = s.dialect
 	case *dialects.Table:
