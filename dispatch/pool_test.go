@@ -47,3 +47,35 @@ func TestPoolWarnings(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolWarningsSQLite: on SQLite, whose one writer at a time makes a
+// small pool the intended one (sqlstore.OpenSQLiteConns), a worker over
+// a pool of 2 connections does not warn that the pool allows too few.
+func TestPoolWarningsSQLite(t *testing.T) {
+	store, db := sqlBackend("sqlite", testdb.SQLite).open(t)
+	sqlDB, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqlDB.SetMaxOpenConns(2)
+	sc := newSchedules(t, store, dispatch.SchedulesConfig{})
+	if _, err := sc.AddMany(context.Background(), []dispatch.Spec{{Key: "a"}, {Key: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncbuf.Buffer
+	fired := make(chan struct{}, 2)
+	w := newScheduleWorker(t, store, func(context.Context, dispatch.Fire) error { fired <- struct{}{}; return nil }, dispatch.Policy{},
+		dispatch.Config[dispatch.Schedule]{Concurrency: 2, PollInterval: 20 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	stop := runWorker(t, w.Run)
+	for range 2 {
+		select {
+		case <-fired:
+		case <-time.After(time.Minute):
+			t.Fatal("the schedules did not fire within a minute")
+		}
+	}
+	stop()
+	if out := logs.String(); strings.Contains(out, "SetMaxOpenConns") {
+		t.Errorf("a worker on SQLite over a pool of 2 warned of too few connections:\n%s", out)
+	}
+}

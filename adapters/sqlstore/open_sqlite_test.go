@@ -2,6 +2,7 @@ package sqlstore_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -27,13 +28,18 @@ func TestSQLiteDSNSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// hold three connections at once so the pool opens three
-	for i := 0; i < 3; i++ {
+	// The pool of a file is limited to OpenSQLiteConns connections; hold
+	// that many at once so the pool opens each, then give them back.
+	if got := sqlDB.Stats().MaxOpenConnections; got != sqlstore.OpenSQLiteConns {
+		t.Errorf("max open connections = %d, want %d", got, sqlstore.OpenSQLiteConns)
+	}
+	var held []*sql.Conn
+	for i := 0; i < sqlstore.OpenSQLiteConns; i++ {
 		conn, err := sqlDB.Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
+		held = append(held, conn)
 		var mode string
 		var timeout, syncMode int
 		if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
@@ -46,6 +52,9 @@ func TestSQLiteDSNSettings(t *testing.T) {
 		if err := conn.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&syncMode); err != nil || syncMode != 1 {
 			t.Errorf("conn %d: synchronous = %d, %v; want 1 (NORMAL)", i, syncMode, err)
 		}
+	}
+	for _, conn := range held {
+		conn.Close()
 	}
 
 	if err := db.Exec("CREATE TABLE settings_t (id INTEGER PRIMARY KEY, at DATETIME, raw TEXT)").Error; err != nil {
