@@ -8,7 +8,8 @@ import (
 )
 
 // nowQueries return the database server's current time as microseconds
-// since the Unix epoch, independent of any session time zone.
+// since the Unix epoch, independent of any session time zone (SQLite
+// needs none: see Now).
 var nowQueries = map[dialects.Name]string{
 	// PostgreSQL manual, 9.9.5 "Current Date/Time": clock_timestamp() is
 	// the time at the call; EXTRACT(EPOCH …) of a timestamptz is
@@ -22,14 +23,21 @@ var nowQueries = map[dialects.Name]string{
 	// SQL Server: SYSUTCDATETIME() is the server's UTC time (Transact-SQL
 	// reference, "SYSUTCDATETIME").
 	dialects.SQLServer: "SELECT DATEDIFF_BIG(MICROSECOND, '19700101', SYSUTCDATETIME())",
-	// SQLite: julianday('now') is the current UTC time of the process that
-	// runs the statement (SQLite "Date And Time Functions").
-	dialects.SQLite: "SELECT CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER)",
 }
 
 // Now returns the database's current time in UTC, with microsecond
-// precision: one query (see nowQueries for each dialect's).
+// precision: one query (see nowQueries for each dialect's). On SQLite it
+// returns the host's time without a query: the database runs in the
+// process, and julianday('now') reads the process's clock (SQLite "Date
+// And Time Functions"; the VFS's xCurrentTimeInt64); every process of a
+// file in WAL mode runs on one host (SQLite "Write-Ahead Logging": WAL
+// does not work over a network filesystem). So the time is the same,
+// and reading it takes no connection, which a small pool may have none
+// of while a transaction holds the write lock.
 func (s *sqlDriver[T]) Now(ctx context.Context) (time.Time, error) {
+	if s.dialect == dialects.SQLite {
+		return time.Now().UTC().Truncate(time.Microsecond), nil
+	}
 	var us int64
 	q, ok := nowQueries[s.dialect]
 	if !ok {
