@@ -126,10 +126,12 @@ const (
 // at BEGIN (_txlock=immediate), so while one connection holds a
 // transaction the other is free or waits for the lock at most the busy
 // timeout; a statement run on the pool while the same goroutine holds a
-// transaction gets it (a read runs; a write is refused as busy, as it
-// would be from any connection), and a try-lock (coord.WithLock) tried
-// while another of the same process holds it is refused at once instead
-// of waiting for the connection. An in-memory database gets one
+// transaction gets that connection, at once or when a writer waiting on
+// it gives up after the busy timeout (a read runs; a write is refused as
+// busy, as it would be from any connection), and a try-lock
+// (coord.WithLock) tried while another of the same process holds it is
+// refused instead of waiting for a connection that only the holder's
+// end would free. An in-memory database gets one
 // connection (each would see its own database). Raise it with
 // sql.DB.SetMaxOpenConns on the handle's DB() when a program needs more
 // concurrent readers.
