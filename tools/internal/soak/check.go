@@ -68,6 +68,40 @@ type State struct {
 	Watermill    bool
 	WMMessages   []MessageState
 	WMDeliveries []DeliveryState
+	// Limited is the limited queue's jobs (Order: the order of each) and
+	// LimitMax its limit (0: LimitedMax).
+	Limited  []QueueJobState
+	LimitMax int
+	// Workflows are the workflows the run planned, Tasks the workflow
+	// tasks' jobs in the table.
+	Workflows []PlannedWorkflow
+	Tasks     []TaskState
+	// Lease is the job queue's lease: a run whose start recorded no lease
+	// end counts until its start plus Lease.
+	Lease time.Duration
+}
+
+// TaskState is a workflow task's job as the checker reads it: WF and Task
+// are read from its args, Deps from its workflow_deps column.
+type TaskState struct {
+	QueueJobState
+	WorkflowID string
+	WF, Task   string
+	Deps       []string
+}
+
+// Key is the task's key in the histories: "wf3/t07".
+func (t TaskState) Key() string { return t.WF + "/" + t.Task }
+
+// AttemptStats count the attempts of a kind of queue job: Completed the
+// jobs completed, Runs their work runs, Planned the jobs retried after the
+// planned failure of their first attempt, and Lost the attempts that
+// ended without an outcome (recorded by the job as lost), by what
+// happened to the process that ran them: "SIGKILL", "SIGSTOP",
+// "connections terminated" or "none".
+type AttemptStats struct {
+	Completed, Runs, Planned int
+	Lost                     map[string]int
 }
 
 // Report is the checker's verdict and the figures it counted.
@@ -115,6 +149,25 @@ type Report struct {
 	// that ran them, as WMRedelivered.
 	QJobsCompleted, QRuns, QPlanned int
 	QLost                           map[string]int
+	// LimitMax is the limited queue's limit and LimitPeak the most of
+	// its jobs running at once (first reached at LimitPeakAt), a run
+	// counted from its start to its end or its claim's lease end,
+	// whichever comes first. LimitRuns is its runs, LimitUnended those
+	// without an end (their process was killed), counted until their
+	// lease's end, and LimitCut those that ended after their lease's end
+	// (their process was frozen), counted until then. LimitFull is the
+	// runs whose start brought the count to the limit.
+	LimitMax, LimitPeak, LimitRuns, LimitUnended, LimitCut, LimitFull int
+	LimitPeakAt                                                       time.Time
+	// Limited and Tasks count the attempts of the limited queue's jobs
+	// and of the workflow tasks.
+	Limited, Tasks AttemptStats
+	// Workflows is the workflows inserted, WorkflowsDone those whose
+	// every task completed, WorkflowTasks and WorkflowDeps their tasks
+	// and dependencies, and WorkflowLongest the longest time from a
+	// workflow's insert to the end of its last task's completing run.
+	Workflows, WorkflowsDone, WorkflowTasks, WorkflowDeps int
+	WorkflowLongest                                       time.Duration
 }
 
 // maxViolations is how many violations of one kind a report lists.
@@ -203,13 +256,17 @@ func (c *checker) checkClaims(what, id string, cs []claim) []string {
 // Check verifies a run's histories, events ordered by time, against st,
 // the state of its tables and stream after it.
 func Check(events []Event, st *State) *Report {
-	rep := &Report{Rehandled: map[string]int{}, Refired: map[string]int{}, Totals: map[string]int64{}, WMRedelivered: map[string]int{}, QLost: map[string]int{}}
+	rep := &Report{Rehandled: map[string]int{}, Refired: map[string]int{}, Totals: map[string]int64{}, WMRedelivered: map[string]int{}, QLost: map[string]int{},
+		Limited: AttemptStats{Lost: map[string]int{}}, Tasks: AttemptStats{Lost: map[string]int{}}}
 	c := &checker{rep: rep, counts: map[string]int{}, kills: map[string]time.Time{},
 		frozen: map[string][][2]time.Time{}, conns: map[string][]time.Time{}}
 	begun, committed := map[string]bool{}, map[string]bool{}
 	handles := map[string][]claim{}
 	wmHandles := map[string][]Event{}
 	qruns := map[string][]Event{}
+	limStarts, taskStarts := map[string][]Event{}, map[string][]Event{}
+	ends := map[runID]Event{}
+	var workflows []Event
 	fires := map[string][]claim{}
 	freezeOf := map[int][2]any{} // fault seq → process, index in frozen
 	elected := map[int64]string{}
@@ -247,6 +304,14 @@ func Check(events []Event, st *State) *Report {
 			handles[e.Key] = append(handles[e.Key], claim{e})
 		case EvQJob:
 			qruns[e.Key] = append(qruns[e.Key], e)
+		case EvLimStart:
+			limStarts[e.Key] = append(limStarts[e.Key], e)
+		case EvTaskStart:
+			taskStarts[e.Key] = append(taskStarts[e.Key], e)
+		case EvLimEnd, EvTaskEnd:
+			ends[runOf(e)] = e
+		case EvWorkflow:
+			workflows = append(workflows, e)
 		case EvWMHandle:
 			wmHandles[e.Key] = append(wmHandles[e.Key], e)
 		case EvFire:
@@ -293,8 +358,20 @@ func Check(events []Event, st *State) *Report {
 		c.checkWatermill(st, wmHandles)
 	}
 	c.checkQueueJobs(st, qruns)
+	c.checkLimited(st, limStarts, ends)
+	c.checkWorkflows(st, workflows, taskStarts, ends)
 	return rep
 }
+
+// runID names one run of a queue job: the process, the job's key and the
+// attempt.
+type runID struct {
+	proc, key string
+	attempt   int64
+}
+
+// runOf returns the run of a start or end event.
+func runOf(e Event) runID { return runID{e.Proc, e.Key, e.N} }
 
 // checkQueueJobs: every queue job completed, once: one job per order,
 // each attempt's work run at most once, the completing attempt run, and
@@ -302,6 +379,7 @@ func Check(events []Event, st *State) *Report {
 // failure when it ran as one, or as lost; a job with a planned failure
 // retried.
 func (c *checker) checkQueueJobs(st *State, runs map[string][]Event) {
+	s := AttemptStats{Lost: c.rep.QLost}
 	seen := map[string]bool{}
 	for _, j := range st.QJobs {
 		id := j.Order
@@ -310,83 +388,98 @@ func (c *checker) checkQueueJobs(st *State, runs map[string][]Event) {
 			continue
 		}
 		seen[id] = true
-		rs := runs[id]
-		c.rep.QRuns += len(rs)
-		if j.State != "completed" {
-			c.fail("queue job not completed", "the job of %s is %s after the run (attempt %d, %d runs)", id, j.State, j.Attempt, len(rs))
-			continue
-		}
-		c.rep.QJobsCompleted++
-		byAttempt := map[int64]Event{}
-		for _, r := range rs {
-			if p, ok := byAttempt[r.N]; ok {
-				c.fail("queue job attempt run twice", "attempt %d of the job of %s run by %s and by %s", r.N, id, p.Proc, r.Proc)
-			}
-			byAttempt[r.N] = r
-			if r.N > int64(j.Attempt) {
-				c.fail("queue job run after it completed", "attempt %d of the job of %s run by %s, the job completed in attempt %d", r.N, id, r.Proc, j.Attempt)
-			}
-		}
-		if _, ok := byAttempt[int64(j.Attempt)]; !ok {
-			c.fail("queue job completed unrun", "the job of %s completed in attempt %d, which no worker recorded", id, j.Attempt)
-		}
-		var errs []struct {
-			Attempt int    `json:"attempt"`
-			Error   string `json:"error"`
-		}
-		if j.Errors != "" {
-			if err := json.Unmarshal([]byte(j.Errors), &errs); err != nil {
-				c.fail("queue job errors unreadable", "the job of %s: %v", id, err)
-				continue
-			}
-		}
-		recorded := map[int]string{}
-		for _, e := range errs {
-			recorded[e.Attempt] = e.Error
-		}
-		for a := 1; a < j.Attempt; a++ {
-			msg, ok := recorded[a]
-			run, ran := byAttempt[int64(a)]
-			switch {
-			case !ok:
-				c.fail("queue job retried unrecorded", "attempt %d of the job of %s (completed in attempt %d) has no error recorded", a, id, j.Attempt)
-			case ran && run.Err == errPlanned && strings.Contains(msg, errPlanned):
-			case strings.HasPrefix(msg, "attempt lost"):
-				why := "none"
-				if ran {
-					until := time.Now()
-					if next, ok := byAttempt[int64(a+1)]; ok {
-						until = next.T
-					}
-					why = c.excuse(run.Proc, run.T, until)
-					if why == "" && c.connNote(run.Proc, run.T, until) != "" {
-						why = "connections terminated"
-					}
-					if why == "" {
-						why = "none"
-					}
-				}
-				c.rep.QLost[why]++
-			default:
-				c.fail("queue job retried unrecorded", "attempt %d of the job of %s ended with %q, not the planned failure nor a lost attempt", a, id, msg)
-			}
-		}
-		if _, ok := recorded[j.Attempt]; ok {
-			c.fail("queue job completed with an error", "the completing attempt %d of the job of %s has an error recorded", j.Attempt, id)
-		}
-		if plannedFailure(id) {
-			if j.Attempt < 2 {
-				c.fail("queue job planned failure lost", "the job of %s completed in attempt %d though its first attempt fails", id, j.Attempt)
-			} else {
-				c.rep.QPlanned++
-			}
-		}
+		c.checkAttempts("queue job", "the job of "+id, id, j, runs[id], &s)
 	}
+	c.rep.QJobsCompleted, c.rep.QRuns, c.rep.QPlanned = s.Completed, s.Runs, s.Planned
 	for id := range runs {
 		if !seen[id] {
 			c.fail("queue job from nowhere", "%s ran as a queue job but the table has no job for it", id)
 		}
 	}
+}
+
+// checkAttempts checks the attempts of one job of package jobs, what
+// ("queue job") naming its kind in the violations and name ("the job of
+// o1") the job, key its plannedFailure key and rs the start events of
+// its runs (N the attempt): the job completed, each attempt's work run at
+// most once, none after the completing attempt, the completing attempt
+// run and without an error recorded, and every earlier attempt recorded
+// in the job's errors, as the planned failure when it ran as one, or as
+// lost; a job whose first attempt fails on purpose completed in a later
+// one. It counts the job in s and returns its runs by attempt, nil when
+// it did not complete.
+func (c *checker) checkAttempts(what, name, key string, j QueueJobState, rs []Event, s *AttemptStats) map[int64]Event {
+	s.Runs += len(rs)
+	if j.State != "completed" {
+		c.fail(what+" not completed", "%s is %s after the run (attempt %d, %d runs)", name, j.State, j.Attempt, len(rs))
+		return nil
+	}
+	s.Completed++
+	byAttempt := map[int64]Event{}
+	for _, r := range rs {
+		if p, ok := byAttempt[r.N]; ok {
+			c.fail(what+" attempt run twice", "attempt %d of %s run by %s and by %s", r.N, name, p.Proc, r.Proc)
+		}
+		byAttempt[r.N] = r
+		if r.N > int64(j.Attempt) {
+			c.fail(what+" run after it completed", "attempt %d of %s run by %s, the job completed in attempt %d", r.N, name, r.Proc, j.Attempt)
+		}
+	}
+	if _, ok := byAttempt[int64(j.Attempt)]; !ok {
+		c.fail(what+" completed unrun", "%s completed in attempt %d, which no worker recorded", name, j.Attempt)
+	}
+	var errs []struct {
+		Attempt int    `json:"attempt"`
+		Error   string `json:"error"`
+	}
+	if j.Errors != "" {
+		if err := json.Unmarshal([]byte(j.Errors), &errs); err != nil {
+			c.fail(what+" errors unreadable", "%s: %v", name, err)
+			return byAttempt
+		}
+	}
+	recorded := map[int]string{}
+	for _, e := range errs {
+		recorded[e.Attempt] = e.Error
+	}
+	for a := 1; a < j.Attempt; a++ {
+		msg, ok := recorded[a]
+		run, ran := byAttempt[int64(a)]
+		switch {
+		case !ok:
+			c.fail(what+" retried unrecorded", "attempt %d of %s (completed in attempt %d) has no error recorded", a, name, j.Attempt)
+		case ran && run.Err == errPlanned && strings.Contains(msg, errPlanned):
+		case strings.HasPrefix(msg, "attempt lost"):
+			why := "none"
+			if ran {
+				until := time.Now()
+				if next, ok := byAttempt[int64(a+1)]; ok {
+					until = next.T
+				}
+				why = c.excuse(run.Proc, run.T, until)
+				if why == "" && c.connNote(run.Proc, run.T, until) != "" {
+					why = "connections terminated"
+				}
+				if why == "" {
+					why = "none"
+				}
+			}
+			s.Lost[why]++
+		default:
+			c.fail(what+" retried unrecorded", "attempt %d of %s ended with %q, not the planned failure nor a lost attempt", a, name, msg)
+		}
+	}
+	if _, ok := recorded[j.Attempt]; ok {
+		c.fail(what+" completed with an error", "the completing attempt %d of %s has an error recorded", j.Attempt, name)
+	}
+	if plannedFailure(key) {
+		if j.Attempt < 2 {
+			c.fail(what+" planned failure lost", "%s completed in attempt %d though its first attempt fails", name, j.Attempt)
+		} else {
+			s.Planned++
+		}
+	}
+	return byAttempt
 }
 
 // checkWatermill: every Watermill message fanned out to the consumer
@@ -447,14 +540,20 @@ func (c *checker) checkWatermill(st *State, handles map[string][]Event) {
 	}
 }
 
-// checkTransactions: every committed order has its row, job and message;
-// every row, job and message belongs to an attempted transaction, and
-// none was written without the other two.
+// checkTransactions: every committed order has its row, job, message,
+// queue job and, for one order in 10 (limitedFor), its limited job; every
+// one of them belongs to an attempted transaction, and none was written
+// without the others.
 func (c *checker) checkTransactions(st *State, begun, committed map[string]bool) {
-	orders, jobs, msgs, wms, qjobs := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
+	orders, jobs, msgs, wms, qjobs, lim := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, j := range st.QJobs {
 		qjobs[j.Order] = true
 	}
+	for _, j := range st.Limited {
+		lim[j.Order] = true
+	}
+	// limOK: the order has its limited job if and only if limitedFor.
+	limOK := func(n string) bool { return lim[n] == limitedFor(n) }
 	for _, m := range st.WMMessages {
 		wms[m.MessageID] = true
 	}
@@ -470,12 +569,13 @@ func (c *checker) checkTransactions(st *State, begun, committed map[string]bool)
 		msgs[m.MessageID] = true
 	}
 	for n := range committed {
-		if !orders[n] || !jobs[n] || !msgs[n] || !wmOK(n) || !qjobs[n] {
-			c.fail("committed write lost", "order %s committed, but order row %v, job %v, message %v, watermill message %v, queue job %v", n, orders[n], jobs[n], msgs[n], wmOK(n), qjobs[n])
+		if !orders[n] || !jobs[n] || !msgs[n] || !wmOK(n) || !qjobs[n] || !limOK(n) {
+			c.fail("committed write lost", "order %s committed, but order row %v, job %v, message %v, watermill message %v, queue job %v, limited job as planned %v",
+				n, orders[n], jobs[n], msgs[n], wmOK(n), qjobs[n], limOK(n))
 		}
 	}
 	seen := map[string]bool{}
-	for _, set := range []map[string]bool{orders, jobs, msgs, wms, qjobs} {
+	for _, set := range []map[string]bool{orders, jobs, msgs, wms, qjobs, lim} {
 		for n := range set {
 			if seen[n] {
 				continue
@@ -484,8 +584,9 @@ func (c *checker) checkTransactions(st *State, begun, committed map[string]bool)
 			if !begun[n] {
 				c.fail("write from nowhere", "%s is in the tables but no producer began it", n)
 			}
-			if !orders[n] || !jobs[n] || !msgs[n] || !wmOK(n) || !qjobs[n] {
-				c.fail("transaction written half", "%s: order row %v, job %v, message %v, watermill message %v, queue job %v", n, orders[n], jobs[n], msgs[n], wmOK(n), qjobs[n])
+			if !orders[n] || !jobs[n] || !msgs[n] || !wmOK(n) || !qjobs[n] || !limOK(n) {
+				c.fail("transaction written half", "%s: order row %v, job %v, message %v, watermill message %v, queue job %v, limited job as planned %v",
+					n, orders[n], jobs[n], msgs[n], wmOK(n), qjobs[n], limOK(n))
 			}
 		}
 	}

@@ -234,9 +234,12 @@ func (c *child) produce(ctx context.Context) (int64, error) {
 			if err := tx.Table(t.Jobs).Create(&rows).Error; err != nil {
 				return err
 			}
-			params := make([]jobs.InsertParams, len(numbers))
+			params := make([]jobs.InsertParams, len(numbers), len(numbers)+1)
 			for i, num := range numbers {
 				params[i] = jobs.InsertParams{Args: OrderJob{Order: num}}
+				if limitedFor(num) {
+					params = append(params, jobs.InsertParams{Args: LimitedJob{Order: num}, Opts: &jobs.InsertOpts{Queue: LimitedQueue}})
+				}
 			}
 			if _, err := qc.InsertManyTx(wctx, tx, params); err != nil {
 				return err
@@ -325,7 +328,19 @@ func (c *child) work(ctx context.Context) (int64, map[string]int64, error) {
 	if err := jobs.AddWorker(ws, jobs.WorkFunc[OrderJob](c.runQueueJob)); err != nil {
 		return 0, nil, err
 	}
-	qc, err := jobs.NewClient(jobs.Config{Store: qstore, Workers: ws, Queues: map[string]jobs.QueueConfig{jobs.DefaultQueue: {MaxWorkers: 8}},
+	if err := jobs.AddWorker(ws, jobs.WorkFunc[LimitedJob](c.runLimitedJob)); err != nil {
+		return 0, nil, err
+	}
+	if err := jobs.AddWorker(ws, jobs.WorkFunc[TaskJob](c.runTask)); err != nil {
+		return 0, nil, err
+	}
+	queues := map[string]jobs.QueueConfig{
+		jobs.DefaultQueue: {MaxWorkers: 8},
+		// More workers than the limit: the global limit, not this
+		// process's, is what holds when one process could take them all.
+		LimitedQueue: {MaxWorkers: LimitedMax + 1, Limit: &jobs.Limit{Max: LimitedMax}},
+	}
+	qc, err := jobs.NewClient(jobs.Config{Store: qstore, Workers: ws, Queues: queues,
 		WorkerID: c.proc + "-q", Lease: c.cfg.Lease, PollInterval: 100 * time.Millisecond, DrainTimeout: 2 * time.Second, Leases: leases, Logger: c.log})
 	if err != nil {
 		return 0, nil, err

@@ -10,9 +10,14 @@
 //     job, in one transaction;
 //   - producers also insert, in the same transaction, a queue job of
 //     package jobs for every order (one in 20 fails its first attempt on
-//     purpose);
+//     purpose) and, for one order in 10, a job of the limited queue, a
+//     queue with a global limit (jobs.Limit{Max: 3}) across the workers;
+//   - the orchestrator inserts a workflow (jobs.Client.InsertWorkflow)
+//     every 10 s of load: a random directed acyclic graph of 12 to 20
+//     tasks drawn from the seed, some with several dependencies;
 //   - workers run a dispatch.Worker over the jobs, a jobs.Client over the
-//     queue jobs, a dispatch schedule
+//     queue jobs, the limited queue's jobs and the workflow tasks (whose
+//     runs record their start and end), a dispatch schedule
 //     worker over once and cron schedules, and a coord.Elector whose leader
 //     runs the maintenance (the schedule rescuer) and writes a row fenced
 //     by its term;
@@ -37,7 +42,13 @@
 // message exactly once; that leadership terms only increase and no fenced
 // write of an older term landed after a newer one; that every queue job
 // (package jobs) completed once, each earlier attempt recorded in its
-// errors as the planned failure or as lost; that every Watermill message
+// errors as the planned failure or as lost; that no more jobs of the
+// limited queue ran at once than its limit, a run counted from its start
+// to its end or its claim's lease end, whichever comes first (a run
+// whose process was killed has no end and holds its slot until its lease
+// ends); that every workflow task completed once, under the queue jobs'
+// rules, no run of it started before the completing run of each of its
+// dependencies ended, and every workflow finished; that every Watermill message
 // was fanned out to the consumer group, acked and handed to a handler at
 // least once (the messages handed out again are counted by what happened
 // to the previous handler); and that no row is left claimed.

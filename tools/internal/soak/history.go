@@ -23,6 +23,7 @@ const (
 	EvLoadEnd  = "load-end" // producers stopped
 	EvDrained  = "drained"  // every job, message and once schedule is done
 	EvSnapshot = "snapshot" // periodic totals: N (jobs done), M (messages published)
+	EvWorkflow = "workflow" // a workflow inserted: Target (its label), Key (its id), N (tasks), Err (the insert failed)
 
 	// producers
 	EvBegin  = "begin"  // a transaction is about to commit: Orders
@@ -37,6 +38,14 @@ const (
 	EvQJob    = "qjob"            // a queue job's work started: Key (the order), N (the attempt), Owner, Err (the planned failure)
 	EvFenced  = "fenced"          // a write fenced by the term: Term, N (rows), Err (none when the database refused it: N 0)
 	EvLocal   = "refused-locally" // a fenced write the lapsed leader did not send (coord.ErrNotLeader): Term
+	// A run of a job of the limited queue, or of a workflow task: its
+	// work started (Key: the order or the task's key, N: the attempt,
+	// Owner, LeaseUntil: the claim's lease end) and ended (Key, N, Err:
+	// the planned failure, or the context's cause when it was cut short).
+	EvLimStart  = "limited-start"
+	EvLimEnd    = "limited-end"
+	EvTaskStart = "task-start"
+	EvTaskEnd   = "task-end"
 
 	// Watermill subscribers (claimstore-soaksub)
 	EvWMHandle = "wm-handle" // a message was handed to the handler: Key (the order), Owner (the process)

@@ -88,6 +88,40 @@ type OrderJob struct {
 // Kind implements jobs.Args.
 func (OrderJob) Kind() string { return "soak.order" }
 
+// LimitedQueue is the queue of package jobs whose jobs run under a global
+// limit of LimitedMax at once across every worker process.
+const (
+	LimitedQueue = "limited"
+	LimitedMax   = 3
+)
+
+// LimitedJob is the args of the job of the limited queue a producer
+// inserts, in the order's transaction, for one order in 10
+// ([limitedFor]).
+type LimitedJob struct {
+	Order string `json:"order"`
+}
+
+// Kind implements jobs.Args.
+func (LimitedJob) Kind() string { return "soak.limited" }
+
+// limitedFor reports whether order has a job in the limited queue: one
+// order in 10, by a digest of its number (another than plannedFailure's).
+func limitedFor(order string) bool { return crc32.ChecksumIEEE([]byte("limited:"+order))%10 == 0 }
+
+// TaskJob is the args of a workflow task's job: WF is the workflow's label
+// in the run ("wf3"), Task the task's name in it.
+type TaskJob struct {
+	WF   string `json:"wf"`
+	Task string `json:"task"`
+}
+
+// Kind implements jobs.Args.
+func (TaskJob) Kind() string { return "soak.task" }
+
+// Key is the task's key in the histories and the report: "wf3/t07".
+func (a TaskJob) Key() string { return a.WF + "/" + a.Task }
+
 // plannedFailure reports whether the first attempt of the queue job of
 // order fails on purpose (one order in 20, by a digest of its number), so
 // that the run has retries to check.

@@ -4,7 +4,6 @@ package soak
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -61,16 +60,10 @@ func (r *run) check(ctx context.Context) (*Report, error) {
 		return nil, fmt.Errorf("soak: read the stream back: %w", err)
 	}
 	st.Stream, st.StreamNoID = audit.IDs, audit.NoID
-	if err := db.Table(t.QJobs).Select("args, state, attempt, errors").Order("id").Scan(&st.QJobs).Error; err != nil {
-		return nil, fmt.Errorf("soak: read the queue jobs: %w", err)
+	if err := r.readQueueJobs(ctx, st); err != nil {
+		return nil, err
 	}
-	for i := range st.QJobs {
-		var a OrderJob
-		if err := json.Unmarshal([]byte(st.QJobs[i].Args), &a); err != nil {
-			return nil, fmt.Errorf("soak: queue job args %q: %w", st.QJobs[i].Args, err)
-		}
-		st.QJobs[i].Order = a.Order
-	}
+	st.Workflows, st.Lease = r.wfs, r.cfg.Lease
 	if t.WM != "" {
 		st.Watermill = true
 		if err := db.Table(t.WM).Select("message_id, status").Order("id").Scan(&st.WMMessages).Error; err != nil {
@@ -150,13 +143,21 @@ func (rep *Report) Print(out io.Writer, r *run) {
 		rep.Terms, rep.Rewon, rep.FencedLanded, rep.FencedRefused, rep.FencedLocal)
 	fmt.Fprintf(out, "job queue (package jobs): %d jobs completed (%d work runs), %d retried after the planned failure of their first attempt; attempts lost and run again: %d after a SIGKILL, %d after a SIGSTOP, %d after terminated connections, %d with no fault\n",
 		rep.QJobsCompleted, rep.QRuns, rep.QPlanned, rep.QLost["SIGKILL"], rep.QLost["SIGSTOP"], rep.QLost["connections terminated"], rep.QLost["none"])
+	lim := rep.Limited
+	fmt.Fprintf(out, "limited queue (Limit{Max: %d} across the workers): at most %d running at once (first at %.1fs of the load), limit %d, reached %d times; %d jobs completed (%d runs: %d without an end, counted to their lease's end; %d ended after it, counted to it); attempts lost and run again: %d after a SIGKILL, %d after a SIGSTOP, %d after terminated connections, %d with no fault\n",
+		rep.LimitMax, rep.LimitPeak, rep.LimitPeakAt.Sub(r.loadFrom).Seconds(), rep.LimitMax, rep.LimitFull, lim.Completed, rep.LimitRuns, rep.LimitUnended, rep.LimitCut,
+		lim.Lost["SIGKILL"], lim.Lost["SIGSTOP"], lim.Lost["connections terminated"], lim.Lost["none"])
+	tk := rep.Tasks
+	fmt.Fprintf(out, "workflows: %d inserted, %d finished (%d tasks, %d dependencies; longest %v from insert to last task), %d tasks completed (%d runs, %d retried after a planned failure); attempts lost and run again: %d after a SIGKILL, %d after a SIGSTOP, %d after terminated connections, %d with no fault\n",
+		rep.Workflows, rep.WorkflowsDone, rep.WorkflowTasks, rep.WorkflowDeps, rep.WorkflowLongest.Round(time.Millisecond), tk.Completed, tk.Runs, tk.Planned,
+		tk.Lost["SIGKILL"], tk.Lost["SIGSTOP"], tk.Lost["connections terminated"], tk.Lost["none"])
 	if r.tables.WM != "" {
 		fmt.Fprintf(out, "watermill: %d messages, %d acked by the consumer group of %d subscriber processes (%d handler runs; %d counted by the processes that stopped by themselves); handed out again: %d after a SIGKILL, %d after a SIGSTOP, %d after terminated connections, %d with no fault (at least once)\n",
 			rep.WMMessages, rep.WMAcked, r.o.Subscribers, rep.WMHandles, tot["wm_handled"],
 			rep.WMRedelivered["SIGKILL"], rep.WMRedelivered["SIGSTOP"], rep.WMRedelivered["connections terminated"], rep.WMRedelivered["none"])
 	}
 	if len(rep.Violations) == 0 {
-		verdict := "verdict: OK: every job done once, every queue job completed once with its retries recorded, every message in the stream once"
+		verdict := "verdict: OK: every job done once, every queue job completed once with its retries recorded, the limited queue within its limit, every workflow task after its dependencies, every message in the stream once"
 		if r.tables.WM != "" {
 			verdict += ", every Watermill message handled and acked"
 		}

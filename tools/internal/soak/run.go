@@ -173,7 +173,9 @@ type run struct {
 	js       jetstream.JetStream
 	stream   string
 	subject  string
-	users    []string // MariaDB users made for the slots
+	users    []string     // MariaDB users made for the slots
+	qc       *jobs.Client // inserts the workflows
+	wfs      []PlannedWorkflow
 	mu       sync.Mutex
 	procs    map[string]*proc
 	faults   []*faultRecord
@@ -237,8 +239,9 @@ func Run(ctx context.Context, out io.Writer, o Options) (err error) {
 		return err
 	}
 	plan := PlanFaults(o.Seed, o.Duration, o.Producers, o.Workers, o.Relays, o.Subscribers)
-	fmt.Fprintf(out, "soak: backend %s, seed %d, load %v, %d producers x %d orders/s, %d workers, %d relays, %d Watermill subscribers; %d faults planned\n",
-		backend, o.Seed, o.Duration, o.Producers, o.Rate, o.Workers, o.Relays, o.Subscribers, len(plan))
+	r.wfs = PlanWorkflows(o.Seed, o.Duration)
+	fmt.Fprintf(out, "soak: backend %s, seed %d, load %v, %d producers x %d orders/s, %d workers, %d relays, %d Watermill subscribers; %d faults, %d workflows planned\n",
+		backend, o.Seed, o.Duration, o.Producers, o.Rate, o.Workers, o.Relays, o.Subscribers, len(plan), len(r.wfs))
 	fmt.Fprintf(out, "      tables soak_%s_*, NATS cluster %s, stream %s, directory %s\n", r.tag, r.cluster.URLs(), r.stream, r.dir)
 	r.onExit(r.stopAll)
 	for _, slot := range slices.Sorted(maps.Keys(r.cfg.Roles)) {
@@ -329,6 +332,9 @@ func (r *run) openDatabase(ctx context.Context) error {
 		}
 	})
 	if err := jobs.Migrate(ctx, qstore, nil); err != nil {
+		return err
+	}
+	if r.qc, err = jobs.NewClient(jobs.Config{Store: qstore, WorkerID: "orch"}); err != nil {
 		return err
 	}
 	r.cfg = ChildConfig{Backend: r.backend, DSNs: map[string]string{}, Roles: map[string]string{}, Tables: t,
@@ -740,7 +746,7 @@ func (r *run) load(ctx context.Context, plan []PlannedFault) error {
 	r.loadFrom = time.Now()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	next := 0
+	next, nextWF := 0, 0
 	watch := time.NewTicker(250 * time.Millisecond)
 	defer watch.Stop()
 	lastLine := time.Now()
@@ -754,6 +760,10 @@ func (r *run) load(ctx context.Context, plan []PlannedFault) error {
 		for next < len(plan) && plan[next].At <= el {
 			r.inject(ctx, plan[next], &wg)
 			next++
+		}
+		for nextWF < len(r.wfs) && r.wfs[nextWF].At <= el {
+			r.insertWorkflow(ctx, r.wfs[nextWF])
+			nextWF++
 		}
 		r.watchRecovery(ctx)
 		if time.Since(lastLine) >= 5*time.Second {
@@ -830,4 +840,20 @@ func (r *run) watchRecovery(ctx context.Context) {
 			r.h.Add(Event{Kind: EvRecover, Seq: f.seq, Dur: f.recovery.Seconds()})
 		}
 	}
+}
+
+// insertWorkflow inserts w and records it in the history (with the error
+// of an insert that failed, which the checker reports).
+func (r *run) insertWorkflow(ctx context.Context, w PlannedWorkflow) {
+	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	e := Event{Kind: EvWorkflow, Target: w.Label, N: int64(len(w.Tasks))}
+	res, err := r.qc.InsertWorkflow(ictx, w.Workflow())
+	if err != nil {
+		e.Err = err.Error()
+		fmt.Fprintf(r.o.Progress, "  %6.1fs  workflow %s not inserted: %v\n", time.Since(r.loadFrom).Seconds(), w.Label, err)
+	} else {
+		e.Key = res.ID
+	}
+	r.h.Add(e)
 }
