@@ -176,7 +176,7 @@ func TestCheckWorkflows(t *testing.T) {
 func TestPlanWorkflows(t *testing.T) {
 	d := 2 * time.Minute
 	a := PlanWorkflows(42, d)
-	if len(a) != 12 {
+	if len(a) != 11 { // at 2 s, 12 s, ..., 102 s
 		t.Fatalf("%d workflows in %v", len(a), d)
 	}
 	for i := range a {
@@ -184,15 +184,15 @@ func TestPlanWorkflows(t *testing.T) {
 			t.Fatal("the same seed gave two plans")
 		}
 	}
-	if n := len(PlanWorkflows(42, 20*time.Second)); n != 2 {
-		t.Fatalf("%d workflows in 20 s", n)
+	if n := len(PlanWorkflows(42, 40*time.Second)); n != 3 {
+		t.Fatalf("%d workflows in 40 s, want 3 (at 2, 12 and 22 s)", n)
 	}
 	if n := len(PlanWorkflows(42, 5*time.Second)); n != 1 {
 		t.Fatalf("%d workflows in 5 s, want at least one", n)
 	}
 	several := 0
 	for _, w := range a {
-		if len(w.Tasks) < workflowMinTasks || len(w.Tasks) > workflowMaxTasks || w.At >= d {
+		if len(w.Tasks) < workflowMinTasks || len(w.Tasks) > workflowMaxTasks || w.At > d-workflowTail {
 			t.Fatalf("workflow %s: %d tasks at %v", w.Label, len(w.Tasks), w.At)
 		}
 		index := map[string]int{}

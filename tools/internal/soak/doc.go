@@ -13,7 +13,7 @@
 //     purpose) and, for one order in 10, a job of the limited queue, a
 //     queue with a global limit (jobs.Limit{Max: 3}) across the workers;
 //   - the orchestrator inserts a workflow (jobs.Client.InsertWorkflow)
-//     every 10 s of load: a random directed acyclic graph of 12 to 20
+//     every 10 s of load until 15 s before its end: a random directed acyclic graph of 12 to 20
 //     tasks drawn from the seed, some with several dependencies;
 //   - workers run a dispatch.Worker over the jobs, a jobs.Client over the
 //     queue jobs, the limited queue's jobs and the workflow tasks (whose

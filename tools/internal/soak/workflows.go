@@ -15,6 +15,7 @@ import (
 const (
 	workflowFirst    = 2 * time.Second  // the first workflow's offset in the load
 	workflowEvery    = 10 * time.Second // one workflow per this much load, at least one
+	workflowTail     = 15 * time.Second // no workflow inserted this close to the end of the load (but the first)
 	workflowMinTasks = 12
 	workflowMaxTasks = 20
 	workflowMaxDeps  = 3 // the most dependencies drawn for a task (the last task may have more)
@@ -40,7 +41,8 @@ type PlannedWorkflow struct {
 }
 
 // PlanWorkflows draws the workflows of a load of length d from seed: one
-// every 10 s of load from its 2nd second (at least one), each a random
+// every 10 s of load from its 2nd second to 15 s before its end, so that
+// the last finishes within the load (at least one), each a random
 // directed acyclic graph of 12 to 20 tasks in which each task after the
 // first depends on 0 to 3 earlier ones and the last depends on every task
 // no other depends on (so it waits for the whole graph, and has several
@@ -48,7 +50,10 @@ type PlannedWorkflow struct {
 // give the same workflows.
 func PlanWorkflows(seed uint64, d time.Duration) []PlannedWorkflow {
 	rng := rand.New(rand.NewPCG(seed^0x5bd1e9955bd1e995, seed+1))
-	n := max(1, int(d/workflowEvery))
+	n := 1
+	if d > workflowFirst+workflowTail {
+		n += int((d - workflowFirst - workflowTail) / workflowEvery)
+	}
 	out := make([]PlannedWorkflow, n)
 	for i := range out {
 		size := workflowMinTasks + rng.IntN(workflowMaxTasks-workflowMinTasks+1)
