@@ -59,6 +59,10 @@ type Job struct {
 	// whose callback it is.
 	BatchID       string `json:"batchId,omitempty"`
 	BatchCallback string `json:"batchCallback,omitempty"`
+	// WorkflowID is the workflow the job is a task of; WorkflowTask the
+	// task's name.
+	WorkflowID   string `json:"workflowId,omitempty"`
+	WorkflowTask string `json:"workflowTask,omitempty"`
 }
 
 // View returns the view of r.
@@ -84,6 +88,12 @@ func View(r *jobs.Row) Job {
 	}
 	if r.BatchCallback != nil {
 		j.BatchCallback = *r.BatchCallback
+	}
+	if r.WorkflowID != nil {
+		j.WorkflowID = *r.WorkflowID
+	}
+	if r.WorkflowTask != nil {
+		j.WorkflowTask = *r.WorkflowTask
 	}
 	if j.Tags == nil {
 		j.Tags = []string{}
