@@ -15,8 +15,9 @@ import (
 // The workflow page: a workflow's tasks drawn as a tree, each under the
 // tasks it depends on, with its job's state.
 
-// maxWorkflowID is the longest workflow id the page reads, in bytes: an
-// id is 32 hex digits; anything much longer is a wrong link.
+// maxWorkflowID is the longest workflow or batch id the workflow and
+// batch pages read, in bytes: an id is 32 hex digits; anything much
+// longer is a wrong link, answered 400.
 const maxWorkflowID = 64
 
 // workflowData is one workflow: the JSON of api/workflow and the data of
