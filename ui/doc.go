@@ -16,8 +16,13 @@
 // Pages: the overview (and its JSON, api/overview), schedules, outbox
 // (with the cursors, lags and dead letters of each outbox log; api/logs),
 // jobs (by state, queue and kind, a page at a time; api/jobs), one job
-// (its args, metadata, tags and every failed attempt's error and trace;
-// api/job), queues (api/queues), leaders, and a row's detail.
+// (its args, metadata, tags and every failed attempt's error and trace,
+// and links to its sequence, batch and workflow; api/job), a workflow
+// (its tasks as a tree, each under the tasks it depends on, with its
+// state; api/workflow), a batch (its jobs by state and its callback;
+// api/batch), the sequences a job holds (their heads and the jobs
+// waiting; api/sequences), queues (api/queues), leaders, and a row's
+// detail.
 //
 // Everything is read through the library's stores and the job client;
 // the only statement of the console's own is a read of PostgreSQL's

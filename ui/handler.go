@@ -141,7 +141,7 @@ func (h *Handler) parse() error {
 		},
 	}
 	h.pages = map[string]*template.Template{}
-	for _, p := range []string{"overview", "schedules", "outbox", "leaders", "row", "confirm", "error", "jobs", "job", "queues"} {
+	for _, p := range []string{"overview", "schedules", "outbox", "leaders", "row", "confirm", "error", "jobs", "job", "queues", "workflow", "batch", "sequences"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")
 		if err != nil {
 			return fmt.Errorf("ui: template %s: %w", p, err)

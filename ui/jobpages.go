@@ -23,8 +23,9 @@ const (
 	maxJobPage     = 500
 )
 
-// jobRoutes adds the job pages and their JSON. The job actions go through
-// POST do and GET confirm, as every action does.
+// jobRoutes adds the job pages and their JSON, those of workflows,
+// batches and sequences included. The job actions go through POST do and
+// GET confirm, as every action does.
 func (h *Handler) jobRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /jobs", h.jobsPage)
 	m.HandleFunc("GET /job", h.jobPage)
@@ -32,6 +33,7 @@ func (h *Handler) jobRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /api/jobs", h.jobsAPI)
 	m.HandleFunc("GET /api/job", h.jobAPI)
 	m.HandleFunc("GET /api/queues", h.queuesAPI)
+	h.waitRoutes(m)
 }
 
 // jobSources returns the job tables, in the order of Config.Sources.

@@ -24,7 +24,8 @@ type jobSource struct {
 // a queue store in its config, the console also lists, pauses and resumes
 // the queues). name is the table's name on the page. The console reads
 // and changes jobs only through c: Count, List, Get, Retry, Cancel,
-// Delete, Queues, PauseQueue and ResumeQueue. Errors wrap
+// Delete, Queues, PauseQueue, ResumeQueue, UnknownKinds, Workflow, Batch
+// and Sequences. Errors wrap
 // [dao.ErrInvalidArgument] for a nil client or an empty name.
 func Jobs(name string, c *jobs.Client) (Source, error) {
 	if c == nil || name == "" {

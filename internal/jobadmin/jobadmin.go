@@ -1,7 +1,8 @@
 // Package jobadmin holds what the operator's console (package ui) and the
 // command line (`claimstore jobs`, `claimstore queues`) share to show and
-// change jobs through a [jobs.Client]: the JSON view of a job, and the
-// retry, cancel and delete of many jobs with the outcome of each.
+// change jobs through a [jobs.Client]: the JSON view of a job, the
+// retry, cancel and delete of many jobs with the outcome of each, and a
+// workflow's tasks drawn as a tree.
 package jobadmin
 
 import (
@@ -58,6 +59,10 @@ type Job struct {
 	// whose callback it is.
 	BatchID       string `json:"batchId,omitempty"`
 	BatchCallback string `json:"batchCallback,omitempty"`
+	// WorkflowID is the workflow the job is a task of; WorkflowTask the
+	// task's name.
+	WorkflowID   string `json:"workflowId,omitempty"`
+	WorkflowTask string `json:"workflowTask,omitempty"`
 }
 
 // View returns the view of r.
@@ -83,6 +88,12 @@ func View(r *jobs.Row) Job {
 	}
 	if r.BatchCallback != nil {
 		j.BatchCallback = *r.BatchCallback
+	}
+	if r.WorkflowID != nil {
+		j.WorkflowID = *r.WorkflowID
+	}
+	if r.WorkflowTask != nil {
+		j.WorkflowTask = *r.WorkflowTask
 	}
 	if j.Tags == nil {
 		j.Tags = []string{}

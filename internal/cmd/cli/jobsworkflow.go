@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/claimstore/claimstore/internal/jobadmin"
 	"github.com/claimstore/claimstore/jobs"
 )
 
@@ -56,53 +57,24 @@ func workflowView(info *jobs.WorkflowInfo) []workflowTaskJSON {
 	return out
 }
 
-// printWorkflow writes info's tasks as an indented tree: the tasks
-// without a listed dependency at the top (a dependency deleted counts as
-// none), each task's dependents under it, by insertion order.
+// printWorkflow writes info's tasks as an indented tree
+// (jobadmin.WorkflowTree): the tasks without a listed dependency at the
+// top (a dependency deleted counts as none), each task's dependents
+// under it, by insertion order; a task drawn again is marked "(above)".
 func printWorkflow(w io.Writer, info *jobs.WorkflowInfo) error {
-	byName := make(map[string]int, len(info.Tasks))
-	for i, t := range info.Tasks {
-		byName[t.Name] = i
-	}
-	dependents := make([][]int, len(info.Tasks))
-	var roots []int
-	for i, t := range info.Tasks {
-		root := true
-		for _, d := range t.Deps {
-			if p, ok := byName[d]; ok {
-				dependents[p] = append(dependents[p], i)
-				root = false
-			}
-		}
-		if root {
-			roots = append(roots, i)
-		}
-	}
 	if _, err := fmt.Fprintf(w, "workflow %s: %d tasks\n", info.ID, len(info.Tasks)); err != nil {
 		return err
 	}
-	shown := make([]bool, len(info.Tasks))
-	var show func(i, depth int) error
-	show = func(i, depth int) error {
-		t := info.Tasks[i]
-		indent := strings.Repeat("  ", depth+1)
-		if shown[i] {
-			_, err := fmt.Fprintf(w, "%s%s (above)\n", indent, t.Name)
-			return err
+	for _, l := range jobadmin.WorkflowTree(info) {
+		t := info.Tasks[l.Task]
+		indent := strings.Repeat("  ", l.Depth+1)
+		var err error
+		if l.Repeat {
+			_, err = fmt.Fprintf(w, "%s%s (above)\n", indent, t.Name)
+		} else {
+			_, err = fmt.Fprintf(w, "%s%s  %s  job %d\n", indent, t.Name, t.State, t.JobID)
 		}
-		shown[i] = true
-		if _, err := fmt.Fprintf(w, "%s%s  %s  job %d\n", indent, t.Name, t.State, t.JobID); err != nil {
-			return err
-		}
-		for _, d := range dependents[i] {
-			if err := show(d, depth+1); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for _, r := range roots {
-		if err := show(r, 0); err != nil {
+		if err != nil {
 			return err
 		}
 	}
