@@ -55,7 +55,8 @@ type Config struct {
 	// console asks it once whether it is a node of a MariaDB Galera
 	// Cluster (dialects.DetectGalera: one round trip, SHOW GLOBAL
 	// VARIABLES, on MySQL's dialector; none on the others), at the first
-	// overview, and remembers the answer. On a Galera node the overview
+	// overview or [Handler.Cluster] call, and remembers the answer (a
+	// detection that fails runs again at the next). On a Galera node the overview
 	// and api/overview show the node's view of its cluster
 	// ([ClusterState]; two round trips per refresh); on any other
 	// database nothing more is sent. Nil shows no cluster state.
