@@ -11,9 +11,10 @@
 // [Leases], pass them to [New], and mount the handler in a server of your
 // own (its links are relative, so http.StripPrefix mounts it under any
 // prefix). The command `claimstore ui` serves it for the tables it finds
-// in a database.
+// in a database, with [Config].DB set to that database.
 //
-// Pages: the overview (and its JSON, api/overview), schedules, outbox
+// Pages: the overview (and its JSON, api/overview), with a Cluster panel
+// when [Config].DB is a node of a MariaDB Galera Cluster, schedules, outbox
 // (with the cursors, lags and dead letters of each outbox log; api/logs),
 // jobs (by state, queue and kind, a page at a time; api/jobs), one job
 // (its args, metadata, tags and every failed attempt's error and trace,
@@ -25,9 +26,17 @@
 // detail.
 //
 // Everything is read through the library's stores and the job client;
-// the only statement of the console's own is a read of PostgreSQL's
-// planner statistics, for the estimates the overview shows beyond
-// [Config].ExactBound rows of one status.
+// the console's own statements are a read of PostgreSQL's planner
+// statistics, for the estimates the overview shows beyond
+// [Config].ExactBound rows of one status, and, with [Config].DB set, the
+// reads of a Galera node's state: whether the database is a Galera node
+// is asked once per [Handler] (dialects.DetectGalera: one SHOW GLOBAL
+// VARIABLES on MySQL's dialector, nothing on the others), and only a
+// Galera node is then read at each overview (dialects.GaleraStatus, two
+// round trips): its state (wsrep_local_state_comment), whether it serves
+// clients, its component (Primary or not) with its size and members, and
+// its certification failures, shown in a warning style when the node does
+// not serve clients ([ClusterState], [Handler.Cluster]).
 //
 // Security: every change is a POST carrying a CSRF token bound to a
 // cookie, and cross-origin POSTs are refused (403); [Config].ReadOnly

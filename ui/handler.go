@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/jobs"
 )
@@ -49,6 +51,16 @@ type Config struct {
 	Timeout time.Duration
 	// Logger receives the errors of actions; default slog.Default().
 	Logger *slog.Logger
+	// DB, when set, is the database the console's tables are in. The
+	// console asks it once whether it is a node of a MariaDB Galera
+	// Cluster (dialects.DetectGalera: one round trip, SHOW GLOBAL
+	// VARIABLES, on MySQL's dialector; none on the others), at the first
+	// overview or [Handler.Cluster] call, and remembers the answer (a
+	// detection that fails runs again at the next). On a Galera node the overview
+	// and api/overview show the node's view of its cluster
+	// ([ClusterState]; two round trips per refresh); on any other
+	// database nothing more is sent. Nil shows no cluster state.
+	DB *gorm.DB
 }
 
 // Handler is the operator's console, an http.Handler. Mount it at the root
@@ -65,6 +77,8 @@ type Handler struct {
 	key     []byte // signs CSRF tokens
 	origins *http.CrossOriginProtection
 	mux     *http.ServeMux
+	// clusterWatch reads cfg.DB's cluster state; nil without cfg.DB.
+	clusterWatch *clusterWatch
 }
 
 // New returns the console over cfg.Sources. Errors wrap
@@ -87,6 +101,9 @@ func New(cfg Config) (*Handler, error) {
 		cfg.Logger = slog.Default()
 	}
 	h := &Handler{cfg: cfg, byName: map[string]Source{}, key: make([]byte, 32), origins: http.NewCrossOriginProtection()}
+	if cfg.DB != nil {
+		h.clusterWatch = &clusterWatch{db: cfg.DB}
+	}
 	for _, s := range cfg.Sources {
 		if s == nil {
 			return nil, fmt.Errorf("ui: %w: nil source", dao.ErrInvalidArgument)

@@ -77,26 +77,37 @@ func (h *Handler) overviews(ctx context.Context) []TableOverview {
 // page and its JSON endpoint (api/overview) do: counts by status (exact,
 // or an estimate beyond [Config].ExactBound on PostgreSQL), rows due now,
 // the oldest due row's age, rows in flight and failures. A table that
-// cannot be read has its Error set.
+// cannot be read has its Error set. The state of a Galera cluster, which
+// the overview shows too, is [Handler.Cluster]'s.
 func (h *Handler) Overview(ctx context.Context) []TableOverview {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
 	return h.overviews(ctx)
 }
 
+// overviewData is the overview page: the Galera cluster's state (nil
+// off a Galera node) and every row table.
+type overviewData struct {
+	Cluster *ClusterState
+	Tables  []TableOverview
+}
+
 func (h *Handler) overviewPage(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
-	h.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Nav: "overview", Data: h.overviews(ctx)})
+	d := overviewData{Cluster: h.cluster(ctx), Tables: h.overviews(ctx)}
+	h.render(w, r, http.StatusOK, "overview", page{Title: "Overview", Nav: "overview", Data: d})
 }
 
 func (h *Handler) overviewAPI(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.ctx(r)
 	defer cancel()
+	cluster := h.cluster(ctx)
 	writeJSON(w, http.StatusOK, struct {
-		At     time.Time       `json:"at"`
-		Tables []TableOverview `json:"tables"`
-	}{time.Now().UTC(), h.overviews(ctx)})
+		At      time.Time       `json:"at"`
+		Cluster *ClusterState   `json:"cluster,omitempty"`
+		Tables  []TableOverview `json:"tables"`
+	}{time.Now().UTC(), cluster, h.overviews(ctx)})
 }
 
 // schedulesData is the schedules page.

@@ -1,6 +1,7 @@
 // claimstore console: polls api/overview every 2 s on the overview page
-// and updates the counts, the facts, the rows in flight and the chart; on
-// the jobs page, the box in the list's header selects every job shown.
+// and updates the Galera cluster panel, the counts, the facts, the rows in
+// flight and the chart; on the jobs page, the box in the list's header
+// selects every job shown.
 // Values from the database are written with textContent only, never as
 // HTML.
 "use strict";
@@ -34,7 +35,30 @@
 
   function cell(tr, s) { var td = document.createElement("td"); td.textContent = s; tr.appendChild(td); return td; }
 
+  // cluster updates the Galera cluster panel, when the page has one,
+  // from the state api/overview returned.
+  function cluster(c) {
+    var panel = document.getElementById("cluster");
+    if (!panel || !c) return;
+    var yes = function (b) { return b ? "yes" : "no"; };
+    var shown = {
+      localState: c.localState, serving: yes(c.serving), clusterStatus: c.clusterStatus,
+      clusterSize: String(c.clusterSize), ready: yes(c.ready), connected: yes(c.connected),
+      confId: String(c.confId), flowControlPaused: Number(c.flowControlPaused).toFixed(3),
+      certFailures: String(c.certFailures), bfAborts: String(c.bfAborts), members: (c.members || []).join(", ")
+    };
+    Object.keys(shown).forEach(function (k) { text(panel.querySelector('[data-cluster="' + k + '"]'), shown[k]); });
+    var err = panel.querySelector('[data-cluster="error"]');
+    if (err) { text(err, c.error || ""); err.hidden = !c.error; }
+    panel.classList.toggle("warn", !c.serving);
+    var serving = panel.querySelector('[data-cluster="serving"]');
+    if (serving) serving.classList.toggle("bad", !c.serving);
+    var component = panel.querySelector('[data-cluster="clusterStatus"]');
+    if (component) component.classList.toggle("bad", c.clusterStatus !== "Primary");
+  }
+
   function update(data) {
+    cluster(data.cluster);
     var done = 0, due = 0;
     data.tables.forEach(function (t) {
       done += t.done ? t.done.n : 0;

@@ -52,7 +52,8 @@ table (package outbox) and lease table (package coord), recognised by their
 columns, and the job table of package jobs named by --jobs-table (default
 claimstore_jobs) when it exists, with its queue table (--queue-table, default
 claimstore_job_queues) for the queues page. --tables keeps only the tables
-named.
+named. On a node of a MariaDB Galera Cluster the overview also shows the
+node's view of its cluster, as claimstore galera status prints it.
 
 It listens on --addr, 127.0.0.1:8080 by default. Any other interface needs
 --auth, which names where the credentials are read — never the command line:
@@ -245,7 +246,10 @@ func runUI(ctx context.Context, g Globals, o uiOptions, ready func(addr string))
 	if len(sources) == 0 {
 		return fmt.Errorf("%w: no schedule, outbox, job or lease table found on %s%s", dao.ErrNotFound, backend, onlyTables(only))
 	}
-	h, err := ui.New(ui.Config{Sources: sources, ReadOnly: o.readOnly, Auth: auth, Logger: slog.Default()})
+	// DB lets the console show the cluster's state on a MariaDB Galera
+	// Cluster node; it asks a MySQL or MariaDB server once whether it is
+	// one, and the other backends not at all.
+	h, err := ui.New(ui.Config{Sources: sources, ReadOnly: o.readOnly, Auth: auth, Logger: slog.Default(), DB: db})
 	if err != nil {
 		return err
 	}
