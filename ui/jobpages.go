@@ -28,10 +28,10 @@ const (
 // GET confirm, as every action does.
 func (h *Handler) jobRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /jobs", h.jobsPage)
-	m.HandleFunc("GET /job", h.jobPage)
+	m.HandleFunc("GET /job", dataPage(h, "job", h.readJob, func(d jobPageData) string { return fmt.Sprintf("Job %d", d.Job.ID) }))
 	m.HandleFunc("GET /queues", h.queuesPage)
 	m.HandleFunc("GET /api/jobs", h.jobsAPI)
-	m.HandleFunc("GET /api/job", h.jobAPI)
+	m.HandleFunc("GET /api/job", dataAPI(h, h.readJob))
 	m.HandleFunc("GET /api/queues", h.queuesAPI)
 	h.waitRoutes(m)
 }
@@ -86,6 +86,38 @@ func failJSON(w http.ResponseWriter, err error) {
 	writeJSON(w, statusOf(err), struct {
 		Error string `json:"error"`
 	}{err.Error()})
+}
+
+// dataPage returns the handler of a page that shows one read: read
+// takes the request's query and returns the page's data (an error's
+// status from statusOf: 400 for a bad parameter, 404 for an unknown
+// table or id), rendered with template name under title(data).
+func dataPage[D any](h *Handler, name string, read func(context.Context, url.Values) (D, error), title func(D) string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := h.ctx(r)
+		defer cancel()
+		d, err := read(ctx, r.URL.Query())
+		if err != nil {
+			h.fail(w, r, statusOf(err), err)
+			return
+		}
+		h.render(w, r, http.StatusOK, name, page{Title: title(d), Nav: "jobs", Data: d})
+	}
+}
+
+// dataAPI returns the handler of the JSON answer of a page read by read:
+// the data, or {"error": …} with the error's status.
+func dataAPI[D any](h *Handler, read func(context.Context, url.Values) (D, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := h.ctx(r)
+		defer cancel()
+		d, err := read(ctx, r.URL.Query())
+		if err != nil {
+			failJSON(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, d)
+	}
 }
 
 // jobList is a page of jobs: the JSON of api/jobs, and the data of the
@@ -376,31 +408,6 @@ func (h *Handler) readJob(ctx context.Context, q url.Values) (jobPageData, error
 	d.Here = "job?" + url.Values{"t": {s.name}, "id": {strconv.FormatInt(id, 10)}}.Encode()
 	d.List = "jobs?" + url.Values{"t": {s.name}}.Encode()
 	return d, nil
-}
-
-// jobPage shows one job: its fields, args, metadata, tags, and every
-// failed attempt's error and trace; and its actions.
-func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	d, err := h.readJob(ctx, r.URL.Query())
-	if err != nil {
-		h.fail(w, r, statusOf(err), err)
-		return
-	}
-	h.render(w, r, http.StatusOK, "job", page{Title: fmt.Sprintf("Job %d", d.Job.ID), Nav: "jobs", Data: d})
-}
-
-// jobAPI answers api/job: the job page as JSON.
-func (h *Handler) jobAPI(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	d, err := h.readJob(ctx, r.URL.Query())
-	if err != nil {
-		failJSON(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, d)
 }
 
 // queueTable is the queues of one job table, and the kinds of its

@@ -25,12 +25,12 @@ const (
 
 // waitRoutes adds the workflow, batch and sequences pages and their JSON.
 func (h *Handler) waitRoutes(m *http.ServeMux) {
-	m.HandleFunc("GET /workflow", h.workflowPage)
-	m.HandleFunc("GET /batch", h.batchPage)
+	m.HandleFunc("GET /workflow", dataPage(h, "workflow", h.readWorkflow, func(d workflowData) string { return "Workflow " + d.ID }))
+	m.HandleFunc("GET /batch", dataPage(h, "batch", h.readBatch, func(d batchData) string { return "Batch " + d.ID }))
 	m.HandleFunc("GET /sequences", h.sequencesPage)
-	m.HandleFunc("GET /api/workflow", h.workflowAPI)
-	m.HandleFunc("GET /api/batch", h.batchAPI)
-	m.HandleFunc("GET /api/sequences", h.sequencesAPI)
+	m.HandleFunc("GET /api/workflow", dataAPI(h, h.readWorkflow))
+	m.HandleFunc("GET /api/batch", dataAPI(h, h.readBatch))
+	m.HandleFunc("GET /api/sequences", dataAPI(h, h.readSequences))
 }
 
 // batchData is one batch: the JSON of api/batch and the data of the
@@ -92,31 +92,6 @@ func (h *Handler) readBatch(ctx context.Context, q url.Values) (batchData, error
 		}
 	}
 	return d, nil
-}
-
-// batchPage shows one batch (batch?t=…&id=…): its jobs counted by
-// state, its callback and a link to its jobs.
-func (h *Handler) batchPage(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	d, err := h.readBatch(ctx, r.URL.Query())
-	if err != nil {
-		h.fail(w, r, statusOf(err), err)
-		return
-	}
-	h.render(w, r, http.StatusOK, "batch", page{Title: "Batch " + d.ID, Nav: "jobs", Data: d})
-}
-
-// batchAPI answers api/batch: the batch page as JSON.
-func (h *Handler) batchAPI(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	d, err := h.readBatch(ctx, r.URL.Query())
-	if err != nil {
-		failJSON(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, d)
 }
 
 // sequencesData is the sequences a job holds: the JSON of api/sequences
@@ -203,16 +178,4 @@ func (h *Handler) sequencesPage(w http.ResponseWriter, r *http.Request) {
 		d.Tables = append(d.Tables, js.name)
 	}
 	h.render(w, r, http.StatusOK, "sequences", page{Title: "Sequences", Nav: "jobs", Data: d})
-}
-
-// sequencesAPI answers api/sequences: the sequences page as JSON.
-func (h *Handler) sequencesAPI(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	d, err := h.readSequences(ctx, r.URL.Query())
-	if err != nil {
-		failJSON(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, d)
 }

@@ -3,7 +3,6 @@ package ui
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strconv"
 
@@ -142,29 +141,4 @@ func (h *Handler) readWorkflow(ctx context.Context, q url.Values) (workflowData,
 		path = append(path, n)
 	}
 	return d, nil
-}
-
-// workflowPage draws one workflow (workflow?t=…&id=…): its tasks as a
-// tree, each with its state, attempt and a link to its job.
-func (h *Handler) workflowPage(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	d, err := h.readWorkflow(ctx, r.URL.Query())
-	if err != nil {
-		h.fail(w, r, statusOf(err), err)
-		return
-	}
-	h.render(w, r, http.StatusOK, "workflow", page{Title: "Workflow " + d.ID, Nav: "jobs", Data: d})
-}
-
-// workflowAPI answers api/workflow: the workflow page as JSON.
-func (h *Handler) workflowAPI(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := h.ctx(r)
-	defer cancel()
-	d, err := h.readWorkflow(ctx, r.URL.Query())
-	if err != nil {
-		failJSON(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, d)
 }
