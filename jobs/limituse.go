@@ -82,10 +82,10 @@ type LimitInfo struct {
 	// Rate alone has none, and Running 0.
 	Running int
 	// Partitions are the partitions in use, the most running first (then
-	// the fewest tokens, then by key), at most LimitParams.Partitions: a
-	// partition is in use when it has running jobs or, under a known
-	// rate, a token bucket that is not full. An unpartitioned queue has
-	// one, of key "", always listed.
+	// the fewest whole tokens, then by key), at most
+	// LimitParams.Partitions: a partition is in use when it has running
+	// jobs or, under a known rate, a token bucket that is not full. An
+	// unpartitioned queue has one, of key "", always listed.
 	Partitions []LimitPartition
 	// More is the number of partitions in use left out of Partitions.
 	More int
@@ -277,7 +277,7 @@ func limitUse(ctx context.Context, tx limitTx, info *LimitInfo, now time.Time, m
 		if p.Tokens == nil {
 			return math.Inf(1)
 		}
-		return *p.Tokens
+		return math.Floor(*p.Tokens)
 	}
 	slices.SortFunc(parts, func(a, b LimitPartition) int {
 		return cmp.Or(cmp.Compare(b.Running, a.Running), cmp.Compare(tok(a), tok(b)), strings.Compare(a.Key, b.Key))
