@@ -296,6 +296,9 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 			return nil, fmt.Errorf("jobs: queue %s: limited claim: %w", l.queue, storeError(l.c.store, dryErr))
 		}
 		if n == 0 {
+			if record {
+				l.recordAlone(ctx, db, now)
+			}
 			return nil, nil
 		}
 	}

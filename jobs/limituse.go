@@ -21,6 +21,23 @@ import (
 // table; a client's first limited claim of a queue records it.
 const recordEvery = time.Minute
 
+// recordAlone records the queue's Limit (l.settings) at now in its lock
+// row by a statement of its own, for a claim that took no lock (no room:
+// see claim), so that a queue at its limit or idle is recorded once a
+// minute too. A failure is logged, and the next claim records again.
+func (l *limiter) recordAlone(ctx context.Context, db *gorm.DB, now time.Time) {
+	err := db.Session(&gorm.Session{NewDB: true}).WithContext(ctx).Table(LimitTable(l.c.table)).
+		Where("queue = ? AND part = ?", l.queue, "").
+		UpdateColumns(map[string]any{"settings": l.settings, "settings_at": now.UTC()}).Error
+	if err != nil {
+		if ctx.Err() == nil {
+			l.c.log.Warn("recording the queue's limit failed; the next claim records it", "queue", l.queue, "err", storeError(l.c.store, err))
+		}
+		return
+	}
+	l.recorded.Store(now.UnixNano())
+}
+
 // usedBucketScan is the most token buckets of partitions that
 // [Client.Limits] reads per queue.
 const usedBucketScan = 1000

@@ -25,7 +25,8 @@ import (
 //   - a queue partitioned by args field seq under Max 2, with 3, 1 and
 //     2 jobs of seq 1, 2 and 3, claims 2, 1 and 2: Limits with
 //     Partitions 2 gives 5 running, partitions [1] and [3] of 2 each,
-//     and 1 more;
+//     and 1 more; a claim two minutes on, with no room, records the
+//     Limit again;
 //   - a queue partitioned by seq under Rate 1 an hour (Burst 3) alone,
 //     with 2 jobs of seq 1 and 1 of seq 2, claims them: Limits gives no
 //     running job (no slot rows without a Max) and partitions [1] with
@@ -60,11 +61,17 @@ func testLimits(t *testing.T, js dao.Store[jobs.Row]) {
 	// per process, by table and queue.
 	suffix := "_" + t.Name()[len("TestLimits/"):]
 	now := time.Now().UTC().Truncate(time.Millisecond)
-	claim := func(queue string, lim jobs.Limit) []jobs.Row {
+	// One limiter per queue, kept across claims as a client keeps it.
+	limiters := map[string]func(context.Context, time.Time, dao.ClaimRequest) ([]jobs.Row, error){}
+	claimAt := func(queue string, lim jobs.Limit, now time.Time) []jobs.Row {
 		t.Helper()
-		cl, err := jobs.NewLimiter(c, queue, lim)
-		if err != nil {
-			t.Fatal(err)
+		cl := limiters[queue]
+		if cl == nil {
+			var err error
+			if cl, err = jobs.NewLimiter(c, queue, lim); err != nil {
+				t.Fatal(err)
+			}
+			limiters[queue] = cl
 		}
 		rows, err := cl(ctx, now, dao.ClaimRequest{
 			Where:   dao.And(dao.Eq(jobs.ColState, string(jobs.StateAvailable)), dao.Eq(jobs.ColQueue, queue), dao.IsNull(jobs.ColLeaseUntil)),
@@ -76,6 +83,10 @@ func testLimits(t *testing.T, js dao.Store[jobs.Row]) {
 			t.Fatal(err)
 		}
 		return rows
+	}
+	claim := func(queue string, lim jobs.Limit) []jobs.Row {
+		t.Helper()
+		return claimAt(queue, lim, now)
 	}
 	insert := func(queue string, seqs ...int64) {
 		t.Helper()
@@ -146,6 +157,16 @@ func testLimits(t *testing.T, js dao.Store[jobs.Row]) {
 	}
 	if info.Limit == nil || !reflect.DeepEqual(*info.Limit, plim) {
 		t.Errorf("recorded limit %+v, want %+v", info.Limit, plim)
+	}
+	// Two minutes on, the queue has no room (its one waiting job is of
+	// a full partition): the claim takes no lock on SQL, and records its
+	// Limit all the same.
+	later := now.Add(2 * time.Minute)
+	if rows := claimAt(parted, plim, later); len(rows) != 0 {
+		t.Errorf("claimed %d jobs of the full partition, want 0", len(rows))
+	}
+	if info := limits(jobs.LimitParams{Queue: parted}); info.RecordedAt == nil || info.RecordedAt.Sub(later).Abs() > time.Second {
+		t.Errorf("recorded at %v after a claim with no room, want %v", info.RecordedAt, later)
 	}
 
 	rated := "limuse_rated" + suffix
