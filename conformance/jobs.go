@@ -208,6 +208,10 @@ type JobsHarness struct {
 //     a quarter of it), every job once.
 //   - LimitInvalid: a Limit that limits nothing or has a negative
 //     setting is refused with dao.ErrInvalidArgument.
+//   - LimitUse: with jobs of a queue limited per partition held running
+//     by their work, Client.Limits gives the recorded Limit, the
+//     running jobs of each partition and their rate tokens, spent by the
+//     starts; once the jobs completed, none running.
 //   - LimitProcesses (with Setup and Open; [CheckJobsProcesses] skips
 //     it): 3 processes of 50 workers each over a queue limited to 5
 //     running, one limited to 2 per partition, one limited to 200 starts
@@ -270,6 +274,7 @@ func RunJobs(t *testing.T, h JobsHarness) {
 		t.Run("LimitCrash", func(t *testing.T) { testJobLimitCrash(t, h) })
 		t.Run("RateLimit", func(t *testing.T) { testJobRateLimit(t, h) })
 		t.Run("LimitInvalid", func(t *testing.T) { testJobLimitInvalid(t, h) })
+		t.Run("LimitUse", func(t *testing.T) { testJobLimitUse(t, h) })
 		t.Run("LimitProcesses", func(t *testing.T) { testJobLimitProcesses(t, h) })
 	})
 }

@@ -128,7 +128,10 @@
 // the claims of a limited queue take a row lock in the limit table
 // ([LimitTable]) and claim no more than the room left, counting the jobs
 // whose leases have not ended, so a dead client's slots come back when
-// its leases end. Jobs over the limit stay available.
+// its leases end. Jobs over the limit stay available. Each client
+// records its Limit in the limit table, and [Client.Limits] reads every
+// limited queue's Limit, its running jobs by partition and its rate
+// tokens.
 //
 // # Observing
 //

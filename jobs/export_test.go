@@ -25,7 +25,7 @@ func NewLimiter(c *Client, queue string, lim Limit) (func(ctx context.Context, n
 	if err := lim.check(); err != nil {
 		return nil, err
 	}
-	l := &limiter{c: c, queue: queue, lim: lim}
+	l := &limiter{c: c, queue: queue, lim: lim, settings: encodeLimit(lim)}
 	return l.claim, nil
 }
 

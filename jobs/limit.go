@@ -153,6 +153,27 @@ type limitRow struct {
 	// Tokens is the bucket's tokens at RefilledAt.
 	Tokens     float64   `gorm:"not null"`
 	RefilledAt time.Time `gorm:"not null"`
+	// Settings is, on the lock row, the JSON of the Limit a client of the
+	// queue last recorded (see [Client.Limits]; schema version 7); nil
+	// before any did, and on the other rows.
+	Settings *string
+	// SettingsAt is when Settings was recorded, by the claim's clock.
+	SettingsAt *time.Time
+}
+
+// bucketColumns are the columns of a token bucket in the limit table,
+// named rather than *, so that a statement prepared before a migration
+// adds columns still reads the same columns after it (PostgreSQL refuses
+// a cached plan whose result changed).
+var bucketColumns = []string{"queue", "part", "claims", "tokens", "refilled_at"}
+
+// limitRowV4 is limitRow as schema version 4 creates it.
+type limitRowV4 struct {
+	Queue      string    `gorm:"primaryKey;size:128"`
+	Part       string    `gorm:"primaryKey;size:191"`
+	Claims     int64     `gorm:"not null"`
+	Tokens     float64   `gorm:"not null"`
+	RefilledAt time.Time `gorm:"not null"`
 }
 
 // LimitSlotTable returns the name of the table in which [Migrate] keeps
@@ -218,6 +239,9 @@ type limitTx interface {
 	addSlots(ctx context.Context, rows []limitSlot) error
 	// dropSlots deletes the queue's slot rows of ids.
 	dropSlots(ctx context.Context, ids []int64) error
+	// usedBuckets returns at most n of the queue's token buckets of
+	// partitions (Part not "") refilled after since, the latest first.
+	usedBuckets(ctx context.Context, since time.Time, n int) ([]limitRow, error)
 }
 
 // limiter claims the jobs of one limited queue.
@@ -235,6 +259,12 @@ type limiter struct {
 	// reconciled is when, in Unix nanoseconds of the worker's clock, the
 	// last reconcile of the slot rows ran (0: never).
 	reconciled atomic.Int64
+	// settings is the JSON of lim recorded in the queue's lock row
+	// (see recordEvery).
+	settings string
+	// recorded is when, in Unix nanoseconds of the worker's clock, the
+	// last claim recorded settings (0: never).
+	recorded atomic.Int64
 }
 
 // claim claims up to req.Limit jobs of the queue within the limit, at
@@ -246,6 +276,8 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 	var rows []Row
 	last := l.reconciled.Load()
 	reconcile := l.lim.Max > 0 && (last == 0 || now.Sub(time.Unix(0, last)) >= limitReconcile || now.UnixNano() < last)
+	rec := l.recorded.Load()
+	record := rec == 0 || now.Sub(time.Unix(0, rec)) >= recordEvery || now.UnixNano() < rec
 	run := func(tx limitTx) error {
 		var err error
 		rows, _, err = l.claimIn(ctx, tx, now, req, false, reconcile)
@@ -264,13 +296,16 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 			return nil, fmt.Errorf("jobs: queue %s: limited claim: %w", l.queue, storeError(l.c.store, dryErr))
 		}
 		if n == 0 {
+			if record {
+				l.recordAlone(ctx, db, now)
+			}
 			return nil, nil
 		}
 	}
 	if ok && l.c.txb != nil {
-		err = l.inSQL(ctx, db, now, run)
+		err = l.inSQL(ctx, db, now, record, run)
 	} else {
-		err = l.inMemory(run)
+		err = l.inMemory(now, record, run)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("jobs: queue %s: limited claim: %w", l.queue, storeError(l.c.store, err))
@@ -278,6 +313,9 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 	l.short.Store(len(rows) < req.Limit)
 	if reconcile {
 		l.reconciled.Store(now.UnixNano())
+	}
+	if record {
+		l.recorded.Store(now.UnixNano())
 	}
 	return rows, nil
 }
@@ -492,8 +530,9 @@ func (l *limiter) refill(b limitRow, part string, now time.Time) limitRow {
 // "Row-Level Locks"; MySQL manual, "Locking Reads"; SQLite, "File
 // Locking And Concurrency"). MySQL and MariaDB run it in READ
 // COMMITTED, so that each read sees the claims committed before the
-// lock was granted.
-func (l *limiter) inSQL(ctx context.Context, db *gorm.DB, now time.Time, fn func(limitTx) error) error {
+// lock was granted. With record the lock's write also records the
+// queue's Limit (l.settings) at now.
+func (l *limiter) inSQL(ctx context.Context, db *gorm.DB, now time.Time, record bool, fn func(limitTx) error) error {
 	var opts []*sql.TxOptions
 	var d dialects.Name
 	if a, ok := l.c.store.(dao.Aser); ok && a.As(&d) && (d == dialects.MySQL || d == dialects.MariaDB) {
@@ -502,8 +541,11 @@ func (l *limiter) inSQL(ctx context.Context, db *gorm.DB, now time.Time, fn func
 	lt := LimitTable(l.c.table)
 	return db.Session(&gorm.Session{NewDB: true}).WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		lock := func() (int64, error) {
-			res := tx.Table(lt).Where("queue = ? AND part = ?", l.queue, "").
-				UpdateColumn("claims", gorm.Expr("? + 1", clause.Column{Name: "claims"}))
+			set := map[string]any{"claims": gorm.Expr("? + 1", clause.Column{Name: "claims"})}
+			if record {
+				set["settings"], set["settings_at"] = l.settings, now.UTC()
+			}
+			res := tx.Table(lt).Where("queue = ? AND part = ?", l.queue, "").UpdateColumns(set)
 			return res.RowsAffected, res.Error
 		}
 		n, err := lock()
@@ -537,7 +579,7 @@ func (t sqlLimitTx) jobs() dao.Store[Row] { return t.store }
 
 func (t sqlLimitTx) buckets(ctx context.Context, parts []string) (map[string]limitRow, error) {
 	var rows []limitRow
-	if err := t.tx.Table(t.table).Where("queue = ? AND part IN ?", t.queue, parts).Find(&rows).Error; err != nil {
+	if err := t.tx.Table(t.table).Select(bucketColumns).Where("queue = ? AND part IN ?", t.queue, parts).Find(&rows).Error; err != nil {
 		return nil, err
 	}
 	out := make(map[string]limitRow, len(rows))
@@ -597,15 +639,21 @@ var memLimits = struct {
 	queues map[[2]string]*memLimitQueue
 }{queues: map[[2]string]*memLimitQueue{}}
 
-// memLimitQueue is one queue's lock, token buckets and slot rows.
+// memLimitQueue is one queue's lock, token buckets, slot rows and
+// recorded Limit.
 type memLimitQueue struct {
 	mu      sync.Mutex
 	buckets map[string]limitRow
 	slots   map[int64]string // job id -> partition
+	// settings is the JSON of the Limit last recorded, at settingsAt
+	// ("" and zero: none).
+	settings   string
+	settingsAt time.Time
 }
 
-// inMemory runs fn under the queue's process mutex.
-func (l *limiter) inMemory(fn func(limitTx) error) error {
+// inMemory runs fn under the queue's process mutex; with record it
+// first records the queue's Limit (l.settings) at now.
+func (l *limiter) inMemory(now time.Time, record bool, fn func(limitTx) error) error {
 	key := [2]string{l.c.table, l.queue}
 	memLimits.Lock()
 	q := memLimits.queues[key]
@@ -616,6 +664,9 @@ func (l *limiter) inMemory(fn func(limitTx) error) error {
 	memLimits.Unlock()
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if record {
+		q.settings, q.settingsAt = l.settings, now
+	}
 	return fn(memLimitTx{q: q, queue: l.queue, store: l.c.store})
 }
 
@@ -698,6 +749,13 @@ func createLimitSlots(db *gorm.DB, table string, _ dialects.Name) error {
 // createLimits creates the limit table of job table table (schema
 // version 4).
 func createLimits(db *gorm.DB, table string, _ dialects.Name) error {
+	return autoMigrate(db, LimitTable(table), &limitRowV4{})
+}
+
+// createLimitSettings adds the columns of the recorded Limit, settings
+// and settings_at, to the limit table of job table table (schema version
+// 7).
+func createLimitSettings(db *gorm.DB, table string, _ dialects.Name) error {
 	return autoMigrate(db, LimitTable(table), &limitRow{})
 }
 
@@ -714,7 +772,7 @@ func (c *Client) limitedClaim(name string, lim *Limit) (claim func(context.Conte
 	var w *dispatch.Worker[Row]
 	var timerMu sync.Mutex
 	var timer *time.Timer
-	l := &limiter{c: c, queue: name, lim: *lim, rateWake: func(d time.Duration) {
+	l := &limiter{c: c, queue: name, lim: *lim, settings: encodeLimit(*lim), rateWake: func(d time.Duration) {
 		// One wake-up pending at a time: the claim it causes sets the
 		// next.
 		timerMu.Lock()

@@ -21,7 +21,7 @@ import (
 // table in the table's migration table ([MigrationTable]); a job table
 // recorded at a higher version (by a newer release) is refused with
 // [ErrSchemaTooNew].
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // MigrationTable returns the name of the table in which [Migrate] records
 // the schema versions applied to job table table: table + "_migrations".
@@ -191,6 +191,7 @@ var steps = []func(db *gorm.DB, table string, dialect dialects.Name) error{
 	createLimits,
 	createWorkflows,
 	createLimitSlots,
+	createLimitSettings,
 }
 
 // createV1 creates the job table, its indexes and, on PostgreSQL, its

@@ -410,13 +410,17 @@ func (h *Handler) readJob(ctx context.Context, q url.Values) (jobPageData, error
 	return d, nil
 }
 
-// queueTable is the queues of one job table, and the kinds of its
-// available jobs that no running client knows.
+// queueTable is the queues of one job table, the kinds of its available
+// jobs that no running client knows, and its limited queues.
 type queueTable struct {
 	Table        string        `json:"table"`
 	Queues       []queueRow    `json:"queues"`
 	UnknownKinds []unknownKind `json:"unknownKinds"`
 	Error        string        `json:"error,omitempty"`
+	// Limits are the limited queues (also those the queue table lacks);
+	// LimitsError is why they could not be read.
+	Limits      []queueLimit `json:"limits"`
+	LimitsError string       `json:"limitsError,omitempty"`
 }
 
 // queueRow is one queue: its pause state, the kinds its running clients
@@ -427,6 +431,8 @@ type queueRow struct {
 	PausedAt *time.Time `json:"pausedAt,omitempty"`
 	Kinds    []string   `json:"kinds"`
 	Counts   []Count    `json:"counts"`
+	// Limit is the queue's limit and its use, nil when it has none.
+	Limit *queueLimit `json:"limit,omitempty"`
 }
 
 // unknownKind is a kind of available jobs of a queue that no running
@@ -441,13 +447,23 @@ type unknownKind struct {
 func (h *Handler) queues(ctx context.Context) []queueTable {
 	out := []queueTable{}
 	for _, s := range h.jobSources() {
-		qt := queueTable{Table: s.name, Queues: []queueRow{}, UnknownKinds: []unknownKind{}}
+		qt := queueTable{Table: s.name, Queues: []queueRow{}, UnknownKinds: []unknownKind{}, Limits: []queueLimit{}}
+		if ls, err := limitsOf(ctx, s.c); err != nil {
+			qt.LimitsError = err.Error()
+		} else {
+			qt.Limits = ls
+		}
 		qs, err := s.c.Queues(ctx)
 		for _, q := range qs {
 			if err != nil {
 				break
 			}
 			row := queueRow{Name: q.Name, Paused: q.Paused, PausedAt: q.PausedAt, Kinds: q.Kinds}
+			for i := range qt.Limits {
+				if qt.Limits[i].Queue == q.Name {
+					row.Limit = &qt.Limits[i]
+				}
+			}
 			if row.Kinds == nil {
 				row.Kinds = []string{}
 			}

@@ -71,6 +71,7 @@ func TestNumericFlagsNamed(t *testing.T) {
 		"claimstore ui":             {"--backend", "sqlite", "--dsn", none},
 		"claimstore jobs list":      {"--backend", "sqlite", "--dsn", none},
 		"claimstore jobs sequences": {"--backend", "sqlite", "--dsn", none},
+		"claimstore jobs limits":    {"--backend", "sqlite", "--dsn", none},
 		"claimstore outbox log":     {"--backend", "sqlite", "--dsn", none},
 	}
 	root := NewRoot()

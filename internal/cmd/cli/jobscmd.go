@@ -136,7 +136,7 @@ it). --json prints JSON instead of a table.`,
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&f.table, "table", jobs.DefaultTable, "job table name")
 	pf.BoolVar(&f.json, "json", false, "print JSON")
-	cmd.AddCommand(newJobsListCmd(f), newJobsGetCmd(f), newJobsSequencesCmd(f), newJobsBatchCmd(f), newJobsWorkflowCmd(f))
+	cmd.AddCommand(newJobsListCmd(f), newJobsGetCmd(f), newJobsSequencesCmd(f), newJobsBatchCmd(f), newJobsWorkflowCmd(f), newJobsLimitsCmd(f))
 	for _, op := range []struct {
 		op    jobadmin.Op
 		short string
