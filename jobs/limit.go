@@ -279,8 +279,11 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 	rec := l.recorded.Load()
 	record := rec == 0 || now.Sub(time.Unix(0, rec)) >= recordEvery || now.UnixNano() < rec
 	run := func(tx limitTx) error {
-		var err error
-		rows, _, err = l.claimIn(ctx, tx, now, req, false, reconcile)
+		at, req, err := l.lockedAt(ctx, tx, now, req)
+		if err != nil {
+			return err
+		}
+		rows, _, err = l.claimIn(ctx, tx, at, req, false, reconcile)
 		return err
 	}
 	var err error
@@ -318,6 +321,34 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 		l.recorded.Store(now.UnixNano())
 	}
 	return rows, nil
+}
+
+// lockedAt returns the time of a rate-limited claim that holds its
+// queue's lock, and req with its jobs' attempted_at set to it: the
+// database's clock read in tx, after the lock was granted (one statement;
+// none on SQLite, whose clock is the host's). The token
+// buckets then refill by one clock in the order the claims took the
+// lock: with now, the time each worker read by its own estimate of the
+// database's clock before it waited for the lock, a client whose estimate
+// ran ahead refilled a bucket early, and the starts recorded by several
+// clients were closer together than the bucket let them happen. A queue
+// without a rate, or a store without a database clock (memory), keeps
+// now and req.
+func (l *limiter) lockedAt(ctx context.Context, tx limitTx, now time.Time, req dao.ClaimRequest) (time.Time, dao.ClaimRequest, error) {
+	st := tx.jobs()
+	clock, ok := st.(dao.Clock)
+	if l.lim.Rate == 0 || !ok || !st.Capabilities().DatabaseClock {
+		return now, req, nil
+	}
+	t, err := clock.Now(ctx)
+	if err != nil {
+		return now, req, fmt.Errorf("read the database's clock: %w", err)
+	}
+	if _, ok := req.Set[ColAttemptedAt]; ok {
+		req.Set = maps.Clone(req.Set)
+		req.Set[ColAttemptedAt] = t
+	}
+	return t, req, nil
 }
 
 // claimIn is claim's work in tx; it returns the rows claimed and how
@@ -512,6 +543,12 @@ func (l *limiter) countRunning(ctx context.Context, tx limitTx, now time.Time, d
 // refill returns b refilled to now: Rate tokens per Period since its
 // last refill, at most Burst; a partition without a bucket starts full.
 func (l *limiter) refill(b limitRow, part string, now time.Time) limitRow {
+	// The bucket refills to now in whole milliseconds, the precision of
+	// refilled_at on MySQL and MariaDB (GORM's DATETIME(3)): refilling to
+	// the nanosecond and storing the time truncated gave each saved bucket
+	// the time truncated away again at its next refill, up to a millisecond
+	// of tokens a claim (5% over the rate at 200 starts a second).
+	now = now.Truncate(time.Millisecond)
 	burst := float64(l.lim.Burst)
 	if b.RefilledAt.IsZero() {
 		return limitRow{Queue: l.queue, Part: part, Tokens: burst, RefilledAt: now}

@@ -3,6 +3,7 @@ package jobs
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestLimitPartition checks the partition keys: the whole queue without
@@ -31,5 +32,26 @@ func TestLimitPartition(t *testing.T) {
 	a, b := lim.partition(row("k", `{"s":"`+long+`"}`)), lim.partition(row("k", `{"s":"`+long+`y"}`))
 	if !strings.HasPrefix(a, "sha256:") || len(a) > maxPartLen || a == b {
 		t.Errorf("long keys: %q and %q; want distinct sha256 digests within %d bytes", a, b, maxPartLen)
+	}
+}
+
+// TestRefillAtStoredPrecision checks that a token bucket saved after each
+// refill in a column of millisecond precision (refilled_at on MySQL and
+// MariaDB is DATETIME(3)) gains the tokens of the time elapsed, not more:
+// refills 0.9 ms apart, each bucket stored with its time truncated to the
+// millisecond, at 1,000 tokens a second from empty.
+func TestRefillAtStoredPrecision(t *testing.T) {
+	l := &limiter{queue: "q", lim: Limit{Rate: 1000, Period: time.Second, Burst: 1000}}
+	t0 := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	b := limitRow{Queue: "q", RefilledAt: t0}
+	const n = 1000
+	step := 900 * time.Microsecond
+	for i := 1; i <= n; i++ {
+		b = l.refill(b, "", t0.Add(time.Duration(i)*step))
+		b.RefilledAt = b.RefilledAt.Truncate(time.Millisecond) // as stored
+	}
+	elapsed := time.Duration(n) * step
+	if most := float64(elapsed) * 1000 / float64(time.Second); b.Tokens > most {
+		t.Fatalf("after %v of refills: %.1f tokens, at most %.1f allowed", elapsed, b.Tokens, most)
 	}
 }
