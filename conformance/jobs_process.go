@@ -325,8 +325,8 @@ func jobsChild(t *testing.T, h JobsHarness) {
 	case roleLimits, roleLimitsHanger:
 		limitsChild(t, st, dir, name, role, lease)
 		return
-	case roleWorkflow:
-		workflowChild(t, st, dir, name, lease)
+	case roleWorkflow, roleWorkflowVictim:
+		workflowChild(t, st, dir, name, role, lease)
 		return
 	}
 	f, err := os.OpenFile(filepath.Join(dir, "ran-"+name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)

@@ -29,8 +29,14 @@ const (
 	wfDepth = 20
 	// wfWork is how long each job of the check works.
 	wfWork = 10 * time.Millisecond
-	// roleWorkflow is the role of the workflow check's children.
-	roleWorkflow = "workflow"
+	// victimWork is how long each job works in the child that is
+	// killed, so that it holds running jobs whose outcomes it has not
+	// written whenever it is killed.
+	victimWork = 200 * time.Millisecond
+	// roleWorkflow is the role of the workflow check's children, and
+	// roleWorkflowVictim that of the one that is killed.
+	roleWorkflow       = "workflow"
+	roleWorkflowVictim = "workflow-victim"
 )
 
 // What a job of the workflow check is (wfArgs.Role).
@@ -275,11 +281,11 @@ func testJobWorkflowProcesses(t *testing.T, h JobsHarness) {
 	began := time.Now()
 	var children []*jobsChildProc
 	for p := range 3 {
-		lease := time.Duration(0)
+		role, lease := roleWorkflow, time.Duration(0)
 		if p == 0 {
-			lease = procLease
+			role, lease = roleWorkflowVictim, procLease
 		}
-		children = append(children, startJobsChild(t, dir, target, fmt.Sprintf("wf-%d", p), roleWorkflow, lease))
+		children = append(children, startJobsChild(t, dir, target, fmt.Sprintf("wf-%d", p), role, lease))
 	}
 	victim, survivors := children[0], children[1:]
 	final := dao.NotNull(jobs.ColFinalizedAt)
@@ -618,20 +624,24 @@ func wfName(r *jobs.Row) string {
 }
 
 // workflowChild is the workflow check's child: a client of 10 workers
-// over wfQueue whose work records its runs as limitsChild's does
+// over wfQueue whose work (victimWork long in role roleWorkflowVictim)
+// records its runs as limitsChild's does
 // (readLimRuns reads them: the queue field is the job's role, the key its
 // name) and ends as the job's mode says; the batch's callback records the
 // counts it received as its output. It runs until its stop file appears.
-func workflowChild(t *testing.T, st JobStores, dir, name string, lease time.Duration) {
+func workflowChild(t *testing.T, st JobStores, dir, name, role string, lease time.Duration) {
 	record := openRunLog(t, dir, name)
 	ws := jobs.NewWorkers()
 	work := jobs.WorkFunc[wfArgs](func(ctx context.Context, j *jobs.Job[wfArgs]) error {
 		if err := record("s %d %s 0 %s 0 %d\n", j.ID, j.Args.Role, j.Args.Name, time.Now().UnixNano()); err != nil {
 			return err
 		}
-		if j.Args.Ms != 0 {
+		switch {
+		case role == roleWorkflowVictim:
+			time.Sleep(victimWork)
+		case j.Args.Ms != 0:
 			time.Sleep(time.Duration(j.Args.Ms) * time.Millisecond)
-		} else {
+		default:
 			time.Sleep(wfWork)
 		}
 		var end error
