@@ -222,6 +222,21 @@ type JobsHarness struct {
 //     them come back when its leases end, not before. [EnvLimitScale]
 //     "full" runs it at 5,000 jobs a queue and also asks the mean rate
 //     to be within 5% of the limit.
+//   - WorkflowProcesses (with Setup and Open; [CheckJobsProcesses] skips
+//     it): 3 processes of 10 workers run a random workflow of 600 tasks
+//     in exactly 20 layers (each task depends on 1 to 3 tasks of earlier
+//     layers, one in the layer before), 6 of whose tasks their work
+//     discards or cancels, and a batch of 600 jobs ending completed,
+//     discarded and cancelled; one process is killed (SIGKILL) while it
+//     runs jobs. Every task that may run ends as its work says, once,
+//     and starts after each of its dependencies' completing run ended;
+//     the tasks cancelled are exactly the descendants of those that did
+//     not complete; the batch's callback runs once, after the batch,
+//     with the counts of its jobs' final states; only the jobs the killed
+//     process held run twice, after their lease ended; nothing is left
+//     unfinished. The seed of the workflow is logged ([EnvWorkflowSeed]
+//     runs it again); [EnvLimitScale] "full" runs 10 workflows of 1,000
+//     tasks ([jobs.MaxWorkflowTasks]) and a batch of 10,000.
 func RunJobs(t *testing.T, h JobsHarness) {
 	t.Helper()
 	if h.NewStores == nil {
@@ -276,6 +291,7 @@ func RunJobs(t *testing.T, h JobsHarness) {
 		t.Run("LimitInvalid", func(t *testing.T) { testJobLimitInvalid(t, h) })
 		t.Run("LimitUse", func(t *testing.T) { testJobLimitUse(t, h) })
 		t.Run("LimitProcesses", func(t *testing.T) { testJobLimitProcesses(t, h) })
+		t.Run("WorkflowProcesses", func(t *testing.T) { testJobWorkflowProcesses(t, h) })
 	})
 }
 

@@ -21,7 +21,9 @@ import (
 // EnvLimitScale set to "full" runs the multi-process limit check at the
 // scale of its targets (5,000 jobs under the global limit, 5,000 under
 // the partitioned one, 2,000 under the rate limit, 100 sequences of 50
-// jobs); unset, about a twentieth of it, for CI.
+// jobs); unset, about a twentieth of it, for CI. It scales the
+// multi-process workflow check too: 10 workflows of 1,000 tasks and a
+// batch of 10,000 jobs, against one of 600 tasks and a batch of 600.
 const EnvLimitScale = "CLAIMSTORE_LIMIT_SCALE"
 
 // The queues of the multi-process limit check, each run by every child.
@@ -347,18 +349,7 @@ const (
 // starts and "e id unixnano" when it ends, in a file of its own, until
 // its stop file appears.
 func limitsChild(t *testing.T, st JobStores, dir, name, role string, lease time.Duration) {
-	f, err := os.OpenFile(filepath.Join(dir, "lim-"+name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var mu sync.Mutex
-	record := func(format string, a ...any) error {
-		mu.Lock()
-		defer mu.Unlock()
-		_, err := fmt.Fprintf(f, format, a...)
-		return err
-	}
+	record := openRunLog(t, dir, name)
 	ws := jobs.NewWorkers()
 	work := jobs.WorkFunc[limArgs](func(ctx context.Context, j *jobs.Job[limArgs]) error {
 		key := j.Args.Key
@@ -389,6 +380,26 @@ func limitsChild(t *testing.T, st JobStores, dir, name, role string, lease time.
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	runUntilStopped(ctx, t, cancel, c, dir, name)
+}
+
+// openRunLog opens child name's file of runs in dir, the file
+// readLimRuns reads, closed when t ends, and returns a function that
+// appends a formatted record to it, safe for concurrent use: "s id queue
+// p key n unixnano" when a run starts, "e id unixnano" when it ends.
+func openRunLog(t *testing.T, dir, name string) (record func(format string, a ...any) error) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, "lim-"+name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	var mu sync.Mutex
+	return func(format string, a ...any) error {
+		mu.Lock()
+		defer mu.Unlock()
+		_, err := fmt.Fprintf(f, format, a...)
+		return err
+	}
 }
 
 // readLimRuns reads the runs the children recorded.

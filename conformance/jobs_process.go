@@ -235,7 +235,13 @@ func startJobsChild(t *testing.T, dir, target, name, role string, lease time.Dur
 	if err != nil {
 		t.Fatalf("find the test binary: %v", err)
 	}
-	cmd := exec.Command(exe, "-test.run", runPattern(t.Name()), "-test.count=1", "-test.v", "-test.timeout=10m")
+	// The child may run as long as the parent: 10 minutes, or up to the
+	// parent's deadline when that is later.
+	timeout := 10 * time.Minute
+	if d, ok := t.Deadline(); ok {
+		timeout = max(timeout, time.Until(d))
+	}
+	cmd := exec.Command(exe, "-test.run", runPattern(t.Name()), "-test.count=1", "-test.v", "-test.timeout="+timeout.Round(time.Second).String())
 	cmd.Env = append(os.Environ(), envJobsChild+"="+t.Name(), envJobsTarget+"="+target, envJobsDir+"="+dir,
 		envJobsName+"="+name, envJobsRole+"="+role, envJobsLease+"="+lease.String(), fmt.Sprintf("%s=%d", envJobsNode, jobsChildSeq.Add(1)-1))
 	c := &jobsChildProc{name: name, dir: dir, cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
@@ -315,8 +321,12 @@ func jobsChild(t *testing.T, h JobsHarness) {
 		}
 		t.Logf("child %s runs through node %d of %d", name, seq%(len(h.Nodes)+1), len(h.Nodes)+1)
 	}
-	if role == roleLimits || role == roleLimitsHanger {
+	switch role {
+	case roleLimits, roleLimitsHanger:
 		limitsChild(t, st, dir, name, role, lease)
+		return
+	case roleWorkflow, roleWorkflowVictim:
+		workflowChild(t, st, dir, name, role, lease)
 		return
 	}
 	f, err := os.OpenFile(filepath.Join(dir, "ran-"+name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
