@@ -285,7 +285,7 @@ const (
 
 // inflight is one claimed row whose handler runs.
 type inflight[T any] struct {
-	job     *Job[T] // set when the handler starts
+	job     *Job[T] // the job its handler runs
 	key     any
 	owner   string
 	cancel  context.CancelCauseFunc
@@ -652,8 +652,11 @@ func (w *Worker[T]) claim(ctx context.Context, n int) (int, error) {
 	if w.cfg.Prepare != nil && len(rows) > 0 {
 		w.cfg.Prepare(rows)
 	}
-	for i := range rows {
-		w.start(ctx, rows[i], owner, now, sent)
+	if len(rows) > 0 {
+		detached := context.WithoutCancel(ctx)
+		for i := range rows {
+			w.start(ctx, detached, &rows[i], owner, now, sent)
+		}
 	}
 	if len(rows) > 0 {
 		w.log.Debug("claimed", "rows", len(rows), "owner", owner)
@@ -677,25 +680,27 @@ func (w *Worker[T]) claimTrace(outer *dao.ClaimTrace) *dao.ClaimTrace {
 	return tr
 }
 
-// start runs the handler of one claimed row in its own goroutine.
-func (w *Worker[T]) start(ctx context.Context, row T, owner string, claimedAt, sent time.Time) {
-	hctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	it := &inflight[T]{key: w.cfg.Key(&row), owner: owner, cancel: cancel, renewed: sent}
+// start runs the handler of one claimed row in its own goroutine, on a
+// copy of *row. detached is ctx without its cancellation (one per claim):
+// the parent of the handler's context, which only the worker cancels, and
+// the context of the in-flight metric, recorded also while draining.
+func (w *Worker[T]) start(ctx, detached context.Context, row *T, owner string, claimedAt, sent time.Time) {
+	hctx, cancel := context.WithCancelCause(detached)
+	job := &Job[T]{Row: *row, Owner: owner, ClaimedAt: claimedAt, now: w.clock.Peek}
+	it := &inflight[T]{job: job, key: w.cfg.Key(row), owner: owner, cancel: cancel, renewed: sent}
 	w.mu.Lock()
 	w.items[it] = struct{}{}
 	w.mu.Unlock()
 	w.inFlight.Add(1)
-	w.m.inFlight.Add(bg(ctx), 1, w.m.attrSet)
+	w.m.inFlight.Add(detached, 1, w.m.attrSet)
 	w.spawn(func() {
 		defer func() {
 			cancel(nil)
 			w.inFlight.Add(-1)
-			w.m.inFlight.Add(bg(ctx), -1, w.m.attrSet)
+			w.m.inFlight.Add(detached, -1, w.m.attrSet)
 			w.signalFreed()
 			w.comp.signal() // with no handler left running, write at once
 		}()
-		job := &Job[T]{Row: row, Owner: owner, ClaimedAt: claimedAt, now: w.clock.Peek}
-		it.job = job
 		set, ok := w.call(hctx, job)
 		w.mu.Lock()
 		state := it.state
