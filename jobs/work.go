@@ -83,13 +83,22 @@ func (c *Client) handle(ctx context.Context, j *dispatch.Job[Row]) dao.Set {
 	case row.info.settled:
 		return c.settledSet(row, now)
 	}
-	var snooze *SnoozeError
-	var cancelled *CancelError
-	switch {
-	case err == nil:
+	if err == nil {
 		c.stats.completed.Add(1)
 		row.info.event = EventJobCompleted
 		return c.final(row, StateCompleted, now, nil)
+	}
+	return c.failed(ctx, kw, row, now, err, cause)
+}
+
+// failed returns the outcome of row's attempt whose work returned err,
+// not nil (cause is the cause of the work's context): snoozed, cancelled,
+// retryable or discarded, as handle says. Its error targets live here,
+// apart from the success path, which so allocates none.
+func (c *Client) failed(ctx context.Context, kw *kindWorker, row *Row, now time.Time, err, cause error) dao.Set {
+	var snooze *SnoozeError
+	var cancelled *CancelError
+	switch {
 	case errors.As(err, &snooze):
 		c.stats.snoozed.Add(1)
 		row.info.event = EventJobSnoozed
