@@ -751,10 +751,11 @@ const idleGoroutine = 5 * time.Second
 
 // spawn runs f on an idle handler goroutine, or on a new one when none is
 // idle; wg counts it until f returns. A goroutine that ran a handler
-// waits idleGoroutine for the next one (ending when Run returns), so that
-// handlers reuse goroutines whose stacks their first calls (decoding,
-// logging) have grown already, instead of growing a new one's stack,
-// copying it each time, for every row.
+// waits for the next one (ending when Run returns, or once it has been
+// idle from one to two idleGoroutine), so that handlers reuse goroutines
+// whose stacks their first calls (decoding, logging) have grown already,
+// instead of growing a new one's stack, copying it each time, for every
+// row.
 func (w *Worker[T]) spawn(f func()) {
 	w.wg.Add(1)
 	select {
@@ -765,21 +766,29 @@ func (w *Worker[T]) spawn(f func()) {
 	}
 }
 
-// runTasks runs f, then each handler spawn hands it, until it has been
-// idle for idleGoroutine or done is closed.
+// runTasks runs f, then each handler spawn hands it, until done is closed
+// or an idleGoroutine period of its timer passed without a handler. The
+// timer runs in periods rather than being reset for every handler, which
+// would move it in the runtime's timer heap once a row.
 func (w *Worker[T]) runTasks(f func(), done <-chan struct{}) {
 	t := time.NewTimer(idleGoroutine)
 	defer t.Stop()
 	for {
 		f()
 		w.wg.Done()
-		t.Reset(idleGoroutine)
-		select {
-		case f = <-w.tasks:
-		case <-t.C:
-			return
-		case <-done:
-			return
+		ran := true // a handler ran in the timer's current period
+		for f = nil; f == nil; {
+			select {
+			case f = <-w.tasks:
+			case <-t.C:
+				if !ran {
+					return
+				}
+				ran = false
+				t.Reset(idleGoroutine)
+			case <-done:
+				return
+			}
 		}
 	}
 }
