@@ -16,6 +16,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/batchloop"
+	"github.com/claimstore/claimstore/internal/handlerctx"
 	"github.com/claimstore/claimstore/internal/workerid"
 )
 
@@ -288,14 +289,14 @@ type inflight[T any] struct {
 	job     *Job[T] // the job its handler runs
 	key     any
 	owner   string
-	cancel  context.CancelCauseFunc
-	renewed time.Time // host clock (monotonic) when the last renewal (or the claim) was sent
+	hctx    *handlerctx.Context // the handler's context, which the worker ends with CancelOwn
+	renewed time.Time           // host clock (monotonic) when the last renewal (or the claim) was sent
 	state   int
 	lost    bool // the renewal found the lease lost (counted once)
 
 	// ctx is Run's context, detached that context without its
-	// cancellation, hctx the handler's context (see start).
-	ctx, detached, hctx context.Context
+	// cancellation (see start).
+	ctx, detached context.Context
 }
 
 // Worker claims due rows of a store with a lease, runs a handler per row
@@ -690,12 +691,13 @@ func (w *Worker[T]) claimTrace(outer *dao.ClaimTrace) *dao.ClaimTrace {
 
 // start runs the handler of one claimed row in its own goroutine, on a
 // copy of *row. detached is ctx without its cancellation (one per claim):
-// the parent of the handler's context, which only the worker cancels, and
-// the context of the in-flight metric, recorded also while draining.
+// the parent of the handler's context, which the worker ends (a
+// handlerctx.Context, which package jobs also ends on a job's cancel
+// request), and the context of the in-flight metric, recorded also while
+// draining.
 func (w *Worker[T]) start(ctx, detached context.Context, row *T, owner string, claimedAt, sent time.Time) {
-	hctx, cancel := context.WithCancelCause(detached)
 	job := &Job[T]{Row: *row, Owner: owner, ClaimedAt: claimedAt, now: w.peek}
-	it := &inflight[T]{job: job, ctx: ctx, detached: detached, hctx: hctx, key: w.cfg.Key(row), owner: owner, cancel: cancel, renewed: sent}
+	it := &inflight[T]{job: job, ctx: ctx, detached: detached, hctx: handlerctx.New(detached), key: w.cfg.Key(row), owner: owner, renewed: sent}
 	w.mu.Lock()
 	w.items[it] = struct{}{}
 	w.mu.Unlock()
@@ -708,7 +710,7 @@ func (w *Worker[T]) start(ctx, detached context.Context, row *T, owner string, c
 // hands its outcome to the completer.
 func (w *Worker[T]) runHandler(it *inflight[T]) {
 	defer func() {
-		it.cancel(nil)
+		it.hctx.CancelOwn(nil)
 		w.inFlight.Add(-1)
 		w.m.inFlight.Add(it.detached, -1, w.m.addAttrs...)
 		w.signalFreed()
@@ -923,7 +925,7 @@ func (w *Worker[T]) drain(ctx context.Context) {
 	w.mu.Lock()
 	for it := range w.items {
 		if it.state == stateRunning {
-			it.cancel(ErrDrained)
+			it.hctx.CancelOwn(ErrDrained)
 		}
 	}
 	w.mu.Unlock()
