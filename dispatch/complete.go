@@ -298,13 +298,59 @@ func (w *Worker[T]) written(ctx context.Context, outs []outcome[T], keys []any, 
 		}
 		return
 	}
-	written := make(map[string]bool, len(keys))
-	for _, k := range keys {
-		written[fmt.Sprint(k)] = true
-	}
+	written := newKeySet(keys)
 	for _, o := range outs {
-		w.counted(ctx, o, written[fmt.Sprint(o.it.key)])
+		w.counted(ctx, o, written.has(o.it.key))
 	}
+}
+
+// keySet is the set of the keys an outcome write returned. A key matches
+// one of them when both print alike (fmt.Sprint), whatever their types
+// (a driver may return an integer key as another integer type than the
+// row's); the keys of a common comparable type are first looked up as
+// they are, so that a write whose keys come back as the rows hold them
+// prints none.
+type keySet struct {
+	keys    []any
+	direct  map[any]struct{}
+	printed map[string]bool // made at the first key not found directly
+}
+
+// newKeySet returns the set of keys.
+func newKeySet(keys []any) *keySet {
+	s := &keySet{keys: keys, direct: make(map[any]struct{}, len(keys))}
+	for _, k := range keys {
+		if directKey(k) {
+			s.direct[k] = struct{}{}
+		}
+	}
+	return s
+}
+
+// has reports whether key is in the set.
+func (s *keySet) has(key any) bool {
+	if directKey(key) {
+		if _, ok := s.direct[key]; ok {
+			return true
+		}
+	}
+	if s.printed == nil {
+		s.printed = make(map[string]bool, len(s.keys))
+		for _, k := range s.keys {
+			s.printed[fmt.Sprint(k)] = true
+		}
+	}
+	return s.printed[fmt.Sprint(key)]
+}
+
+// directKey reports whether k is of a type keySet looks up as it is:
+// integers and strings, comparable and equal only when they print alike.
+func directKey(k any) bool {
+	switch k.(type) {
+	case int64, int32, int, uint64, uint32, uint, string:
+		return true
+	}
+	return false
 }
 
 // writeEach writes the outcome of one row in one fenced Update, retried

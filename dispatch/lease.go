@@ -109,5 +109,5 @@ func (w *Worker[T]) lose(it *inflight[T]) {
 	w.leaseLost.Add(1)
 	w.m.add(context.Background(), w.m.lost, 1)
 	w.log.Warn("lease lost; handler cancelled", "key", it.key, "owner", it.owner)
-	it.cancel(ErrLeaseLost)
+	it.hctx.CancelOwn(ErrLeaseLost)
 }

@@ -72,6 +72,10 @@ type metrics struct {
 	renewals, lost, drains, released        metric.Int64Counter
 	rescued, swept                          metric.Int64Counter
 	attrSet, stepRetry, stepFailed, stepSkp metric.MeasurementOption
+	// addAttrs is attrSet as the options of an Add, made once: the
+	// in-flight count changes twice a row, and a variadic argument built
+	// at each call would be allocated there.
+	addAttrs []metric.AddOption
 }
 
 func newMetrics(mp metric.MeterProvider, attrs ...attribute.KeyValue) (*metrics, error) {
@@ -112,6 +116,7 @@ func newMetrics(mp metric.MeterProvider, attrs ...attribute.KeyValue) (*metrics,
 		return nil, fmt.Errorf("metric %s: %w", MetricInFlight, err)
 	}
 	m.attrSet = metric.WithAttributes(attrs...)
+	m.addAttrs = []metric.AddOption{m.attrSet}
 	m.stepRetry = m.with(attribute.String(AttrStep, "retry"))
 	m.stepFailed = m.with(attribute.String(AttrStep, "failed"))
 	m.stepSkp = m.with(attribute.String(AttrStep, "skipped"))

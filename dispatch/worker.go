@@ -16,6 +16,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/batchloop"
+	"github.com/claimstore/claimstore/internal/handlerctx"
 	"github.com/claimstore/claimstore/internal/workerid"
 )
 
@@ -285,13 +286,17 @@ const (
 
 // inflight is one claimed row whose handler runs.
 type inflight[T any] struct {
-	job     *Job[T] // set when the handler starts
+	job     *Job[T] // the job its handler runs
 	key     any
 	owner   string
-	cancel  context.CancelCauseFunc
-	renewed time.Time // host clock (monotonic) when the last renewal (or the claim) was sent
+	hctx    *handlerctx.Context // the handler's context, which the worker ends with CancelOwn
+	renewed time.Time           // host clock (monotonic) when the last renewal (or the claim) was sent
 	state   int
 	lost    bool // the renewal found the lease lost (counted once)
+
+	// ctx is Run's context, detached that context without its
+	// cancellation (see start).
+	ctx, detached context.Context
 }
 
 // Worker claims due rows of a store with a lease, runs a handler per row
@@ -305,6 +310,9 @@ type Worker[T any] struct {
 	clock *timeSource
 	log   *slog.Logger
 	m     *metrics
+	// peek is clock.Peek, the clock of every Job: a method value made
+	// once, where one taken at each Job would be allocated there.
+	peek func() time.Time
 	// keyUpdater and eachUpdater are the store's batched outcome writes,
 	// nil when it lacks them (see New).
 	keyUpdater  dao.KeyUpdater
@@ -328,7 +336,7 @@ type Worker[T any] struct {
 	// runDone is closed when the current Run has drained, ending them.
 	// goroutines counts every goroutine Run starts, handler goroutines
 	// included, so that Run returns only once each has ended.
-	tasks      chan func()
+	tasks      chan *inflight[T]
 	runDone    chan struct{}
 	goroutines sync.WaitGroup
 	comp       *completer[T]
@@ -416,8 +424,9 @@ func New[T any](cfg Config[T]) (*Worker[T], error) {
 		items: make(map[*inflight[T]]struct{}),
 		freed: make(chan struct{}, 1),
 		wake:  make(chan struct{}, 1),
-		tasks: make(chan func()),
+		tasks: make(chan *inflight[T]),
 	}
+	w.peek = w.clock.Peek
 	w.keyUpdater, _ = cfg.Store.(dao.KeyUpdater)
 	w.eachUpdater, _ = cfg.Store.(dao.EachUpdater)
 	if _, ok := cfg.Store.(dao.Clock); !ok && cfg.Now == nil && cfg.Store.Capabilities().DatabaseClock {
@@ -652,8 +661,11 @@ func (w *Worker[T]) claim(ctx context.Context, n int) (int, error) {
 	if w.cfg.Prepare != nil && len(rows) > 0 {
 		w.cfg.Prepare(rows)
 	}
-	for i := range rows {
-		w.start(ctx, rows[i], owner, now, sent)
+	if len(rows) > 0 {
+		detached := context.WithoutCancel(ctx)
+		for i := range rows {
+			w.start(ctx, detached, &rows[i], owner, now, sent)
+		}
 	}
 	if len(rows) > 0 {
 		w.log.Debug("claimed", "rows", len(rows), "owner", owner)
@@ -677,50 +689,57 @@ func (w *Worker[T]) claimTrace(outer *dao.ClaimTrace) *dao.ClaimTrace {
 	return tr
 }
 
-// start runs the handler of one claimed row in its own goroutine.
-func (w *Worker[T]) start(ctx context.Context, row T, owner string, claimedAt, sent time.Time) {
-	hctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	it := &inflight[T]{key: w.cfg.Key(&row), owner: owner, cancel: cancel, renewed: sent}
+// start runs the handler of one claimed row in its own goroutine, on a
+// copy of *row. detached is ctx without its cancellation (one per claim):
+// the parent of the handler's context, which the worker ends (a
+// handlerctx.Context, which package jobs also ends on a job's cancel
+// request), and the context of the in-flight metric, recorded also while
+// draining.
+func (w *Worker[T]) start(ctx, detached context.Context, row *T, owner string, claimedAt, sent time.Time) {
+	job := &Job[T]{Row: *row, Owner: owner, ClaimedAt: claimedAt, now: w.peek}
+	it := &inflight[T]{job: job, ctx: ctx, detached: detached, hctx: handlerctx.New(detached), key: w.cfg.Key(row), owner: owner, renewed: sent}
 	w.mu.Lock()
 	w.items[it] = struct{}{}
 	w.mu.Unlock()
 	w.inFlight.Add(1)
-	w.m.inFlight.Add(bg(ctx), 1, w.m.attrSet)
-	w.spawn(func() {
-		defer func() {
-			cancel(nil)
-			w.inFlight.Add(-1)
-			w.m.inFlight.Add(bg(ctx), -1, w.m.attrSet)
-			w.signalFreed()
-			w.comp.signal() // with no handler left running, write at once
-		}()
-		job := &Job[T]{Row: row, Owner: owner, ClaimedAt: claimedAt, now: w.clock.Peek}
-		it.job = job
-		set, ok := w.call(hctx, job)
-		w.mu.Lock()
-		state := it.state
-		if state == stateRunning {
-			it.state = stateWriting
+	w.m.inFlight.Add(detached, 1, w.m.addAttrs...)
+	w.spawn(it)
+}
+
+// runHandler runs the handler of it, on a handler goroutine (see spawn), and
+// hands its outcome to the completer.
+func (w *Worker[T]) runHandler(it *inflight[T]) {
+	defer func() {
+		it.hctx.CancelOwn(nil)
+		w.inFlight.Add(-1)
+		w.m.inFlight.Add(it.detached, -1, w.m.addAttrs...)
+		w.signalFreed()
+		w.comp.signal() // with no handler left running, write at once
+	}()
+	set, ok := w.call(it.hctx, it.job)
+	w.mu.Lock()
+	state := it.state
+	if state == stateRunning {
+		it.state = stateWriting
+	}
+	w.mu.Unlock()
+	if state == stateReleased {
+		w.forget(it)
+		return // the drain released the lease
+	}
+	if !ok {
+		w.forget(it)
+		return // panicked: the lease ends on its own
+	}
+	if isSettled(set) {
+		w.settled.Add(1)
+		if w.cfg.Written != nil {
+			w.cfg.Written(it.job, set)
 		}
-		w.mu.Unlock()
-		if state == stateReleased {
-			w.forget(it)
-			return // the drain released the lease
-		}
-		if !ok {
-			w.forget(it)
-			return // panicked: the lease ends on its own
-		}
-		if isSettled(set) {
-			w.settled.Add(1)
-			if w.cfg.Written != nil {
-				w.cfg.Written(job, set)
-			}
-			w.forget(it)
-			return // the handler wrote the outcome itself
-		}
-		w.enqueue(ctx, it, set)
-	})
+		w.forget(it)
+		return // the handler wrote the outcome itself
+	}
+	w.enqueue(it.ctx, it, set)
 }
 
 // settledKey is the key of [Settled].
@@ -744,37 +763,47 @@ func isSettled(set dao.Set) bool {
 // handler to run before it exits.
 const idleGoroutine = 5 * time.Second
 
-// spawn runs f on an idle handler goroutine, or on a new one when none is
-// idle; wg counts it until f returns. A goroutine that ran a handler
-// waits idleGoroutine for the next one (ending when Run returns), so that
-// handlers reuse goroutines whose stacks their first calls (decoding,
-// logging) have grown already, instead of growing a new one's stack,
-// copying it each time, for every row.
-func (w *Worker[T]) spawn(f func()) {
+// spawn runs the handler of it on an idle handler goroutine, or on a new
+// one when none is idle; wg counts it until the handler returns. A
+// goroutine that ran a handler waits for the next one (ending when Run
+// returns, or once it has been idle from one to two idleGoroutine), so
+// that handlers reuse goroutines whose stacks their first calls
+// (decoding, logging) have grown already, instead of growing a new one's
+// stack, copying it each time, for every row.
+func (w *Worker[T]) spawn(it *inflight[T]) {
 	w.wg.Add(1)
 	select {
-	case w.tasks <- f:
+	case w.tasks <- it:
 	default:
 		done := w.runDone
-		w.goroutines.Go(func() { w.runTasks(f, done) })
+		w.goroutines.Go(func() { w.runTasks(it, done) })
 	}
 }
 
-// runTasks runs f, then each handler spawn hands it, until it has been
-// idle for idleGoroutine or done is closed.
-func (w *Worker[T]) runTasks(f func(), done <-chan struct{}) {
+// runTasks runs the handler of it, then of each row spawn hands it,
+// until done is closed or an idleGoroutine period of its timer passed
+// without a handler. The timer runs in periods rather than being reset
+// for every handler, which would move it in the runtime's timer heap once
+// a row.
+func (w *Worker[T]) runTasks(it *inflight[T], done <-chan struct{}) {
 	t := time.NewTimer(idleGoroutine)
 	defer t.Stop()
 	for {
-		f()
+		w.runHandler(it)
 		w.wg.Done()
-		t.Reset(idleGoroutine)
-		select {
-		case f = <-w.tasks:
-		case <-t.C:
-			return
-		case <-done:
-			return
+		ran := true // a handler ran in the timer's current period
+		for it = nil; it == nil; {
+			select {
+			case it = <-w.tasks:
+			case <-t.C:
+				if !ran {
+					return
+				}
+				ran = false
+				t.Reset(idleGoroutine)
+			case <-done:
+				return
+			}
 		}
 	}
 }
@@ -896,7 +925,7 @@ func (w *Worker[T]) drain(ctx context.Context) {
 	w.mu.Lock()
 	for it := range w.items {
 		if it.state == stateRunning {
-			it.cancel(ErrDrained)
+			it.hctx.CancelOwn(ErrDrained)
 		}
 	}
 	w.mu.Unlock()

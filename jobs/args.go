@@ -103,10 +103,12 @@ type kindWorker struct {
 	timeout    time.Duration
 	backoff    Backoff
 	middleware []WorkMiddleware // see WithMiddleware
-	// decode decodes row's args into a new value of the kind's Args
-	// type and returns a pointer to it.
+	// decode decodes row's args into the Args of a new Job of the
+	// kind's Args type and returns the *Job, its Row not set yet: the
+	// one allocation of the job's work.
 	decode func(row *Row) (any, error)
-	// work runs the worker with row and args, a pointer decode returned.
+	// work sets row as the Row of args, a *Job decode returned, and
+	// runs the worker with it.
 	work func(ctx context.Context, row *Row, args any) error
 }
 
@@ -161,14 +163,16 @@ func AddWorker[A Args](ws *Workers, w Worker[A], opts ...WorkerOption) error {
 		k.backoff = DefaultBackoff
 	}
 	k.decode = func(row *Row) (any, error) {
-		a := new(A)
-		if err := json.Unmarshal([]byte(row.EncodedArgs), a); err != nil {
+		j := new(Job[A])
+		if err := json.Unmarshal([]byte(row.EncodedArgs), &j.Args); err != nil {
 			return nil, fmt.Errorf("jobs: decode args of %s job %d: %w", kind, row.ID, err)
 		}
-		return a, nil
+		return j, nil
 	}
 	k.work = func(ctx context.Context, row *Row, args any) error {
-		return w.Work(ctx, &Job[A]{Row: row, Args: *args.(*A)})
+		j := args.(*Job[A])
+		j.Row = row
+		return w.Work(ctx, j)
 	}
 	ws.mu.Lock()
 	defer ws.mu.Unlock()

@@ -21,6 +21,7 @@ import (
 	"github.com/claimstore/claimstore/dispatch"
 	"github.com/claimstore/claimstore/internal/argerr"
 	"github.com/claimstore/claimstore/internal/dbclock"
+	"github.com/claimstore/claimstore/internal/handlerctx"
 	"github.com/claimstore/claimstore/internal/workerid"
 )
 
@@ -255,7 +256,19 @@ type Client struct {
 
 // runningJob is a job running in this client: its work's cancel.
 type runningJob struct {
+	// hc is the worker's handler context of the job, which the work's
+	// context is or is under; else cancel ends the work's own context.
+	hc     *handlerctx.Context
 	cancel context.CancelCauseFunc
+}
+
+// stop ends the job's work with cause.
+func (r runningJob) stop(cause error) {
+	if r.hc != nil {
+		r.hc.Cancel(cause)
+		return
+	}
+	r.cancel(cause)
 }
 
 // queueRunner runs one queue of the client: its dispatch worker and
@@ -930,7 +943,7 @@ func (c *Client) readCancels(ctx context.Context) error {
 		c.mu.Lock()
 		for _, r := range rows {
 			if rj, ok := c.running[r.ID]; ok {
-				rj.cancel(ErrCancelled)
+				rj.stop(ErrCancelled)
 			}
 		}
 		c.mu.Unlock()

@@ -112,17 +112,10 @@ func splitMiddleware(mw []Middleware) (ins []InsertMiddleware, work []WorkMiddle
 // [*PanicError] that the middleware sees, and a panic of a middleware
 // into one too.
 func runWork(ctx context.Context, clientMW []WorkMiddleware, kw *kindWorker, row *Row) (err error) {
-	work := func(ctx context.Context) (err error) {
-		defer func() {
-			if v := recover(); v != nil {
-				err = &PanicError{Value: v, Trace: string(debug.Stack())}
-			}
-		}()
-		return kw.run(ctx, row)
-	}
 	if len(clientMW) == 0 && len(kw.middleware) == 0 {
-		return work(ctx)
+		return runRecovered(ctx, kw, row)
 	}
+	work := func(ctx context.Context) error { return runRecovered(ctx, kw, row) }
 	defer func() {
 		if v := recover(); v != nil {
 			err = &PanicError{Value: v, Trace: string(debug.Stack())}
@@ -136,6 +129,16 @@ func runWork(ctx context.Context, clientMW []WorkMiddleware, kw *kindWorker, row
 		next = wrapWork(clientMW[i], row, next)
 	}
 	return next(ctx)
+}
+
+// runRecovered runs kw's work on row, a panic returned as a *PanicError.
+func runRecovered(ctx context.Context, kw *kindWorker, row *Row) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Trace: string(debug.Stack())}
+		}
+	}()
+	return kw.run(ctx, row)
 }
 
 // wrapWork returns next wrapped in m.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/dispatch"
+	"github.com/claimstore/claimstore/internal/handlerctx"
 )
 
 // maxErrorLen is the longest error text kept per attempt, in bytes.
@@ -52,8 +53,20 @@ func (c *Client) handle(ctx context.Context, j *dispatch.Job[Row]) dao.Set {
 		c.log.Warn("job of a kind without worker released for a client that knows it", "id", row.ID, "kind", row.Kind)
 		return attemptBack
 	}
-	jctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	// The work's context ends on a cancel request (cause ErrCancelled)
+	// as on the worker's own cancellations. The worker's handler context
+	// (always, from the worker) is cancelled itself, its own cause kept
+	// apart (OwnCause); another context gets a cancellable one under it.
+	var jctx context.Context
+	var rj runningJob
+	if hc, ok := ctx.(*handlerctx.Context); ok {
+		jctx, rj.hc = hc, hc
+	} else {
+		var cancel context.CancelCauseFunc
+		jctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		rj.cancel = cancel
+	}
 	if kw.timeout > 0 {
 		// A deadline of the context package, so that the work and the
 		// contexts it derives see context.DeadlineExceeded at the
@@ -63,7 +76,7 @@ func (c *Client) handle(ctx context.Context, j *dispatch.Job[Row]) dao.Set {
 		defer stop()
 	}
 	c.mu.Lock()
-	c.running[row.ID] = runningJob{cancel: cancel}
+	c.running[row.ID] = rj
 	c.mu.Unlock()
 	row.info.began = time.Now()
 	err := runWork(context.WithValue(jctx, outputKey{}, row), c.workMW, kw, row)
@@ -74,22 +87,36 @@ func (c *Client) handle(ctx context.Context, j *dispatch.Job[Row]) dao.Set {
 	now := j.Now()
 
 	cause := context.Cause(jctx)
+	// The worker's cause: a lost lease, a drain, or nil.
+	own := context.Cause(ctx)
+	if rj.hc != nil {
+		own = rj.hc.OwnCause()
+	}
 	switch {
-	case errors.Is(context.Cause(ctx), dispatch.ErrLeaseLost):
+	case errors.Is(own, dispatch.ErrLeaseLost):
 		return nil
-	case err != nil && errors.Is(context.Cause(ctx), dispatch.ErrDrained):
+	case err != nil && errors.Is(own, dispatch.ErrDrained):
 		c.log.Info("job cancelled by the drain; released without spending its attempt", "id", row.ID, "kind", row.Kind)
 		return dao.Set{ColAttempt: row.Attempt - 1}
 	case row.info.settled:
 		return c.settledSet(row, now)
 	}
-	var snooze *SnoozeError
-	var cancelled *CancelError
-	switch {
-	case err == nil:
+	if err == nil {
 		c.stats.completed.Add(1)
 		row.info.event = EventJobCompleted
 		return c.final(row, StateCompleted, now, nil)
+	}
+	return c.failed(ctx, kw, row, now, err, cause)
+}
+
+// failed returns the outcome of row's attempt whose work returned err,
+// not nil (cause is the cause of the work's context): snoozed, cancelled,
+// retryable or discarded, as handle says. Its error targets live here,
+// apart from the success path, which so allocates none.
+func (c *Client) failed(ctx context.Context, kw *kindWorker, row *Row, now time.Time, err, cause error) dao.Set {
+	var snooze *SnoozeError
+	var cancelled *CancelError
+	switch {
 	case errors.As(err, &snooze):
 		c.stats.snoozed.Add(1)
 		row.info.event = EventJobSnoozed
