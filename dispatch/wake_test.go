@@ -80,9 +80,11 @@ func TestPausedClaimsNothing(t *testing.T) {
 
 // Handler goroutines are reused across rows and end when Run returns:
 // after a run of 500 rows, the goroutine count is back to what it was.
+// The tick is 100 ms, so that the lease (ten ticks) outlasts a handler
+// held up by a loaded machine: a lease lost would run a row twice.
 func TestHandlerGoroutinesEndWithRun(t *testing.T) {
 	before := runtime.NumGoroutine()
-	store, w, ran := taskWorker(t, 10*time.Millisecond, nil)
+	store, w, ran := taskWorker(t, 100*time.Millisecond, nil)
 	for i := range 500 {
 		if err := store.Create(context.Background(), &task{ID: int64(i + 1)}); err != nil {
 			t.Fatal(err)
