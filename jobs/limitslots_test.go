@@ -26,24 +26,7 @@ import (
 //   - a leased job without a slot row (claimed by a client of a release
 //     before the slot table) holds its slot from the limiter's first
 //     claim, and from its next reconcile for one leased later.
-func TestLimitSlots(t *testing.T) {
-	t.Run("memory", func(t *testing.T) {
-		js, err := memstore.New[jobs.Row]()
-		if err != nil {
-			t.Fatal(err)
-		}
-		testLimitSlots(t, js)
-	})
-	for _, be := range testdb.SQLBackends {
-		t.Run(be.Name, func(t *testing.T) {
-			js, _ := newJobStore(t, be.Open(t), "slot_jobs")
-			if err := jobs.Migrate(context.Background(), js, nil); err != nil {
-				t.Fatal(err)
-			}
-			testLimitSlots(t, js)
-		})
-	}
-}
+func TestLimitSlots(t *testing.T) { eachLimitStore(t, "slot_jobs", testLimitSlots) }
 
 func testLimitSlots(t *testing.T, js dao.Store[jobs.Row]) {
 	ctx := context.Background()
@@ -171,4 +154,26 @@ func testLimitSlots(t *testing.T, js dao.Store[jobs.Row]) {
 	want("claim at the next reconcile", claim(61*time.Second, "b"))
 	want("slot rows after the reconcile", slots(q), o[0], o[2])
 	want("claim after the leases ended", claim(121*time.Second, "c"), o[0], o[2])
+}
+
+// eachLimitStore runs fn on a job store of the memory store and, in a
+// subtest each, of SQLite, PostgreSQL and MariaDB (a table named from
+// table, migrated).
+func eachLimitStore(t *testing.T, table string, fn func(*testing.T, dao.Store[jobs.Row])) {
+	t.Run("memory", func(t *testing.T) {
+		js, err := memstore.New[jobs.Row]()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(t, js)
+	})
+	for _, be := range testdb.SQLBackends {
+		t.Run(be.Name, func(t *testing.T) {
+			js, _ := newJobStore(t, be.Open(t), table)
+			if err := jobs.Migrate(context.Background(), js, nil); err != nil {
+				t.Fatal(err)
+			}
+			fn(t, js)
+		})
+	}
 }

@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/claimstore/claimstore/adapters/memstore"
 	"github.com/claimstore/claimstore/dao"
-	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	"github.com/claimstore/claimstore/jobs"
 )
 
@@ -32,24 +30,7 @@ import (
 //     running job (no slot rows without a Max) and partitions [1] with
 //     1 token and [2] with 2, the fewest tokens first;
 //   - bad parameters are dao.ErrInvalidArgument.
-func TestLimits(t *testing.T) {
-	t.Run("memory", func(t *testing.T) {
-		js, err := memstore.New[jobs.Row]()
-		if err != nil {
-			t.Fatal(err)
-		}
-		testLimits(t, js)
-	})
-	for _, be := range testdb.SQLBackends {
-		t.Run(be.Name, func(t *testing.T) {
-			js, _ := newJobStore(t, be.Open(t), "limuse_jobs")
-			if err := jobs.Migrate(context.Background(), js, nil); err != nil {
-				t.Fatal(err)
-			}
-			testLimits(t, js)
-		})
-	}
-}
+func TestLimits(t *testing.T) { eachLimitStore(t, "limuse_jobs", testLimits) }
 
 func testLimits(t *testing.T, js dao.Store[jobs.Row]) {
 	ctx := context.Background()
