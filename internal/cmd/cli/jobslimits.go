@@ -33,15 +33,8 @@ counts no running jobs (0).`,
   claimstore jobs limits --backend sqlite --dsn app.db --queue emails --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var c FlagChecks
-			Between(&c, "partitions", p.Partitions, 1, jobs.MaxListLimit)
-			if c.err != nil {
-				return c.err
-			}
-			if p.Queue != "" {
-				if err := jobs.CheckQueue(p.Queue); err != nil {
-					return fmt.Errorf("--queue: %w", err)
-				}
+			if err := checkQueueList("partitions", p.Partitions, p.Queue); err != nil {
+				return err
 			}
 			return withJobs(cmd, f, false, func(c *jobs.Client) error {
 				infos, err := c.Limits(cmd.Context(), p)

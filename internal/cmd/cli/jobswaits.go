@@ -49,15 +49,8 @@ one queue.`,
   claimstore jobs sequences --backend sqlite --dsn app.db --key customer-42 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var c FlagChecks
-			Between(&c, "limit", p.Limit, 1, jobs.MaxListLimit)
-			if c.err != nil {
-				return c.err
-			}
-			if p.Queue != "" {
-				if err := jobs.CheckQueue(p.Queue); err != nil {
-					return fmt.Errorf("--queue: %w", err)
-				}
+			if err := checkQueueList("limit", p.Limit, p.Queue); err != nil {
+				return err
 			}
 			return withJobs(cmd, f, false, func(c *jobs.Client) error {
 				seqs, err := c.Sequences(cmd.Context(), p)
@@ -160,5 +153,23 @@ func printBatch(w io.Writer, asJSON bool, info *jobs.BatchInfo) error {
 		return nil
 	}
 	fmt.Fprintf(w, "callback: job %d (%s), %s\n", v.Callback.ID, v.Callback.Kind, v.Callback.State)
+	return nil
+}
+
+// checkQueueList checks the flags of a command that lists per queue: the
+// count flag name within 1 and jobs.MaxListLimit, and --queue, when
+// given, a queue name jobs accepts. Errors: the flag's, as FlagChecks
+// words them.
+func checkQueueList(name string, n int, queue string) error {
+	var c FlagChecks
+	Between(&c, name, n, 1, jobs.MaxListLimit)
+	if c.err != nil {
+		return c.err
+	}
+	if queue != "" {
+		if err := jobs.CheckQueue(queue); err != nil {
+			return fmt.Errorf("--queue: %w", err)
+		}
+	}
 	return nil
 }
