@@ -419,8 +419,8 @@ type queueTable struct {
 	Error        string        `json:"error,omitempty"`
 	// Limits are the limited queues (also those the queue table lacks);
 	// LimitsError is why they could not be read.
-	Limits      []queueLimit `json:"limits"`
-	LimitsError string       `json:"limitsError,omitempty"`
+	Limits      []jobadmin.Limit `json:"limits"`
+	LimitsError string           `json:"limitsError,omitempty"`
 }
 
 // queueRow is one queue: its pause state, the kinds its running clients
@@ -432,7 +432,7 @@ type queueRow struct {
 	Kinds    []string   `json:"kinds"`
 	Counts   []Count    `json:"counts"`
 	// Limit is the queue's limit and its use, nil when it has none.
-	Limit *queueLimit `json:"limit,omitempty"`
+	Limit *jobadmin.Limit `json:"limit,omitempty"`
 }
 
 // unknownKind is a kind of available jobs of a queue that no running
@@ -447,7 +447,7 @@ type unknownKind struct {
 func (h *Handler) queues(ctx context.Context) []queueTable {
 	out := []queueTable{}
 	for _, s := range h.jobSources() {
-		qt := queueTable{Table: s.name, Queues: []queueRow{}, UnknownKinds: []unknownKind{}, Limits: []queueLimit{}}
+		qt := queueTable{Table: s.name, Queues: []queueRow{}, UnknownKinds: []unknownKind{}, Limits: []jobadmin.Limit{}}
 		if ls, err := limitsOf(ctx, s.c); err != nil {
 			qt.LimitsError = err.Error()
 		} else {

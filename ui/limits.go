@@ -2,10 +2,8 @@ package ui
 
 import (
 	"context"
-	"fmt"
-	"strconv"
-	"time"
 
+	"github.com/claimstore/claimstore/internal/jobadmin"
 	"github.com/claimstore/claimstore/jobs"
 )
 
@@ -13,107 +11,15 @@ import (
 // limited queue, the most running first.
 const limitPartitions = 10
 
-// queueLimit is a limited queue of a job table (jobs.Client.Limits):
-// its recorded limit, its running jobs and its partitions in use.
-type queueLimit struct {
-	Queue string `json:"queue"`
-	// Known is false when no client recorded the queue's limit; the
-	// settings are then zero.
-	Known      bool         `json:"known"`
-	Max        int          `json:"max"`
-	Rate       int          `json:"rate"`
-	Period     string       `json:"period,omitempty"`
-	Burst      int          `json:"burst"`
-	ByKind     bool         `json:"byKind"`
-	ByArgs     []string     `json:"byArgs"`
-	RecordedAt *time.Time   `json:"recordedAt,omitempty"`
-	Running    int          `json:"running"`
-	Partitions []limitShare `json:"partitions"`
-	More       int          `json:"more"`
-}
-
-// limitShare is one partition in use of a limited queue.
-type limitShare struct {
-	Key     string   `json:"key"`
-	Running int      `json:"running"`
-	Tokens  *float64 `json:"tokens"`
-}
-
-// MaxText returns the limit's Max for people: "?" when unknown, "-"
-// when the limit has none.
-func (l queueLimit) MaxText() string {
-	switch {
-	case !l.Known:
-		return "?"
-	case l.Max == 0:
-		return "-"
-	}
-	return strconv.Itoa(l.Max)
-}
-
-// UseText returns the queue's running jobs against its Max for people.
-func (l queueLimit) UseText() string {
-	switch {
-	case !l.Known:
-		return fmt.Sprintf("%d running, limit not recorded", l.Running)
-	case l.Max == 0:
-		return "no Max"
-	case l.ByKind || len(l.ByArgs) > 0:
-		return fmt.Sprintf("%d running, at most %d per partition", l.Running, l.Max)
-	}
-	return fmt.Sprintf("%d of %d running", l.Running, l.Max)
-}
-
-// RateText returns the limit's rate for people: "?" when unknown, "-"
-// when the limit has none, else starts per period and the bucket.
-func (l queueLimit) RateText() string {
-	switch {
-	case !l.Known:
-		return "?"
-	case l.Rate == 0:
-		return "-"
-	}
-	return fmt.Sprintf("%d per %s, burst %d", l.Rate, l.Period, l.Burst)
-}
-
-// KeyText returns the partition's key for people: "(queue)" for the
-// whole queue.
-func (p limitShare) KeyText() string {
-	if p.Key == "" {
-		return "(queue)"
-	}
-	return p.Key
-}
-
-// TokensText returns the partition's tokens to one decimal, "-" when no
-// rate is known.
-func (p limitShare) TokensText() string {
-	if p.Tokens == nil {
-		return "-"
-	}
-	return strconv.FormatFloat(*p.Tokens, 'f', 1, 64)
-}
-
 // limitsOf reads the limited queues of c's job table.
-func limitsOf(ctx context.Context, c *jobs.Client) ([]queueLimit, error) {
+func limitsOf(ctx context.Context, c *jobs.Client) ([]jobadmin.Limit, error) {
 	infos, err := c.Limits(ctx, jobs.LimitParams{Partitions: limitPartitions})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]queueLimit, len(infos))
+	out := make([]jobadmin.Limit, len(infos))
 	for i, in := range infos {
-		q := queueLimit{Queue: in.Queue, ByArgs: []string{}, RecordedAt: in.RecordedAt, Running: in.Running, More: in.More, Partitions: []limitShare{}}
-		if l := in.Limit; l != nil {
-			q.Known, q.Max, q.Rate, q.Burst, q.ByKind = true, l.Max, l.Rate, l.Burst, l.ByKind
-			q.ByArgs = append(q.ByArgs, l.ByArgs...)
-			if l.Rate > 0 {
-				q.Period = l.Period.String()
-			}
-		}
-		for _, p := range in.Partitions {
-			q.Partitions = append(q.Partitions, limitShare{Key: p.Key, Running: p.Running, Tokens: p.Tokens})
-		}
-		out[i] = q
+		out[i] = jobadmin.LimitView(in)
 	}
 	return out, nil
 }

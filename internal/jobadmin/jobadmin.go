@@ -1,8 +1,8 @@
 // Package jobadmin holds what the operator's console (package ui) and the
 // command line (`claimstore jobs`, `claimstore queues`) share to show and
 // change jobs through a [jobs.Client]: the JSON view of a job, the
-// retry, cancel and delete of many jobs with the outcome of each, and a
-// workflow's tasks drawn as a tree.
+// retry, cancel and delete of many jobs with the outcome of each, a
+// workflow's tasks drawn as a tree, and the view of a limited queue.
 package jobadmin
 
 import (

@@ -3,12 +3,11 @@ package cli
 import (
 	"fmt"
 	"io"
-	"strconv"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/claimstore/claimstore/internal/jobadmin"
 	"github.com/claimstore/claimstore/jobs"
 )
 
@@ -51,83 +50,28 @@ counts no running jobs (0).`,
 	return cmd
 }
 
-// limitView is the JSON of one limited queue.
-type limitView struct {
-	Queue      string               `json:"queue"`
-	Limit      *limitSettingsView   `json:"limit"`
-	RecordedAt *time.Time           `json:"recordedAt,omitempty"`
-	Running    int                  `json:"running"`
-	Partitions []limitPartitionView `json:"partitions"`
-	More       int                  `json:"more"`
-}
-
-// limitSettingsView is the JSON of a recorded jobs.Limit.
-type limitSettingsView struct {
-	Max    int      `json:"max"`
-	Rate   int      `json:"rate"`
-	Period string   `json:"period,omitempty"`
-	Burst  int      `json:"burst"`
-	ByKind bool     `json:"byKind"`
-	ByArgs []string `json:"byArgs"`
-}
-
-// limitPartitionView is the JSON of one partition of a limited queue.
-type limitPartitionView struct {
-	Key     string   `json:"key"`
-	Running int      `json:"running"`
-	Tokens  *float64 `json:"tokens"`
-}
-
-// printLimits writes infos as a table, or as JSON with asJSON.
+// printLimits writes infos as a table, or as JSON with asJSON
+// ({"limits": [jobadmin.Limit…]}, as the console's api/queues gives
+// them).
 func printLimits(w io.Writer, asJSON bool, infos []jobs.LimitInfo) error {
-	views := make([]limitView, len(infos))
+	views := make([]jobadmin.Limit, len(infos))
 	for i, in := range infos {
-		v := limitView{Queue: in.Queue, RecordedAt: in.RecordedAt, Running: in.Running, More: in.More, Partitions: []limitPartitionView{}}
-		if l := in.Limit; l != nil {
-			v.Limit = &limitSettingsView{Max: l.Max, Rate: l.Rate, Burst: l.Burst, ByKind: l.ByKind, ByArgs: l.ByArgs}
-			if l.Rate > 0 {
-				v.Limit.Period = l.Period.String()
-			}
-			if v.Limit.ByArgs == nil {
-				v.Limit.ByArgs = []string{}
-			}
-		}
-		for _, p := range in.Partitions {
-			v.Partitions = append(v.Partitions, limitPartitionView{Key: p.Key, Running: p.Running, Tokens: p.Tokens})
-		}
-		views[i] = v
+		views[i] = jobadmin.LimitView(in)
 	}
 	if asJSON {
 		return writeJSONTo(w, struct {
-			Limits []limitView `json:"limits"`
+			Limits []jobadmin.Limit `json:"limits"`
 		}{views})
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "QUEUE\tPARTITION\tRUNNING\tMAX\tTOKENS\tRATE")
 	for _, v := range views {
-		most, rate := "?", "?"
-		if l := v.Limit; l != nil {
-			most, rate = "-", "-"
-			if l.Max > 0 {
-				most = strconv.Itoa(l.Max)
-			}
-			if l.Rate > 0 {
-				rate = fmt.Sprintf("%d/%s burst %d", l.Rate, l.Period, l.Burst)
-			}
-		}
 		parts := v.Partitions
 		if len(parts) == 0 {
-			parts = []limitPartitionView{{Key: "(none in use)", Running: v.Running}}
+			parts = []jobadmin.LimitShare{{Key: "(none in use)", Running: v.Running}}
 		}
 		for _, p := range parts {
-			key, tokens := p.Key, "-"
-			if key == "" {
-				key = "(queue)"
-			}
-			if p.Tokens != nil {
-				tokens = strconv.FormatFloat(*p.Tokens, 'f', 1, 64)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", v.Queue, key, p.Running, most, tokens, rate)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", v.Queue, p.KeyText(), p.Running, v.MaxText(), p.TokensText(), v.RateText())
 		}
 	}
 	if err := tw.Flush(); err != nil {

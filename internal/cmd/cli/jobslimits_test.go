@@ -11,6 +11,7 @@ import (
 	"github.com/claimstore/claimstore/adapters/sqlstore"
 	"github.com/claimstore/claimstore/adapters/sqlstore/sqlstoretest"
 	"github.com/claimstore/claimstore/dao"
+	"github.com/claimstore/claimstore/internal/jobadmin"
 	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	"github.com/claimstore/claimstore/jobs"
 )
@@ -95,10 +96,10 @@ func TestJobsLimitsCommand(t *testing.T) {
 
 			out := s.must(t, "jobs", "limits")
 			t.Logf("jobs limits:\n%s", out)
-			if !regexp.MustCompile(`^QUEUE\s+PARTITION\s+RUNNING\s+MAX\s+TOKENS\s+RATE\nlim\s+\(queue\)\s+2\s+2\s+3\.0\s+1/1h0m0s burst 5\n$`).MatchString(out) {
+			if !regexp.MustCompile(`^QUEUE\s+PARTITION\s+RUNNING\s+MAX\s+TOKENS\s+RATE\nlim\s+\(queue\)\s+2\s+2\s+3\.0\s+1 per 1h0m0s, burst 5\n$`).MatchString(out) {
 				t.Errorf("jobs limits:\n%s", out)
 			}
-			var v struct{ Limits []limitView }
+			var v struct{ Limits []jobadmin.Limit }
 			out = s.must(t, "jobs", "limits", "--queue", "lim", "--json")
 			if err := json.Unmarshal([]byte(out), &v); err != nil {
 				t.Fatalf("jobs limits --json: %v\n%s", err, out)
@@ -107,7 +108,7 @@ func TestJobsLimitsCommand(t *testing.T) {
 				t.Fatalf("jobs limits --json: %s", out)
 			}
 			l := v.Limits[0]
-			if l.Queue != "lim" || l.Running != 2 || l.Limit == nil || l.Limit.Max != 2 || l.Limit.Rate != 1 || l.Limit.Period != "1h0m0s" || l.Limit.Burst != 5 ||
+			if l.Queue != "lim" || l.Running != 2 || !l.Known || l.Max != 2 || l.Rate != 1 || l.Period != "1h0m0s" || l.Burst != 5 ||
 				l.RecordedAt == nil || len(l.Partitions) != 1 || l.Partitions[0].Key != "" || l.Partitions[0].Running != 2 ||
 				l.Partitions[0].Tokens == nil || *l.Partitions[0].Tokens < 2.99 || *l.Partitions[0].Tokens > 3.01 {
 				t.Errorf("jobs limits --json:\n%s", out)
