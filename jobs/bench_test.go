@@ -204,13 +204,7 @@ func jobCycle(b *testing.B, db *gorm.DB, qc jobs.QueueConfig, parts int) float64
 	}
 	insertParted(b, c, 1, cycleJobs, parts)
 	if *benchAnalyze {
-		stmt := "ANALYZE ?"
-		if db.Dialector.Name() == "mysql" {
-			stmt = "ANALYZE TABLE ?"
-		}
-		if err := db.Exec(stmt, clause.Table{Name: js.TableName()}).Error; err != nil {
-			b.Fatal(err)
-		}
+		analyzeTable(b, db, js.TableName())
 	}
 	b.StartTimer()
 	began := time.Now()
@@ -218,16 +212,7 @@ func jobCycle(b *testing.B, db *gorm.DB, qc jobs.QueueConfig, parts int) float64
 	ran := make(chan error, 1)
 	go func() { ran <- c.Run(ctx) }()
 	<-all
-	for {
-		n, err := js.Count(context.Background(), dao.Eq(jobs.ColState, string(jobs.StateCompleted)))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if n == cycleJobs {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitCompleted(b, js, cycleJobs)
 	rate := float64(cycleJobs) / time.Since(began).Seconds()
 	cancel()
 	if err := <-ran; err != nil {
@@ -344,4 +329,35 @@ func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// analyzeTable gathers the planner's statistics of table (ANALYZE, on
+// MySQL and MariaDB ANALYZE TABLE), as autovacuum or a DBA does for a
+// table in service.
+func analyzeTable(b *testing.B, db *gorm.DB, table string) {
+	b.Helper()
+	stmt := "ANALYZE ?"
+	if db.Dialector.Name() == "mysql" {
+		stmt = "ANALYZE TABLE ?"
+	}
+	if err := db.Exec(stmt, clause.Table{Name: table}).Error; err != nil {
+		b.Fatal(err)
+	}
+}
+
+// waitCompleted returns once n jobs of js are completed: every job has
+// started before it is called, and their outcome writes may still be in
+// flight.
+func waitCompleted(b *testing.B, js dao.Store[jobs.Row], n int64) {
+	b.Helper()
+	for {
+		k, err := js.Count(context.Background(), dao.Eq(jobs.ColState, string(jobs.StateCompleted)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if k == n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"gorm.io/gorm/clause"
-
-	"github.com/claimstore/claimstore/dao"
 	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	"github.com/claimstore/claimstore/jobs"
 )
@@ -48,9 +45,7 @@ func BenchmarkClientCPU(b *testing.B) {
 		b.Fatal(err)
 	}
 	insertJobs(b, c, 1, b.N)
-	if err := db.Exec("ANALYZE ?", clause.Table{Name: js.TableName()}).Error; err != nil {
-		b.Fatal(err)
-	}
+	analyzeTable(b, db, js.TableName())
 	runtime.GC()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
@@ -61,16 +56,7 @@ func BenchmarkClientCPU(b *testing.B) {
 	ran := make(chan error, 1)
 	go func() { ran <- c.Run(ctx) }()
 	<-all
-	for {
-		k, err := js.Count(context.Background(), dao.Eq(jobs.ColState, string(jobs.StateCompleted)))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if k == n {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitCompleted(b, js, n)
 	took := time.Since(began)
 	cpu := processCPU(b) - cpu0
 	runtime.ReadMemStats(&m1)
