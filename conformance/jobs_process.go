@@ -172,13 +172,28 @@ func testJobProcesses(t *testing.T, h JobsHarness) {
 // early when a child exits.
 func waitCount(t *testing.T, st JobStores, where dao.Criteria, want int, timeout time.Duration, children ...*jobsChildProc) {
 	t.Helper()
+	waitJobs(t, st, where, want, false, timeout, children)
+}
+
+// waitAtLeast waits up to timeout for where to count at least n jobs;
+// it fails t early when a child exits.
+func waitAtLeast(t *testing.T, st JobStores, where dao.Criteria, n int, timeout time.Duration, children ...*jobsChildProc) {
+	t.Helper()
+	waitJobs(t, st, where, n, true, timeout, children)
+}
+
+// waitJobs counts where every 50 ms until it counts want jobs (at least
+// want with atLeast), and fails t when a child exits first or timeout
+// passes (logging the children's warnings).
+func waitJobs(t *testing.T, st JobStores, where dao.Criteria, want int, atLeast bool, timeout time.Duration, children []*jobsChildProc) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		got, err := st.Jobs.Count(context.Background(), where)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if int(got) == want {
+		if int(got) == want || atLeast && int(got) > want {
 			return
 		}
 		for _, c := range children {

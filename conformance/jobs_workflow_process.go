@@ -366,33 +366,6 @@ func modeState(mode string) jobs.State {
 	return jobs.StateCompleted
 }
 
-// waitAtLeast waits up to timeout for where to count at least n jobs;
-// it fails t early when a child exits.
-func waitAtLeast(t *testing.T, st JobStores, where dao.Criteria, n int, timeout time.Duration, children ...*jobsChildProc) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		got, err := st.Jobs.Count(context.Background(), where)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if int(got) >= n {
-			return
-		}
-		for _, c := range children {
-			select {
-			case <-c.done:
-				t.Fatalf("child %s exited early (%v) with %d of %d jobs: %s", c.name, c.err, got, n, c.out.String())
-			default:
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of at least %d jobs within %v", got, n, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // checkWorkflowRuns checks the final state and the runs of every job of
 // want against rows (every job of the table) and runs (every run the
 // children recorded): each job in its wanted state; a job that may run
