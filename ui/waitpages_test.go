@@ -166,14 +166,7 @@ func TestWorkflowPage(t *testing.T) {
 			"t=nope&id=" + res.ID:                 404,
 			"id=%3Cscript%3E":                     404,
 		} {
-			code, _, page := get(t, client(t), srv.URL+"/workflow?"+bad)
-			if code != want || !strings.Contains(page, `<p class="error" id="error">`) || strings.Contains(page, "<script>") {
-				t.Errorf("workflow?%s: %d, want %d and the error page\n%s", bad, code, want, page)
-			}
-			var v struct{ Error string }
-			if code := getJSON(t, srv.URL+"/api/workflow?"+bad, &v); code != want || v.Error == "" {
-				t.Errorf("api/workflow?%s: %d %q, want %d", bad, code, v.Error, want)
-			}
+			checkRefused(t, srv.URL, "workflow", bad, want)
 		}
 	})
 }
@@ -272,13 +265,7 @@ func TestBatchPage(t *testing.T) {
 		}
 
 		for bad, want := range map[string]int{"id=": 400, "id=+": 400, "id=no-such-batch": 404, "t=nope&id=" + b.ID: 404} {
-			if code, _, page := get(t, client(t), srv.URL+"/batch?"+bad); code != want || !strings.Contains(page, `id="error"`) {
-				t.Errorf("batch?%s: %d, want %d\n%s", bad, code, want, page)
-			}
-			var v struct{ Error string }
-			if code := getJSON(t, srv.URL+"/api/batch?"+bad, &v); code != want || v.Error == "" {
-				t.Errorf("api/batch?%s: %d %q, want %d", bad, code, v.Error, want)
-			}
+			checkRefused(t, srv.URL, "batch", bad, want)
 		}
 	})
 }
@@ -386,13 +373,22 @@ func TestSequencesPage(t *testing.T) {
 			if !strings.HasPrefix(q, "t=") {
 				q += "&t=" + url.QueryEscape(e.table)
 			}
-			if code, _, page := get(t, client(t), srv.URL+"/sequences?"+q); code != want || !strings.Contains(page, `id="error"`) {
-				t.Errorf("sequences?%s: %d, want %d and the error page", q, code, want)
-			}
-			var v struct{ Error string }
-			if code := getJSON(t, srv.URL+"/api/sequences?"+q, &v); code != want || v.Error == "" {
-				t.Errorf("api/sequences?%s: %d %q, want %d", q, code, v.Error, want)
-			}
+			checkRefused(t, srv.URL, "sequences", q, want)
 		}
 	})
+}
+
+// checkRefused checks that page?query and api/page?query of the console
+// at base answer status want: the page with the error page (its error
+// paragraph, no markup of the query), the API with {"error": …}.
+func checkRefused(t *testing.T, base, page, query string, want int) {
+	t.Helper()
+	code, _, body := get(t, client(t), base+"/"+page+"?"+query)
+	if code != want || !strings.Contains(body, `<p class="error" id="error">`) || strings.Contains(body, "<script>") {
+		t.Errorf("%s?%s: %d, want %d and the error page\n%s", page, query, code, want, body)
+	}
+	var v struct{ Error string }
+	if code := getJSON(t, base+"/api/"+page+"?"+query, &v); code != want || v.Error == "" {
+		t.Errorf("api/%s?%s: %d %q, want %d", page, query, code, v.Error, want)
+	}
 }
