@@ -54,3 +54,9 @@ func LimitSlots(ctx context.Context, c *Client, queue string) ([]int64, error) {
 	slices.Sort(ids)
 	return ids, err
 }
+
+// FinishCancelled is finishCancelled: it finalizes the jobs of ids that a
+// cancel request left waiting after their outcome was written.
+func FinishCancelled(c *Client, ctx context.Context, ids []int64) error {
+	return c.finishCancelled(ctx, ids)
+}

@@ -106,10 +106,13 @@ func (c *Client) Rescue(ctx context.Context) (int64, error) {
 // stuck is the criteria, at now, of the jobs that no claim takes and
 // that wait for nothing: attempts spent, or a cancel request that its
 // work ended without answering. A job whose cancel request is answered
-// is final already.
+// is final already. Its lease is free: ended at now, or released (no
+// owner) whatever its time says, since an outcome's release stamps the
+// time of the writer's clock, which may run a few milliseconds ahead of
+// this client's (finishCancelled reads right after the write).
 func stuck(now time.Time) dao.Criteria {
 	return dao.And(
-		leaseFree(now),
+		dao.Or(leaseFree(now), dao.Eq(ColLeaseOwner, "")),
 		dao.Or(
 			dao.And(dao.Eq(ColState, string(StateAvailable)), dao.Or(dao.GeField(ColAttempt, ColMaxAttempts), dao.NotNull(ColCancelRequestedAt))),
 			dao.And(dao.In(ColState, string(StateRetryable), string(StateScheduled)), dao.NotNull(ColCancelRequestedAt)),
