@@ -7,6 +7,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+
+	"github.com/claimstore/claimstore/dao/driver"
 )
 
 // Claim atomically selects up to req.Limit rows matching req.Where, applies
@@ -90,6 +92,63 @@ func (t *Table[T]) Claim(ctx context.Context, req ClaimRequest) ([]T, error) {
 		return rows, nil
 	}
 	return t.claimPortable(ctx, req)
+}
+
+// ClaimInTx claims as [Table.Claim] does, inside the transaction the
+// store is bound to ([Table.WithTx]), for a caller that must claim
+// together with other writes of its own, such as a claim that first takes
+// a lock row serializing the claimers of a queue (package jobs' global
+// limits). It runs the backend's single-operation claim in that
+// transaction: the rows are locked and written when it returns, other
+// claimers pass over them (SKIP LOCKED) or wait for the transaction, and
+// they are claimed for everyone once the caller commits; a rollback
+// leaves them as they were. It returns the rows in their post-claim state,
+// in req.OrderBy order (primary key last).
+//
+// Backends: PostgreSQL runs the statement of its fast-path claim
+// (SELECT … FOR UPDATE SKIP LOCKED in a common table expression and
+// UPDATE … RETURNING; PostgreSQL manual, "The Locking Clause"); SQLite
+// its one UPDATE … RETURNING, under the write lock the transaction holds
+// ("The RETURNING Clause"); MySQL 8.0.1+ and MariaDB 10.6+ a locking
+// read (FOR UPDATE SKIP LOCKED) and an UPDATE by primary key, which
+// should run in a READ COMMITTED transaction so that the locking read
+// takes no gap locks (MySQL manual, "Locking Reads"; MariaDB, "SKIP
+// LOCKED"); SQL Server its UPDATE … OUTPUT with READPAST. The rows are
+// claimed on the fast path whatever the store's claim strategy.
+//
+// Errors: [ErrInvalidArgument] for a store not bound to a transaction or
+// an invalid request (nothing sent); an error wrapping
+// [errors.ErrUnsupported] for a backend without a claim inside a
+// transaction (memory, Elasticsearch, MySQL before 8.0.1, MariaDB before
+// 10.6; nothing sent); the database's errors, mapped, after which the
+// caller should roll back. req.Limit <= 0 returns (nil, nil).
+func (t *Table[T]) ClaimInTx(ctx context.Context, req ClaimRequest) ([]T, error) {
+	if t.err != nil {
+		return nil, fmt.Errorf("claimstore: claim in tx: %w", t.err)
+	}
+	if !t.inTx {
+		return nil, fmt.Errorf("claimstore: claim in tx: %w: the store is not bound to a transaction (see WithTx)", ErrInvalidArgument)
+	}
+	c, ok := t.drv.(driver.TxClaimer[T])
+	if !ok {
+		return nil, fmt.Errorf("claimstore: claim in tx: %w: %s claims in no caller transaction", errors.ErrUnsupported, t.caps.Backend)
+	}
+	req, err := t.check.claim(req)
+	if err != nil {
+		return nil, fmt.Errorf("claimstore: claim in tx: %w", err)
+	}
+	if req.Limit <= 0 {
+		return nil, nil
+	}
+	req.Where = t.scope(req.Where)
+	if req.Set, err = t.stampSet(req.Set, false); err != nil {
+		return nil, fmt.Errorf("claimstore: claim in tx: %w", err)
+	}
+	rows, err := c.ClaimInTx(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("claimstore: claim in tx: %w", withCtx(ctx, err))
+	}
+	return rows, nil
 }
 
 // claimPortable is the guarded per-row claim of a checked request.

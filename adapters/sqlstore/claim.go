@@ -500,7 +500,7 @@ func (s *sqlDriver[T]) claimLocked(ctx, run context.Context, conn *sql.Conn, req
 // checking ctx before each and before the caller commits: it returns
 // ctx.Err() once ctx has ended, and the locked rows (in their pre-claim
 // state) otherwise.
-func (s *sqlDriver[T]) lockAndUpdate(ctx, run context.Context, tx *sql.Tx, lock dialects.Statement, set dao.Set) ([]T, error) {
+func (s *sqlDriver[T]) lockAndUpdate(ctx, run context.Context, tx gorm.ConnPool, lock dialects.Statement, set dao.Set) ([]T, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

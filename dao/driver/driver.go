@@ -109,6 +109,20 @@ type Claimer[T any] interface {
 	ClaimBatch(ctx context.Context, req ClaimRequest) ([]T, error)
 }
 
+// TxClaimer is the optional interface of a driver bound to a caller's
+// transaction ([TxBinder]) whose single-operation claim can run inside
+// that transaction: [dao.Table.ClaimInTx].
+type TxClaimer[T any] interface {
+	// ClaimInTx claims up to req.Limit rows matching req.Where in
+	// req.OrderBy order inside the bound transaction, applies req.Set and
+	// returns them in their post-claim state and in that order. The rows
+	// stay locked by the transaction, and are claimed for every other
+	// caller once it commits; a rollback leaves them as they were. A
+	// backend or server version that cannot run it returns an error
+	// wrapping [errors.ErrUnsupported] and sends nothing.
+	ClaimInTx(ctx context.Context, req ClaimRequest) ([]T, error)
+}
+
 // KeyUpdater is the optional interface of a driver whose update can tell
 // which rows it matched in the same operation: PostgreSQL's and SQLite's
 // UPDATE … RETURNING, SQL Server's OUTPUT INSERTED, a locking read and an
