@@ -126,12 +126,12 @@ func (t *Table[T]) ClaimInTx(ctx context.Context, req ClaimRequest) ([]T, error)
 	if t.err != nil {
 		return nil, fmt.Errorf("claimstore: claim in tx: %w", t.err)
 	}
-	if !t.inTx {
-		return nil, fmt.Errorf("claimstore: claim in tx: %w: the store is not bound to a transaction (see WithTx)", ErrInvalidArgument)
-	}
 	c, ok := t.drv.(driver.TxClaimer[T])
 	if !ok {
 		return nil, fmt.Errorf("claimstore: claim in tx: %w: %s claims in no caller transaction", errors.ErrUnsupported, t.caps.Backend)
+	}
+	if !t.inTx {
+		return nil, fmt.Errorf("claimstore: claim in tx: %w: the store is not bound to a transaction (see WithTx)", ErrInvalidArgument)
 	}
 	req, err := t.check.claim(req)
 	if err != nil {
