@@ -60,3 +60,7 @@ func LimitSlots(ctx context.Context, c *Client, queue string) ([]int64, error) {
 func FinishCancelled(c *Client, ctx context.Context, ids []int64) error {
 	return c.finishCancelled(ctx, ids)
 }
+
+// StaleSlots is how many slot rows of finished jobs a limited claim lets
+// wait before it deletes them.
+const StaleSlots = staleSlots

@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -225,15 +226,31 @@ const limitReconcile = time.Minute
 // written row binds three parameters; SQL Server binds at most 2,100).
 const slotChunk = 500
 
+// staleSlots is how many slot rows of jobs that hold no lease any more
+// a claim lets accumulate before it deletes them: one DELETE every few
+// claims rather than one each. They are read by each claim meanwhile,
+// and not counted.
+const staleSlots = 256
+
 // limitTx is the state a limited claim reads and writes under its
 // queue's lock: the job store, the token buckets and the slot rows.
 type limitTx interface {
 	jobs() dao.Store[Row]
+	// claim claims jobs in the transaction, as the store's Claim does;
+	// an error wrapping errors.ErrUnsupported (nothing sent) when the
+	// store cannot claim inside a transaction.
+	claim(ctx context.Context, req dao.ClaimRequest) ([]Row, error)
 	buckets(ctx context.Context, parts []string) (map[string]limitRow, error)
 	saveBuckets(ctx context.Context, rows []limitRow) error
 	// slots returns the queue's slot rows with the state of their jobs
 	// at now.
 	slots(ctx context.Context, now time.Time) ([]slotState, error)
+	// usage returns the queue's running jobs at now by partition, counted
+	// from its slot rows as slots states them, and how many of its slot
+	// rows are free (slotFree).
+	usage(ctx context.Context, now time.Time) (map[string]int, int, error)
+	// dropFree deletes the queue's free slot rows.
+	dropFree(ctx context.Context) error
 	// addSlots writes slot rows, replacing the partition of those the
 	// queue has.
 	addSlots(ctx context.Context, rows []limitSlot) error
@@ -366,84 +383,41 @@ func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req da
 			return nil, 0, nil
 		}
 	}
-	scan := req.Limit
-	if l.lim.partitioned() {
-		scan = max(scan, LimitScan)
+	if !dry && !l.lim.partitioned() && l.lim.Rate == 0 {
+		// The whole queue in one partition and no tokens to count: the
+		// room left is all there is to choose, and the jobs are claimed
+		// in one operation of the store inside the transaction.
+		one := req
+		if l.lim.Max > 0 {
+			one.Limit = min(one.Limit, l.lim.Max-running[""])
+		}
+		rows, err := tx.claim(ctx, one)
+		if err == nil {
+			return rows, len(rows), l.addSlots(ctx, tx, rows, nil)
+		}
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return nil, 0, fmt.Errorf("claim jobs: %w", err)
+		}
 	}
-	cands, err := st.Find(ctx, dao.Query{Where: req.Where, OrderBy: req.OrderBy, Limit: scan})
+	ch, err := l.choose(ctx, tx, now, req, running)
 	if err != nil {
-		return nil, 0, fmt.Errorf("read candidates: %w", err)
+		return nil, 0, err
 	}
-	parts := make([]string, len(cands))
-	for i := range cands {
-		parts[i] = l.lim.partition(&cands[i])
-	}
-	var buckets map[string]limitRow
-	if l.lim.Rate > 0 && len(cands) > 0 {
-		uniq := slices.Compact(slices.Sorted(slices.Values(parts)))
-		if buckets, err = tx.buckets(ctx, uniq); err != nil {
-			return nil, 0, fmt.Errorf("read token buckets: %w", err)
-		}
-		for _, p := range uniq {
-			buckets[p] = l.refill(buckets[p], p, now)
-		}
-	}
-	var chosen []any
-	chosenPart := map[int64]string{}
-	var tokenWait time.Duration
-	for i := range cands {
-		if len(chosen) == req.Limit {
-			break
-		}
-		p := parts[i]
-		if l.lim.Max > 0 && running[p] >= l.lim.Max {
-			continue
-		}
-		if buckets != nil {
-			b := buckets[p]
-			if b.Tokens < 1 {
-				// Wake when a quarter of the bucket (at most the jobs still
-				// asked for) has come, not at each token: one claim per
-				// token would put a locked transaction per job start in
-				// the way of the rate.
-				need := float64(min(max(1, l.lim.Burst/4), req.Limit-len(chosen)))
-				w := time.Duration((need - b.Tokens) * float64(l.lim.Period) / float64(l.lim.Rate))
-				if tokenWait == 0 || w < tokenWait {
-					tokenWait = w
-				}
-				continue
-			}
-			b.Tokens--
-			buckets[p] = b
-		}
-		running[p]++
-		chosen = append(chosen, cands[i].ID)
-		chosenPart[cands[i].ID] = p
-	}
-	if tokenWait > 0 && l.rateWake != nil {
-		l.rateWake(tokenWait)
-	}
+	chosen, chosenPart, buckets := ch.ids, ch.part, ch.buckets
 	if len(chosen) == 0 || dry {
 		return nil, len(chosen), nil
 	}
-	if _, err := st.Update(ctx, dao.And(req.Where, dao.In(ColID, chosen...)), req.Set); err != nil {
+	byID := req
+	byID.Where, byID.Limit = dao.And(req.Where, dao.In(ColID, chosen...)), len(chosen)
+	rows, err := tx.claim(ctx, byID)
+	if errors.Is(err, errors.ErrUnsupported) {
+		rows, err = claimByUpdate(ctx, st, req, chosen)
+	}
+	if err != nil {
 		return nil, 0, fmt.Errorf("claim chosen jobs: %w", err)
 	}
-	rows, err := st.Find(ctx, dao.Query{
-		Where:   dao.And(dao.In(ColID, chosen...), dao.Eq(ColLeaseOwner, req.Set[ColLeaseOwner])),
-		OrderBy: req.OrderBy,
-	})
-	if err != nil {
-		return nil, 0, fmt.Errorf("read claimed jobs: %w", err)
-	}
-	if l.lim.Max > 0 && len(rows) > 0 {
-		slots := make([]limitSlot, len(rows))
-		for i := range rows {
-			slots[i] = limitSlot{Queue: l.queue, JobID: rows[i].ID, Part: chosenPart[rows[i].ID]}
-		}
-		if err := tx.addSlots(ctx, slots); err != nil {
-			return nil, 0, fmt.Errorf("write slot rows: %w", err)
-		}
+	if err := l.addSlots(ctx, tx, rows, chosenPart); err != nil {
+		return nil, 0, err
 	}
 	if buckets != nil {
 		// A chosen job another writer took meanwhile (none under the
@@ -470,63 +444,186 @@ func (l *limiter) claimIn(ctx context.Context, tx limitTx, now time.Time, req da
 	return rows, len(chosen), nil
 }
 
+// choice is the jobs a limited claim chose: their ids in the claim's
+// order, the partition of each, and the token buckets with their tokens
+// debited (nil without a rate).
+type choice struct {
+	ids     []any
+	part    map[int64]string
+	buckets map[string]limitRow
+}
+
+// choose reads the queue's candidates in the claim's order and chooses
+// up to req.Limit of them whose partitions have room (running, by
+// partition, counts the jobs running) and tokens. A partitioned limit
+// first reads twice req.Limit candidates, and all LimitScan of them only
+// when those were not enough because their partitions were full or out
+// of tokens: a queue whose partitions have room reads no more than it
+// takes.
+func (l *limiter) choose(ctx context.Context, tx limitTx, now time.Time, req dao.ClaimRequest, running map[string]int) (choice, error) {
+	scan := req.Limit
+	if l.lim.partitioned() {
+		scan = min(2*req.Limit, LimitScan)
+	}
+	for {
+		cands, err := tx.jobs().Find(ctx, dao.Query{Where: req.Where, OrderBy: req.OrderBy, Limit: scan})
+		if err != nil {
+			return choice{}, fmt.Errorf("read candidates: %w", err)
+		}
+		ch, tokenWait, err := l.chooseFrom(ctx, tx, now, req.Limit, cands, maps.Clone(running))
+		if err != nil {
+			return choice{}, err
+		}
+		if len(ch.ids) < req.Limit && len(cands) == scan && scan < LimitScan && l.lim.partitioned() {
+			scan = LimitScan
+			continue
+		}
+		if tokenWait > 0 && l.rateWake != nil {
+			l.rateWake(tokenWait)
+		}
+		return ch, nil
+	}
+}
+
+// chooseFrom chooses up to limit of cands, in their order, whose
+// partitions have room and tokens, counting them in running; it returns
+// the choice and, when a partition was out of tokens, how long until a
+// quarter of its bucket (at most the jobs still asked for) has come.
+func (l *limiter) chooseFrom(ctx context.Context, tx limitTx, now time.Time, limit int, cands []Row, running map[string]int) (choice, time.Duration, error) {
+	parts := make([]string, len(cands))
+	for i := range cands {
+		parts[i] = l.lim.partition(&cands[i])
+	}
+	ch := choice{part: map[int64]string{}}
+	if l.lim.Rate > 0 && len(cands) > 0 {
+		uniq := slices.Compact(slices.Sorted(slices.Values(parts)))
+		var err error
+		if ch.buckets, err = tx.buckets(ctx, uniq); err != nil {
+			return choice{}, 0, fmt.Errorf("read token buckets: %w", err)
+		}
+		for _, p := range uniq {
+			ch.buckets[p] = l.refill(ch.buckets[p], p, now)
+		}
+	}
+	var tokenWait time.Duration
+	for i := range cands {
+		if len(ch.ids) == limit {
+			break
+		}
+		p := parts[i]
+		if l.lim.Max > 0 && running[p] >= l.lim.Max {
+			continue
+		}
+		if ch.buckets != nil {
+			b := ch.buckets[p]
+			if b.Tokens < 1 {
+				// Wake when a quarter of the bucket (at most the jobs still
+				// asked for) has come, not at each token: one claim per
+				// token would put a locked transaction per job start in
+				// the way of the rate.
+				need := float64(min(max(1, l.lim.Burst/4), limit-len(ch.ids)))
+				w := time.Duration((need - b.Tokens) * float64(l.lim.Period) / float64(l.lim.Rate))
+				if tokenWait == 0 || w < tokenWait {
+					tokenWait = w
+				}
+				continue
+			}
+			b.Tokens--
+			ch.buckets[p] = b
+		}
+		running[p]++
+		ch.ids = append(ch.ids, cands[i].ID)
+		ch.part[cands[i].ID] = p
+	}
+	return ch, tokenWait, nil
+}
+
+// claimByUpdate claims the chosen jobs ids with an UPDATE that checks
+// req.Where again and a read of the rows it wrote, for a store that
+// cannot claim inside a transaction.
+func claimByUpdate(ctx context.Context, st dao.Store[Row], req dao.ClaimRequest, ids []any) ([]Row, error) {
+	if _, err := st.Update(ctx, dao.And(req.Where, dao.In(ColID, ids...)), req.Set); err != nil {
+		return nil, err
+	}
+	rows, err := st.Find(ctx, dao.Query{
+		Where:   dao.And(dao.In(ColID, ids...), dao.Eq(ColLeaseOwner, req.Set[ColLeaseOwner])),
+		OrderBy: req.OrderBy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read claimed jobs: %w", err)
+	}
+	return rows, nil
+}
+
+// addSlots writes the slot rows of the claimed jobs rows of a queue with
+// a Max, each in its partition in part (nil: the whole queue's).
+func (l *limiter) addSlots(ctx context.Context, tx limitTx, rows []Row, part map[int64]string) error {
+	if l.lim.Max == 0 || len(rows) == 0 {
+		return nil
+	}
+	slots := make([]limitSlot, len(rows))
+	for i := range rows {
+		slots[i] = limitSlot{Queue: l.queue, JobID: rows[i].ID, Part: part[rows[i].ID]}
+	}
+	if err := tx.addSlots(ctx, slots); err != nil {
+		return fmt.Errorf("write slot rows: %w", err)
+	}
+	return nil
+}
+
 // countRunning returns the queue's running jobs by partition at now:
 // the jobs of its slot rows that are stored available with a lease that
 // ends after now. The slot rows are read with their jobs, joined by
 // primary key, instead of the queue's leased jobs, which no index
 // separates from its waiting ones (a claim writes no indexed column, so
-// that it stays a HOT update on PostgreSQL). A slot row whose job holds
-// no lease any more (finished, released, rescued) is deleted; one whose
-// lease ended is kept but not counted, since a client that is only slow
-// may still renew it with the same owner token (a claim that takes the
-// job again keeps the row). With reconcile it reads the queue's leased
+// that it stays a HOT update on PostgreSQL). The slot rows whose jobs
+// hold no lease any more (finished, released, rescued) are not counted,
+// and are deleted once there are staleSlots of them; one whose lease
+// ended is kept but not counted, since a client that is only slow may
+// still renew it with the same owner token (a claim that takes the job
+// again keeps the row). With reconcile it reads the queue's leased
 // jobs instead, counts them, and adds the slot rows missing (and
 // rewrites those of another partition). With dry it writes nothing.
 func (l *limiter) countRunning(ctx context.Context, tx limitTx, now time.Time, dry, reconcile bool) (map[string]int, error) {
+	if !reconcile || dry {
+		running, free, err := tx.usage(ctx, now)
+		if err != nil {
+			return nil, fmt.Errorf("count slot rows: %w", err)
+		}
+		if !dry && free >= staleSlots {
+			if err := tx.dropFree(ctx); err != nil {
+				return nil, fmt.Errorf("delete slot rows: %w", err)
+			}
+		}
+		return running, nil
+	}
 	slots, err := tx.slots(ctx, now)
 	if err != nil {
 		return nil, fmt.Errorf("read slot rows: %w", err)
 	}
+	held, err := tx.jobs().Find(ctx, dao.Query{Where: dao.And(
+		dao.Eq(ColState, string(StateAvailable)), dao.Eq(ColQueue, l.queue), dao.Ne(ColLeaseOwner, ""),
+	)})
+	if err != nil {
+		return nil, fmt.Errorf("read leased jobs: %w", err)
+	}
 	running := map[string]int{}
-	var stale []int64
+	part := make(map[int64]string, len(slots))
+	for _, s := range slots {
+		part[s.JobID] = s.Part
+	}
 	var fix []limitSlot
-	if reconcile && !dry {
-		held, err := tx.jobs().Find(ctx, dao.Query{Where: dao.And(
-			dao.Eq(ColState, string(StateAvailable)), dao.Eq(ColQueue, l.queue), dao.Ne(ColLeaseOwner, ""),
-		)})
-		if err != nil {
-			return nil, fmt.Errorf("read leased jobs: %w", err)
+	for i := range held {
+		p := l.lim.partition(&held[i])
+		if u := held[i].LeaseUntil; u != nil && u.After(now) {
+			running[p]++
 		}
-		part := make(map[int64]string, len(slots))
-		for _, s := range slots {
-			part[s.JobID] = s.Part
+		if q, ok := part[held[i].ID]; !ok || q != p {
+			fix = append(fix, limitSlot{Queue: l.queue, JobID: held[i].ID, Part: p})
 		}
-		for i := range held {
-			p := l.lim.partition(&held[i])
-			if u := held[i].LeaseUntil; u != nil && u.After(now) {
-				running[p]++
-			}
-			if q, ok := part[held[i].ID]; !ok || q != p {
-				fix = append(fix, limitSlot{Queue: l.queue, JobID: held[i].ID, Part: p})
-			}
-			delete(part, held[i].ID)
-		}
-		for id := range part {
-			stale = append(stale, id)
-		}
-	} else {
-		for _, s := range slots {
-			switch s.Held {
-			case slotRunning:
-				running[s.Part]++
-			case slotFree:
-				stale = append(stale, s.JobID)
-			}
-		}
+		delete(part, held[i].ID)
 	}
-	if dry {
-		return running, nil
-	}
+	stale := slices.Collect(maps.Keys(part))
 	for c := range slices.Chunk(stale, slotChunk) {
 		if err := tx.dropSlots(ctx, c); err != nil {
 			return nil, fmt.Errorf("delete slot rows: %w", err)
@@ -614,6 +711,16 @@ type sqlLimitTx struct {
 
 func (t sqlLimitTx) jobs() dao.Store[Row] { return t.store }
 
+func (t sqlLimitTx) claim(ctx context.Context, req dao.ClaimRequest) ([]Row, error) {
+	c, ok := t.store.(interface {
+		ClaimInTx(context.Context, dao.ClaimRequest) ([]Row, error)
+	})
+	if !ok {
+		return nil, fmt.Errorf("%w: the job store claims in no transaction", errors.ErrUnsupported)
+	}
+	return c.ClaimInTx(ctx, req)
+}
+
 func (t sqlLimitTx) buckets(ctx context.Context, parts []string) (map[string]limitRow, error) {
 	var rows []limitRow
 	if err := t.tx.Table(t.table).Select(bucketColumns).Where("queue = ? AND part IN ?", t.queue, parts).Find(&rows).Error; err != nil {
@@ -655,6 +762,46 @@ func (t sqlLimitTx) slots(ctx context.Context, now time.Time) ([]slotState, erro
 		ColID, ColState, ColQueue, ColLeaseOwner, ColLeaseUntil, slotFree, slotLeased, slotRunning)
 	err := t.tx.Raw(q, string(StateAvailable), now.UTC(), clause.Table{Name: t.slotTable}, clause.Table{Name: t.jobTable}, t.queue).Scan(&out).Error
 	return out, err
+}
+
+// slotFreeSQL is the condition of a free slot row s whose job is j (LEFT
+// JOIN by primary key): no job, or one that is not of the queue's
+// available jobs with a lease. It binds the available state.
+var slotFreeSQL = fmt.Sprintf("j.%[1]s IS NULL OR j.%[2]s <> ? OR j.%[3]s <> s.queue OR j.%[4]s = ''",
+	ColID, ColState, ColQueue, ColLeaseOwner)
+
+func (t sqlLimitTx) usage(ctx context.Context, now time.Time) (map[string]int, int, error) {
+	// One statement that returns a row a partition, the counts made by
+	// the server over the slot rows joined with their jobs by primary key
+	// (see slots).
+	var rows []struct {
+		Part    string
+		Running int
+		Free    int
+	}
+	q := "SELECT s.part, COUNT(CASE WHEN " + slotFreeSQL + " THEN NULL WHEN j." + ColLeaseUntil + " > ? THEN 1 END) AS running," +
+		" COUNT(CASE WHEN " + slotFreeSQL + " THEN 1 END) AS free" +
+		" FROM ? s LEFT JOIN ? j ON j." + ColID + " = s.job_id WHERE s.queue = ? GROUP BY s.part"
+	avail := string(StateAvailable)
+	if err := t.tx.Raw(q, avail, now.UTC(), avail, clause.Table{Name: t.slotTable}, clause.Table{Name: t.jobTable}, t.queue).Scan(&rows).Error; err != nil {
+		return nil, 0, err
+	}
+	running := make(map[string]int, len(rows))
+	free := 0
+	for _, r := range rows {
+		if r.Running > 0 {
+			running[r.Part] = r.Running
+		}
+		free += r.Free
+	}
+	return running, free, nil
+}
+
+func (t sqlLimitTx) dropFree(ctx context.Context) error {
+	q := fmt.Sprintf("DELETE FROM ? WHERE queue = ? AND NOT EXISTS (SELECT 1 FROM ? j WHERE j.%[1]s = ? AND j.%[2]s = ? AND j.%[3]s = ? AND j.%[4]s <> '')",
+		ColID, ColState, ColQueue, ColLeaseOwner)
+	return t.tx.Exec(q, clause.Table{Name: t.slotTable}, t.queue, clause.Table{Name: t.jobTable},
+		clause.Column{Table: t.slotTable, Name: "job_id"}, string(StateAvailable), clause.Column{Table: t.slotTable, Name: "queue"}).Error
 }
 
 func (t sqlLimitTx) addSlots(ctx context.Context, rows []limitSlot) error {
@@ -716,6 +863,12 @@ type memLimitTx struct {
 
 func (t memLimitTx) jobs() dao.Store[Row] { return t.store }
 
+// claim runs the store's own claim, atomic on the memory store, under
+// the queue's mutex.
+func (t memLimitTx) claim(ctx context.Context, req dao.ClaimRequest) ([]Row, error) {
+	return t.store.Claim(ctx, req)
+}
+
 func (t memLimitTx) buckets(_ context.Context, parts []string) (map[string]limitRow, error) {
 	out := map[string]limitRow{}
 	for _, p := range parts {
@@ -760,6 +913,36 @@ func (t memLimitTx) slots(ctx context.Context, now time.Time) ([]slotState, erro
 		}
 	}
 	return out, nil
+}
+
+func (t memLimitTx) usage(ctx context.Context, now time.Time) (map[string]int, int, error) {
+	slots, err := t.slots(ctx, now)
+	if err != nil {
+		return nil, 0, err
+	}
+	running, free := map[string]int{}, 0
+	for _, s := range slots {
+		switch s.Held {
+		case slotRunning:
+			running[s.Part]++
+		case slotFree:
+			free++
+		}
+	}
+	return running, free, nil
+}
+
+func (t memLimitTx) dropFree(ctx context.Context) error {
+	slots, err := t.slots(ctx, time.Time{})
+	if err != nil {
+		return err
+	}
+	for _, s := range slots {
+		if s.Held == slotFree {
+			delete(t.q.slots, s.JobID)
+		}
+	}
+	return nil
 }
 
 func (t memLimitTx) addSlots(_ context.Context, rows []limitSlot) error {

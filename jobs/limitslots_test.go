@@ -17,7 +17,8 @@ import (
 // slot table, with the claim's time set by the test:
 //
 //   - the slot row of a job that finished does not hold its slot, and is
-//     deleted; a job still running holds its slot;
+//     deleted once jobs.StaleSlots of them wait; a job still running
+//     holds its slot;
 //   - the slot of a job whose lease ended (its client died) comes back
 //     when the lease ends, not before;
 //   - a job whose lease ended and that its slow client renews with the
@@ -50,7 +51,7 @@ func testLimitSlots(t *testing.T, js dao.Store[jobs.Row]) {
 		}
 		return ids
 	}
-	limiter := func(queue string, max int) func(at time.Duration, owner string) []int64 {
+	limiterOf := func(queue string, max, limit int) func(at time.Duration, owner string) []int64 {
 		claim, err := jobs.NewLimiter(c, queue, jobs.Limit{Max: max})
 		if err != nil {
 			t.Fatal(err)
@@ -62,7 +63,7 @@ func testLimitSlots(t *testing.T, js dao.Store[jobs.Row]) {
 				Where: dao.And(dao.Eq(jobs.ColState, string(jobs.StateAvailable)), dao.Eq(jobs.ColQueue, queue),
 					dao.Or(dao.IsNull(jobs.ColLeaseUntil), dao.Le(jobs.ColLeaseUntil, now))),
 				Set:     dao.Set{jobs.ColLeaseOwner: owner, jobs.ColLeaseUntil: now.Add(time.Minute), jobs.ColAttempt: dao.Incr(1)},
-				Limit:   10,
+				Limit:   limit,
 				OrderBy: []dao.Order{dao.Asc(jobs.ColPriority), dao.Asc(jobs.ColScheduledAt), dao.Asc(jobs.ColID)},
 			})
 			if err != nil {
@@ -76,6 +77,9 @@ func testLimitSlots(t *testing.T, js dao.Store[jobs.Row]) {
 			t.Logf("%s: claim at t0+%v as %s: %v", queue, at, owner, ids)
 			return ids
 		}
+	}
+	limiter := func(queue string, max int) func(at time.Duration, owner string) []int64 {
+		return limiterOf(queue, max, 10)
 	}
 	set := func(where dao.Criteria, s dao.Set) {
 		t.Helper()
@@ -113,10 +117,12 @@ func testLimitSlots(t *testing.T, js dao.Store[jobs.Row]) {
 	want("claim with both slots held", claim(time.Second, "a"))
 	finish(j[0])
 	want("claim after a job finished", claim(2*time.Second, "b"), j[2])
-	want("slot rows after a job finished", slots(q), j[1], j[2])
+	want("slot rows after a job finished (kept, not counted)", slots(q), j[0], j[1], j[2])
 	// j[1]'s lease ends at t0+60s: its client died.
 	want("claim before the dead client's lease ends", claim(59*time.Second, "c"))
 	want("claim after the dead client's lease ended", claim(61*time.Second, "d"), j[1])
+	// That claim, a minute after the first, reconciled: the finished
+	// job's row is gone.
 	want("slot rows after the dead client's job was claimed again", slots(q), j[1], j[2])
 
 	// A lease renewed after it ended, by its owner, holds its slot again.
@@ -154,6 +160,35 @@ func testLimitSlots(t *testing.T, js dao.Store[jobs.Row]) {
 	want("claim at the next reconcile", claim(61*time.Second, "b"))
 	want("slot rows after the reconcile", slots(q), o[0], o[2])
 	want("claim after the leases ended", claim(121*time.Second, "c"), o[0], o[2])
+
+	// The slot rows of finished jobs go once jobs.StaleSlots of them
+	// wait, at the claim that finds them; those of running jobs stay.
+	q = "swept" + suffix
+	n := jobs.StaleSlots
+	params := make([]jobs.InsertParams, n+1)
+	for i := range params {
+		params[i] = jobs.InsertParams{Args: benchArgs{Seq: int64(i)}, Opts: &jobs.InsertOpts{Queue: q}}
+	}
+	res, err := c.InsertMany(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim = limiterOf(q, n+2, n)
+	if got := claim(0, "a"); len(got) != n {
+		t.Fatalf("first claim: %d jobs, want %d", len(got), n)
+	}
+	for _, r := range res[:n-1] {
+		finish(r.Job.ID)
+	}
+	running := res[n-1].Job.ID
+	want("claim with one stale slot row fewer than the sweep", claim(time.Second, "b"), res[n].Job.ID)
+	if got := len(slots(q)); got != n+1 {
+		t.Errorf("slot rows with %d finished jobs: %d, want %d (kept)", n-1, got, n+1)
+	}
+	finish(res[n].Job.ID)
+	last := insert(q, 1, 1)[0]
+	want("claim at the sweep", claim(2*time.Second, "c"), last)
+	want("slot rows after the sweep", slots(q), running, last)
 }
 
 // eachLimitStore runs fn on a job store of the memory store and, in a
