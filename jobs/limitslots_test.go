@@ -212,3 +212,51 @@ func eachLimitStore(t *testing.T, table string, fn func(*testing.T, dao.Store[jo
 		})
 	}
 }
+
+// TestLimitScanWidens checks, on the memory store, SQLite, PostgreSQL and
+// MariaDB, that a partitioned limited claim whose first read of
+// candidates (twice the claim's size) holds only jobs of full partitions
+// reads on, up to jobs.LimitScan candidates, and takes the job of a
+// partition with room behind them.
+func TestLimitScanWidens(t *testing.T) { eachLimitStore(t, "scan_jobs", testLimitScanWidens) }
+
+func testLimitScanWidens(t *testing.T, js dao.Store[jobs.Row]) {
+	ctx := context.Background()
+	c, err := jobs.NewClient(jobs.Config{Store: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := "scan_" + t.Name()[len("TestLimitScanWidens/"):]
+	const limit = 10
+	params := make([]jobs.InsertParams, 2*limit+6)
+	for i := range params {
+		params[i] = jobs.InsertParams{Args: benchArgs{Seq: int64(i), Part: 1}, Opts: &jobs.InsertOpts{Queue: queue}}
+	}
+	params[len(params)-1].Args = benchArgs{Seq: int64(len(params)), Part: 2}
+	res, err := c.InsertMany(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, err := jobs.NewLimiter(c, queue, jobs.Limit{Max: 1, ByArgs: []string{"part"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	rows, err := claim(ctx, now, dao.ClaimRequest{
+		Where:   dao.And(dao.Eq(jobs.ColState, string(jobs.StateAvailable)), dao.Eq(jobs.ColQueue, queue), dao.IsNull(jobs.ColLeaseUntil)),
+		Set:     dao.Set{jobs.ColLeaseOwner: "a", jobs.ColLeaseUntil: now.Add(time.Minute), jobs.ColAttempt: dao.Incr(1)},
+		Limit:   limit,
+		OrderBy: []dao.Order{dao.Asc(jobs.ColID)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]int64, len(rows))
+	for i := range rows {
+		got[i] = rows[i].ID
+	}
+	want := []int64{res[0].Job.ID, res[len(res)-1].Job.ID}
+	if !slices.Equal(got, want) {
+		t.Fatalf("claimed %v, want %v: the first job of partition 1 and the job of partition 2 behind %d others", got, want, len(res)-2)
+	}
+}
