@@ -323,7 +323,7 @@ func (l *limiter) claim(ctx context.Context, now time.Time, req dao.ClaimRequest
 		}
 	}
 	if ok && l.c.txb != nil {
-		err = l.inSQL(ctx, db, now, record, run)
+		err = l.inSQL(ctx, db, now, record, l.lim.Max > 0 && l.lim.Rate == 0 && !reconcile, run)
 	} else {
 		err = l.inMemory(now, record, run)
 	}
@@ -665,8 +665,10 @@ func (l *limiter) refill(b limitRow, part string, now time.Time) limitRow {
 // Locking And Concurrency"). MySQL and MariaDB run it in READ
 // COMMITTED, so that each read sees the claims committed before the
 // lock was granted. With record the lock's write also records the
-// queue's Limit (l.settings) at now.
-func (l *limiter) inSQL(ctx context.Context, db *gorm.DB, now time.Time, record bool, fn func(limitTx) error) error {
+// queue's Limit (l.settings) at now. With count, on PostgreSQL, the
+// lock's statement also counts the queue's running jobs at now
+// (lockCounting), which fn's first usage then returns.
+func (l *limiter) inSQL(ctx context.Context, db *gorm.DB, now time.Time, record, count bool, fn func(limitTx) error) error {
 	var opts []*sql.TxOptions
 	var d dialects.Name
 	if a, ok := l.c.store.(dao.Aser); ok && a.As(&d) && (d == dialects.MySQL || d == dialects.MariaDB) {
@@ -674,15 +676,22 @@ func (l *limiter) inSQL(ctx context.Context, db *gorm.DB, now time.Time, record 
 	}
 	lt := LimitTable(l.c.table)
 	return db.Session(&gorm.Session{NewDB: true}).WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		ltx := sqlLimitTx{tx: tx, table: lt, slotTable: LimitSlotTable(l.c.table), jobTable: l.c.table, queue: l.queue, store: l.c.txb.WithTx(tx)}
+		set := map[string]any{"claims": gorm.Expr("? + 1", clause.Column{Name: "claims"})}
+		if record {
+			set["settings"], set["settings_at"] = l.settings, now.UTC()
+		}
 		lock := func() (int64, error) {
-			set := map[string]any{"claims": gorm.Expr("? + 1", clause.Column{Name: "claims"})}
-			if record {
-				set["settings"], set["settings_at"] = l.settings, now.UTC()
-			}
 			res := tx.Table(lt).Where("queue = ? AND part = ?", l.queue, "").UpdateColumns(set)
 			return res.RowsAffected, res.Error
 		}
-		n, err := lock()
+		var n int64
+		var err error
+		if count && dialects.Family(d) == dialects.Postgres {
+			n, ltx.counted, err = ltx.lockCounting(now, record, l.settings)
+		} else {
+			n, err = lock()
+		}
 		if err != nil {
 			return fmt.Errorf("lock the queue's limit row: %w", err)
 		}
@@ -695,8 +704,67 @@ func (l *limiter) inSQL(ctx context.Context, db *gorm.DB, now time.Time, record 
 				return fmt.Errorf("lock the queue's limit row: %w", err)
 			}
 		}
-		return fn(sqlLimitTx{tx: tx, table: lt, slotTable: LimitSlotTable(l.c.table), jobTable: l.c.table, queue: l.queue, store: l.c.txb.WithTx(tx)})
+		return fn(ltx)
 	}, opts...)
+}
+
+// slotUsage is the usage of a queue's slots: its running jobs by
+// partition, and how many of its slot rows are free.
+type slotUsage struct {
+	running map[string]int
+	free    int
+}
+
+// lockCounting is the lock of inSQL on PostgreSQL (the UPDATE of the
+// queue's lock row, with the settings when record) and the count of
+// usage at now in one statement, a round trip fewer. A statement's reads
+// see the snapshot taken when it began, before the lock was granted
+// (PostgreSQL manual, "Read Committed Isolation Level"), so the count
+// may miss claims committed while it waited: the statement also reads
+// the lock row's claims counter in its snapshot, and the count is kept
+// only when the counter the lock wrote is that one plus one, no claim of
+// the queue having committed in between; otherwise (nil) usage counts
+// again. Jobs finished in between make the count higher than it is,
+// never lower. It returns the rows the lock updated (0: no lock row).
+func (t sqlLimitTx) lockCounting(now time.Time, record bool, settings string) (int64, *slotUsage, error) {
+	set, args := "claims = claims + 1", []any{clause.Table{Name: t.table}}
+	if record {
+		set += ", settings = ?, settings_at = ?"
+		args = append(args, settings, now.UTC())
+	}
+	uq, uargs := t.usageSQL(now)
+	args = append(args, t.queue, clause.Table{Name: t.table}, t.queue)
+	args = append(args, uargs...)
+	var rows []struct {
+		Locked  int64
+		Seen    int64
+		Part    *string
+		Running int
+		Free    int
+	}
+	q := "WITH lk AS (UPDATE ? SET " + set + " WHERE queue = ? AND part = '' RETURNING claims)" +
+		" SELECT lk.claims AS locked, (SELECT claims FROM ? WHERE queue = ? AND part = '') AS seen, u.part, u.running, u.free" +
+		" FROM lk LEFT JOIN (" + uq + ") u ON TRUE"
+	if err := t.tx.Raw(q, args...).Scan(&rows).Error; err != nil {
+		return 0, nil, err
+	}
+	if len(rows) == 0 {
+		return 0, nil, nil
+	}
+	if rows[0].Seen != rows[0].Locked-1 {
+		return 1, nil, nil
+	}
+	u := &slotUsage{running: map[string]int{}}
+	for _, r := range rows {
+		if r.Part == nil {
+			continue // no slot rows
+		}
+		if r.Running > 0 {
+			u.running[*r.Part] = r.Running
+		}
+		u.free += r.Free
+	}
+	return 1, u, nil
 }
 
 // sqlLimitTx is a limitTx in a SQL transaction.
@@ -707,6 +775,9 @@ type sqlLimitTx struct {
 	jobTable  string
 	queue     string
 	store     dao.Store[Row]
+	// counted, when set, is the usage the lock's statement counted
+	// (lockCounting), which usage returns.
+	counted *slotUsage
 }
 
 func (t sqlLimitTx) jobs() dao.Store[Row] { return t.store }
@@ -771,19 +842,16 @@ var slotFreeSQL = fmt.Sprintf("j.%[1]s IS NULL OR j.%[2]s <> ? OR j.%[3]s <> s.q
 	ColID, ColState, ColQueue, ColLeaseOwner)
 
 func (t sqlLimitTx) usage(ctx context.Context, now time.Time) (map[string]int, int, error) {
-	// One statement that returns a row a partition, the counts made by
-	// the server over the slot rows joined with their jobs by primary key
-	// (see slots).
+	if t.counted != nil {
+		return t.counted.running, t.counted.free, nil
+	}
 	var rows []struct {
 		Part    string
 		Running int
 		Free    int
 	}
-	q := "SELECT s.part, COUNT(CASE WHEN " + slotFreeSQL + " THEN NULL WHEN j." + ColLeaseUntil + " > ? THEN 1 END) AS running," +
-		" COUNT(CASE WHEN " + slotFreeSQL + " THEN 1 END) AS free" +
-		" FROM ? s LEFT JOIN ? j ON j." + ColID + " = s.job_id WHERE s.queue = ? GROUP BY s.part"
-	avail := string(StateAvailable)
-	if err := t.tx.Raw(q, avail, now.UTC(), avail, clause.Table{Name: t.slotTable}, clause.Table{Name: t.jobTable}, t.queue).Scan(&rows).Error; err != nil {
+	q, args := t.usageSQL(now)
+	if err := t.tx.Raw(q, args...).Scan(&rows).Error; err != nil {
 		return nil, 0, err
 	}
 	running := make(map[string]int, len(rows))
@@ -795,6 +863,17 @@ func (t sqlLimitTx) usage(ctx context.Context, now time.Time) (map[string]int, i
 		free += r.Free
 	}
 	return running, free, nil
+}
+
+// usageSQL returns the statement of usage at now and its arguments: a
+// row a partition, the counts made by the server over the slot rows
+// joined with their jobs by primary key (see slots).
+func (t sqlLimitTx) usageSQL(now time.Time) (string, []any) {
+	q := "SELECT s.part, COUNT(CASE WHEN " + slotFreeSQL + " THEN NULL WHEN j." + ColLeaseUntil + " > ? THEN 1 END) AS running," +
+		" COUNT(CASE WHEN " + slotFreeSQL + " THEN 1 END) AS free" +
+		" FROM ? s LEFT JOIN ? j ON j." + ColID + " = s.job_id WHERE s.queue = ? GROUP BY s.part"
+	avail := string(StateAvailable)
+	return q, []any{avail, now.UTC(), avail, clause.Table{Name: t.slotTable}, clause.Table{Name: t.jobTable}, t.queue}
 }
 
 func (t sqlLimitTx) dropFree(ctx context.Context) error {
