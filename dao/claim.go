@@ -70,16 +70,12 @@ func (t *Table[T]) Claim(ctx context.Context, req ClaimRequest) ([]T, error) {
 	if t.inTx {
 		return nil, fmt.Errorf("claimstore: claim: %w", ErrInTransaction)
 	}
-	req, err := t.check.claim(req)
+	req, ok, err := t.checkedClaim(req, t.claimNow)
 	if err != nil {
 		return nil, fmt.Errorf("claimstore: claim: %w", err)
 	}
-	if req.Limit <= 0 {
+	if !ok {
 		return nil, nil
-	}
-	req.Where = t.scope(req.Where)
-	if req.Set, err = t.stampSet(req.Set, t.claimNow); err != nil {
-		return nil, fmt.Errorf("claimstore: claim: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("claimstore: claim: nothing sent: %w", err)
@@ -133,22 +129,35 @@ func (t *Table[T]) ClaimInTx(ctx context.Context, req ClaimRequest) ([]T, error)
 	if !t.inTx {
 		return nil, fmt.Errorf("claimstore: claim in tx: %w: the store is not bound to a transaction (see WithTx)", ErrInvalidArgument)
 	}
-	req, err := t.check.claim(req)
+	req, ok, err := t.checkedClaim(req, false)
 	if err != nil {
 		return nil, fmt.Errorf("claimstore: claim in tx: %w", err)
 	}
-	if req.Limit <= 0 {
+	if !ok {
 		return nil, nil
-	}
-	req.Where = t.scope(req.Where)
-	if req.Set, err = t.stampSet(req.Set, false); err != nil {
-		return nil, fmt.Errorf("claimstore: claim in tx: %w", err)
 	}
 	rows, err := c.ClaimInTx(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("claimstore: claim in tx: %w", withCtx(ctx, err))
 	}
 	return rows, nil
+}
+
+// checkedClaim returns req checked against the model (an error wrapping
+// ErrInvalidArgument), its Where scoped to the store's rows and its Set
+// stamped with the automatic timestamps (by the database's clock with
+// claimNow); ok is false, with no error, for a request that claims
+// nothing (Limit <= 0).
+func (t *Table[T]) checkedClaim(req ClaimRequest, claimNow bool) (ClaimRequest, bool, error) {
+	req, err := t.check.claim(req)
+	if err != nil || req.Limit <= 0 {
+		return req, false, err
+	}
+	req.Where = t.scope(req.Where)
+	if req.Set, err = t.stampSet(req.Set, claimNow); err != nil {
+		return req, false, err
+	}
+	return req, true, nil
 }
 
 // claimPortable is the guarded per-row claim of a checked request.
