@@ -59,13 +59,7 @@ func testLimitSlots(t *testing.T, js dao.Store[jobs.Row]) {
 		return func(at time.Duration, owner string) []int64 {
 			t.Helper()
 			now := t0.Add(at)
-			rows, err := claim(ctx, now, dao.ClaimRequest{
-				Where: dao.And(dao.Eq(jobs.ColState, string(jobs.StateAvailable)), dao.Eq(jobs.ColQueue, queue),
-					dao.Or(dao.IsNull(jobs.ColLeaseUntil), dao.Le(jobs.ColLeaseUntil, now))),
-				Set:     dao.Set{jobs.ColLeaseOwner: owner, jobs.ColLeaseUntil: now.Add(time.Minute), jobs.ColAttempt: dao.Incr(1)},
-				Limit:   limit,
-				OrderBy: []dao.Order{dao.Asc(jobs.ColPriority), dao.Asc(jobs.ColScheduledAt), dao.Asc(jobs.ColID)},
-			})
+			rows, err := claim(ctx, now, limitedReq(queue, owner, now, limit))
 			if err != nil {
 				t.Fatalf("claim at t0+%v: %v", at, err)
 			}
@@ -191,6 +185,19 @@ func testLimitSlots(t *testing.T, js dao.Store[jobs.Row]) {
 	want("slot rows after the sweep", slots(q), running, last)
 }
 
+// limitedReq is the claim request of a limited claim in the tests: up to
+// limit available jobs of queue whose lease is unset or ended at now, in
+// the job queue's order, leased to owner for a minute.
+func limitedReq(queue, owner string, now time.Time, limit int) dao.ClaimRequest {
+	return dao.ClaimRequest{
+		Where: dao.And(dao.Eq(jobs.ColState, string(jobs.StateAvailable)), dao.Eq(jobs.ColQueue, queue),
+			dao.Or(dao.IsNull(jobs.ColLeaseUntil), dao.Le(jobs.ColLeaseUntil, now))),
+		Set:     dao.Set{jobs.ColLeaseOwner: owner, jobs.ColLeaseUntil: now.Add(time.Minute), jobs.ColAttempt: dao.Incr(1)},
+		Limit:   limit,
+		OrderBy: []dao.Order{dao.Asc(jobs.ColPriority), dao.Asc(jobs.ColScheduledAt), dao.Asc(jobs.ColID)},
+	}
+}
+
 // eachLimitStore runs fn on a job store of the memory store and, in a
 // subtest each, of SQLite, PostgreSQL and MariaDB (a table named from
 // table, migrated).
@@ -241,13 +248,7 @@ func testLimitScanWidens(t *testing.T, js dao.Store[jobs.Row]) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().UTC()
-	rows, err := claim(ctx, now, dao.ClaimRequest{
-		Where:   dao.And(dao.Eq(jobs.ColState, string(jobs.StateAvailable)), dao.Eq(jobs.ColQueue, queue), dao.IsNull(jobs.ColLeaseUntil)),
-		Set:     dao.Set{jobs.ColLeaseOwner: "a", jobs.ColLeaseUntil: now.Add(time.Minute), jobs.ColAttempt: dao.Incr(1)},
-		Limit:   limit,
-		OrderBy: []dao.Order{dao.Asc(jobs.ColID)},
-	})
+	rows, err := claim(ctx, time.Now().UTC(), limitedReq(queue, "a", time.Now().UTC(), limit))
 	if err != nil {
 		t.Fatal(err)
 	}

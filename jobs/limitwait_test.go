@@ -37,15 +37,7 @@ func TestLimitClaimAfterLockWait(t *testing.T) {
 				t.Fatal(err)
 			}
 			t0 := time.Now().UTC().Truncate(time.Millisecond)
-			req := func(now time.Time) dao.ClaimRequest {
-				return dao.ClaimRequest{
-					Where: dao.And(dao.Eq(jobs.ColState, string(jobs.StateAvailable)), dao.Eq(jobs.ColQueue, queue),
-						dao.Or(dao.IsNull(jobs.ColLeaseUntil), dao.Le(jobs.ColLeaseUntil, now))),
-					Set:     dao.Set{jobs.ColLeaseOwner: "limited", jobs.ColLeaseUntil: now.Add(time.Minute), jobs.ColAttempt: dao.Incr(1)},
-					Limit:   10,
-					OrderBy: []dao.Order{dao.Asc(jobs.ColID)},
-				}
-			}
+			req := func(now time.Time) dao.ClaimRequest { return limitedReq(queue, "limited", now, 10) }
 			// The first claim creates the lock row (and reconciles).
 			if rows, err := claim(ctx, t0, req(t0)); err != nil || len(rows) != 0 {
 				t.Fatalf("first claim: %d rows, %v", len(rows), err)
