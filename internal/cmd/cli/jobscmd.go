@@ -354,7 +354,7 @@ func printJob(w io.Writer, asJSON bool, r *jobs.Row) error {
 		{"scheduled", utcOr(&j.ScheduledAt, "-")}, {"created", utcOr(&j.CreatedAt, "-")},
 		{"last attempt", utcOr(j.AttemptedAt, "-")}, {"finalized", utcOr(j.FinalizedAt, "-")},
 		{"cancel requested", utcOr(j.CancelRequestedAt, "-")}, {"lease", lease}, {"unique key", unique},
-		{"sequence", sequenceText(j)}, {"batch", batchText(j)},
+		{"sequence", sequenceText(j)}, {"batch", batchText(j)}, {"workflow", workflowText(j)},
 		{"tags", strings.Join(j.Tags, ", ")},
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])

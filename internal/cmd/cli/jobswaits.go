@@ -34,6 +34,15 @@ func batchText(j jobadmin.Job) string {
 	return "-"
 }
 
+// workflowText describes j's workflow for people: its id and j's task
+// ("ID, task NAME"), "-" when none.
+func workflowText(j jobadmin.Job) string {
+	if j.WorkflowID == "" {
+		return "-"
+	}
+	return j.WorkflowID + ", task " + j.WorkflowTask
+}
+
 func newJobsSequencesCmd(f *jobFlags) *cobra.Command {
 	var p jobs.SequenceParams
 	cmd := &cobra.Command{

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"testing"
 
 	"github.com/claimstore/claimstore/adapters/sqlstore"
@@ -86,6 +88,13 @@ func testJobsWorkflowCommand(t *testing.T, b testdb.Backend) {
 	if len(tasks) != 4 || tasks[3].Name != "d" || tasks[3].JobID != id(3) || tasks[3].State != jobs.StatePending ||
 		len(tasks[3].Deps) != 2 || tasks[3].Deps[0] != "b" || tasks[3].Deps[1] != "c" || len(tasks[0].Deps) != 0 {
 		t.Errorf("jobs workflow --json: %+v", tasks)
+	}
+	out, errOut, err = execFresh(t, append([]string{"jobs", "get", strconv.FormatInt(id(3), 10)}, flags...)...)
+	if err != nil {
+		t.Fatalf("jobs get: %v\n%s", err, errOut)
+	}
+	if !regexp.MustCompile(`(?m)^workflow:\s+` + regexp.QuoteMeta(res.ID) + `, task d$`).MatchString(out) {
+		t.Errorf("jobs get of a workflow's task printed\n%s\nwant a line \"workflow: %s, task d\"", out, res.ID)
 	}
 	if _, _, err := execFresh(t, append([]string{"jobs", "workflow", "no-such-workflow"}, flags...)...); !errors.Is(err, dao.ErrNotFound) {
 		t.Errorf("jobs workflow of an unknown id: %v, want dao.ErrNotFound", err)
