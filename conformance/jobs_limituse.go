@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/jobs"
+	"github.com/claimstore/claimstore/jobs/jobstest"
 )
 
 // limitUseArgs is the args of the LimitUse check's jobs: Part is the
@@ -31,23 +32,12 @@ func testJobLimitUse(t *testing.T, h JobsHarness) {
 	admin := newJobClient(t, st)
 	const queue = "limit_use"
 	lim := jobs.Limit{Max: 2, Rate: 1, Period: time.Hour, Burst: 10, ByArgs: []string{"part"}}
-	started := make(chan int64, 100)
-	release := make(chan struct{})
-	released := false
-	defer func() {
-		if !released {
-			close(release)
-		}
-	}()
+	gate := jobstest.NewGate(100)
+	started := gate.Started()
+	defer gate.Open()
 	startJobs(t, st, func(cfg *jobs.Config, ws *jobs.Workers) {
 		err := jobs.AddWorker(ws, jobs.WorkFunc[limitUseArgs](func(ctx context.Context, j *jobs.Job[limitUseArgs]) error {
-			started <- j.ID
-			select {
-			case <-release:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+			return gate.Wait(ctx, j.ID)
 		}))
 		if err != nil {
 			t.Fatal(err)
@@ -121,8 +111,7 @@ func testJobLimitUse(t *testing.T, h JobsHarness) {
 	}
 	check("5 blocked", 5, []part{{"[0]", 2, 8}, {"[2]", 2, 8}, {"[1]", 1, 9}})
 
-	close(release)
-	released = true
+	gate.Open()
 	for _, r := range res {
 		waitJob(t, admin, r.Job.ID, time.Minute, "completed", inState(jobs.StateCompleted))
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/claimstore/claimstore/jobs"
+	"github.com/claimstore/claimstore/jobs/jobstest"
 	"github.com/claimstore/claimstore/ui"
 )
 
@@ -30,17 +31,11 @@ func (limitUIArgs) Kind() string { return "ui_limit" }
 func TestQueuesLimits(t *testing.T) {
 	forEachJobs(t, func(t *testing.T, e *jobEnv) {
 		ctx := context.Background()
-		started := make(chan int64, 10)
-		release := make(chan struct{})
+		gate := jobstest.NewGate(10)
+		started := gate.Started()
 		ws := jobs.NewWorkers()
 		if err := jobs.AddWorker(ws, jobs.WorkFunc[limitUIArgs](func(ctx context.Context, j *jobs.Job[limitUIArgs]) error {
-			started <- j.ID
-			select {
-			case <-release:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+			return gate.Wait(ctx, j.ID)
 		})); err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +48,7 @@ func TestQueuesLimits(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- c.Run(runCtx) }()
 		defer func() {
-			close(release)
+			gate.Open()
 			stop()
 			if err := <-done; err != nil {
 				t.Errorf("Run: %v", err)

@@ -14,6 +14,7 @@ import (
 	"github.com/claimstore/claimstore/internal/jobadmin"
 	"github.com/claimstore/claimstore/internal/testutil/testdb"
 	"github.com/claimstore/claimstore/jobs"
+	"github.com/claimstore/claimstore/jobs/jobstest"
 )
 
 // limitCLIArgs is the args of the jobs limits test's jobs, whose work
@@ -44,17 +45,11 @@ func TestJobsLimitsCommand(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = jobs.Drop(context.Background(), store, nil) })
-			started := make(chan int64, 10)
-			release := make(chan struct{})
+			gate := jobstest.NewGate(10)
+			started := gate.Started()
 			ws := jobs.NewWorkers()
 			if err := jobs.AddWorker(ws, jobs.WorkFunc[limitCLIArgs](func(ctx context.Context, j *jobs.Job[limitCLIArgs]) error {
-				started <- j.ID
-				select {
-				case <-release:
-					return nil
-				case <-ctx.Done():
-					return ctx.Err()
-				}
+				return gate.Wait(ctx, j.ID)
 			})); err != nil {
 				t.Fatal(err)
 			}
@@ -67,7 +62,7 @@ func TestJobsLimitsCommand(t *testing.T) {
 			done := make(chan error, 1)
 			go func() { done <- c.Run(runCtx) }()
 			defer func() {
-				close(release)
+				gate.Open()
 				stop()
 				if err := <-done; err != nil {
 					t.Errorf("Run: %v", err)
