@@ -4,7 +4,8 @@
 // given args was inserted, through the store or inside the transaction
 // under test, and returns it decoded; [RequireManyInserted] asserts the
 // whole sequence of jobs of some kinds; [Work] runs a work function on a
-// job without a database and says what the job's state would become.
+// job without a database and says what the job's state would become;
+// [Gate] holds the work of running jobs until the test lets them finish.
 //
 //	func TestSignUpQueuesTheWelcomeMail(t *testing.T) {
 //		tx := db.Begin()
