@@ -754,17 +754,11 @@ func (t sqlLimitTx) lockCounting(now time.Time, record bool, settings string) (i
 	if rows[0].Seen != rows[0].Locked-1 {
 		return 1, nil, nil
 	}
-	u := &slotUsage{running: map[string]int{}}
-	for _, r := range rows {
-		if r.Part == nil {
-			continue // no slot rows
-		}
-		if r.Running > 0 {
-			u.running[*r.Part] = r.Running
-		}
-		u.free += r.Free
+	usage := make([]usageRow, len(rows))
+	for i, r := range rows {
+		usage[i] = usageRow{Part: r.Part, Running: r.Running, Free: r.Free}
 	}
-	return 1, u, nil
+	return 1, tally(usage), nil
 }
 
 // sqlLimitTx is a limitTx in a SQL transaction.
@@ -826,11 +820,9 @@ func (t sqlLimitTx) slots(ctx context.Context, now time.Time) ([]slotState, erro
 	// is bound in UTC, as the store binds every time (on SQLite, stored
 	// as text that compares in time order).
 	var out []slotState
-	q := fmt.Sprintf("SELECT s.job_id, s.part, CASE"+
-		" WHEN j.%[1]s IS NULL OR j.%[2]s <> ? OR j.%[3]s <> s.queue OR j.%[4]s = '' THEN %[6]d"+
-		" WHEN j.%[5]s > ? THEN %[8]d ELSE %[7]d END AS held"+
-		" FROM ? s LEFT JOIN ? j ON j.%[1]s = s.job_id WHERE s.queue = ?",
-		ColID, ColState, ColQueue, ColLeaseOwner, ColLeaseUntil, slotFree, slotLeased, slotRunning)
+	q := fmt.Sprintf("SELECT s.job_id, s.part, CASE WHEN %s THEN %d WHEN j.%s > ? THEN %d ELSE %d END AS held"+
+		" FROM ? s LEFT JOIN ? j ON j.%s = s.job_id WHERE s.queue = ?",
+		slotFreeSQL, slotFree, ColLeaseUntil, slotRunning, slotLeased, ColID)
 	err := t.tx.Raw(q, string(StateAvailable), now.UTC(), clause.Table{Name: t.slotTable}, clause.Table{Name: t.jobTable}, t.queue).Scan(&out).Error
 	return out, err
 }
@@ -845,24 +837,36 @@ func (t sqlLimitTx) usage(ctx context.Context, now time.Time) (map[string]int, i
 	if t.counted != nil {
 		return t.counted.running, t.counted.free, nil
 	}
-	var rows []struct {
-		Part    string
-		Running int
-		Free    int
-	}
+	var rows []usageRow
 	q, args := t.usageSQL(now)
 	if err := t.tx.Raw(q, args...).Scan(&rows).Error; err != nil {
 		return nil, 0, err
 	}
-	running := make(map[string]int, len(rows))
-	free := 0
+	u := tally(rows)
+	return u.running, u.free, nil
+}
+
+// usageRow is a row of usageSQL's result: a partition's running jobs
+// and free slot rows (Part nil: none, from lockCounting's outer join).
+type usageRow struct {
+	Part    *string
+	Running int
+	Free    int
+}
+
+// tally returns the usage of usageSQL's rows.
+func tally(rows []usageRow) *slotUsage {
+	u := &slotUsage{running: make(map[string]int, len(rows))}
 	for _, r := range rows {
-		if r.Running > 0 {
-			running[r.Part] = r.Running
+		if r.Part == nil {
+			continue
 		}
-		free += r.Free
+		if r.Running > 0 {
+			u.running[*r.Part] = r.Running
+		}
+		u.free += r.Free
 	}
-	return running, free, nil
+	return u
 }
 
 // usageSQL returns the statement of usage at now and its arguments: a
