@@ -89,7 +89,7 @@ func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]
 	case !oneStatement:
 		rows, err = s.claimLockedRetrying(ctx, run, conn, req)
 	case s.claimTx:
-		rows, err = s.claimInTx(ctx, run, conn, st)
+		rows, err = s.claimOwnTx(ctx, run, conn, st)
 	case s.dialect == dialects.SQLServer:
 		rows, err = s.claimStatementRetrying(ctx, run, conn, st)
 		if err == nil {
@@ -350,7 +350,7 @@ func (s *sqlDriver[T]) statementLimit() time.Duration {
 	return max(s.claimTimeout/3, time.Millisecond)
 }
 
-// claimInTx runs the PostgreSQL claim statement st in a READ COMMITTED
+// claimOwnTx runs the PostgreSQL claim statement st in a READ COMMITTED
 // transaction, for servers whose default isolation is stricter. BEGIN and
 // the transaction's limits go in one simple-protocol exchange (BEGIN
 // ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout ...; SET LOCAL
@@ -362,7 +362,7 @@ func (s *sqlDriver[T]) statementLimit() time.Duration {
 // the statement's result is read, the transaction is rolled back instead
 // of committed. Rows are returned only when COMMIT succeeded. conn is the
 // claim's connection (claimConn).
-func (s *sqlDriver[T]) claimInTx(ctx, run context.Context, conn *sql.Conn, st dialects.Statement) ([]T, error) {
+func (s *sqlDriver[T]) claimOwnTx(ctx, run context.Context, conn *sql.Conn, st dialects.Statement) ([]T, error) {
 	begin := "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = " + millis(s.lockWaitLimit()) +
 		"; SET LOCAL statement_timeout = " + millis(s.statementLimit())
 	if _, err := conn.ExecContext(run, begin); err != nil {

@@ -451,7 +451,7 @@ func (s *sqlDriver[T]) ClaimerInfo() driver.ClaimerInfo {
 		}
 	case s.claimTx:
 		ci.RoundTrips = dao.RoundTrips{Fixed: 3}
-		ci.LockWaitLimit = s.lockWaitLimit() // SET LOCAL lock_timeout (claimInTx)
+		ci.LockWaitLimit = s.lockWaitLimit() // SET LOCAL lock_timeout (claimOwnTx)
 	default:
 		ci.RoundTrips = dao.RoundTrips{Fixed: 1}
 	}
