@@ -248,7 +248,8 @@ func testLimitScanWidens(t *testing.T, js dao.Store[jobs.Row]) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := claim(ctx, time.Now().UTC(), limitedReq(queue, "a", time.Now().UTC(), limit))
+	now := time.Now().UTC()
+	rows, err := claim(ctx, now, limitedReq(queue, "a", now, limit))
 	if err != nil {
 		t.Fatal(err)
 	}
