@@ -880,6 +880,9 @@ func (t sqlLimitTx) usageSQL(now time.Time) (string, []any) {
 	return q, []any{avail, now.UTC(), avail, clause.Table{Name: t.slotTable}, clause.Table{Name: t.jobTable}, t.queue}
 }
 
+// dropFree deletes the slot rows that slotFreeSQL calls free, written as
+// the rows with no job of the queue's available jobs with a lease (a
+// DELETE names its table, not an alias, on MySQL and MariaDB).
 func (t sqlLimitTx) dropFree(ctx context.Context) error {
 	q := fmt.Sprintf("DELETE FROM ? WHERE queue = ? AND NOT EXISTS (SELECT 1 FROM ? j WHERE j.%[1]s = ? AND j.%[2]s = ? AND j.%[3]s = ? AND j.%[4]s <> '')",
 		ColID, ColState, ColQueue, ColLeaseOwner)
