@@ -881,8 +881,8 @@ func (t sqlLimitTx) usageSQL(now time.Time) (string, []any) {
 }
 
 // dropFree deletes the slot rows that slotFreeSQL calls free, written as
-// the rows with no job of the queue's available jobs with a lease (a
-// DELETE names its table, not an alias, on MySQL and MariaDB).
+// its negation: the rows whose job is not one of the queue's available
+// jobs with a lease (NOT EXISTS, by primary key).
 func (t sqlLimitTx) dropFree(ctx context.Context) error {
 	q := fmt.Sprintf("DELETE FROM ? WHERE queue = ? AND NOT EXISTS (SELECT 1 FROM ? j WHERE j.%[1]s = ? AND j.%[2]s = ? AND j.%[3]s = ? AND j.%[4]s <> '')",
 		ColID, ColState, ColQueue, ColLeaseOwner)
