@@ -61,7 +61,8 @@ func newScheduleWorker(t *testing.T, s dao.Store[dispatch.Schedule], fn dispatch
 
 // TestExactlyOnceAcrossWorkers: four workers in one process over one
 // table fire 200 once schedules and two every-second cron schedules; every
-// once schedule fires exactly once and no cron occurrence fires twice.
+// once schedule fires exactly once, each cron schedule fires again and again,
+// and no cron occurrence fires twice.
 func TestExactlyOnceAcrossWorkers(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, b backend) {
 		store, _ := b.open(t)
@@ -92,7 +93,11 @@ func TestExactlyOnceAcrossWorkers(t *testing.T) {
 			c, err := store.Count(ctx, dao.And(dao.Eq(dispatch.ColKind, "once"), dao.Eq(dispatch.ColStatus, string(dispatch.StatusFired))))
 			return err == nil && c == n
 		})
-		time.Sleep(2500 * time.Millisecond) // a few cron occurrences
+		// A few cron occurrences each; waited for rather than timed, so
+		// that a loaded machine slows the test, not fails it.
+		waitFor(t, 30*time.Second, "each cron schedule fired twice", func() bool {
+			return f.count("cron-0") >= 2 && f.count("cron-1") >= 2
+		})
 		for _, stop := range stops {
 			stop()
 		}
@@ -103,11 +108,6 @@ func TestExactlyOnceAcrossWorkers(t *testing.T) {
 		}
 		if d := f.duplicates(); len(d) > 0 {
 			t.Errorf("occurrences fired more than once: %v", d)
-		}
-		for i := range 2 {
-			if c := f.count(fmt.Sprintf("cron-%d", i)); c < 2 {
-				t.Errorf("cron-%d fired %d times in 2.5 s, want at least 2", i, c)
-			}
 		}
 		left, err := store.Count(ctx, dao.NotNull(dispatch.ColLeaseOwner))
 		if err != nil {
