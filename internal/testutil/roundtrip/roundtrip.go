@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	gomysql "github.com/go-sql-driver/mysql"
@@ -53,13 +54,51 @@ import (
 // The zero Counter is ready to use and safe for concurrent use.
 type Counter struct {
 	n atomic.Int64
+
+	// Once Record(true) was called, each count's statement text (or
+	// BEGIN, COMMIT, ROLLBACK) is kept in log, for a test to print when a
+	// count is not the one it expected.
+	mu     sync.Mutex
+	record bool
+	log    []string
 }
 
 // Count returns the number of round trips counted so far.
 func (c *Counter) Count() int64 { return c.n.Load() }
 
-// Reset sets the count to zero and returns the count it had.
-func (c *Counter) Reset() int64 { return c.n.Swap(0) }
+// Reset sets the count to zero and returns the count it had; it empties
+// the log of recorded statements.
+func (c *Counter) Reset() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = nil
+	return c.n.Swap(0)
+}
+
+// Record turns the recording of what is counted on or off.
+func (c *Counter) Record(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.record = on
+}
+
+// Recorded returns what was counted since the last Reset while recording
+// was on: a statement's text, or BEGIN, COMMIT or ROLLBACK, in order.
+func (c *Counter) Recorded() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.log...)
+}
+
+// count adds one round trip, what, to c.
+func (c *Counter) count(what string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n.Add(1)
+	if c.record {
+		c.log = append(c.log, what)
+	}
+}
 
 // interceptor is the sqlmw hook that counts into a Counter.
 type interceptor struct {
@@ -70,54 +109,54 @@ type interceptor struct {
 	inProcess bool
 }
 
-func (i interceptor) add(err error) {
+func (i interceptor) add(what string, err error) {
 	if !errors.Is(err, driver.ErrSkip) {
-		i.c.n.Add(1)
+		i.c.count(what)
 	}
 }
 
 func (i interceptor) ConnBeginTx(ctx context.Context, conn driver.ConnBeginTx, opts driver.TxOptions) (context.Context, driver.Tx, error) {
-	i.add(nil)
+	i.add("BEGIN", nil)
 	return i.NullInterceptor.ConnBeginTx(ctx, conn, opts)
 }
 
 func (i interceptor) ConnPrepareContext(ctx context.Context, conn driver.ConnPrepareContext, query string) (context.Context, driver.Stmt, error) {
 	ctx, st, err := i.NullInterceptor.ConnPrepareContext(ctx, conn, query)
 	if !i.inProcess {
-		i.add(err)
+		i.add("PREPARE "+query, err)
 	}
 	return ctx, st, err
 }
 
 func (i interceptor) ConnExecContext(ctx context.Context, conn driver.ExecerContext, query string, args []driver.NamedValue) (driver.Result, error) {
 	res, err := i.NullInterceptor.ConnExecContext(ctx, conn, query, args)
-	i.add(err)
+	i.add(query, err)
 	return res, err
 }
 
 func (i interceptor) ConnQueryContext(ctx context.Context, conn driver.QueryerContext, query string, args []driver.NamedValue) (context.Context, driver.Rows, error) {
 	ctx, rows, err := i.NullInterceptor.ConnQueryContext(ctx, conn, query, args)
-	i.add(err)
+	i.add(query, err)
 	return ctx, rows, err
 }
 
 func (i interceptor) StmtExecContext(ctx context.Context, st driver.StmtExecContext, query string, args []driver.NamedValue) (driver.Result, error) {
-	i.add(nil)
+	i.add(query, nil)
 	return i.NullInterceptor.StmtExecContext(ctx, st, query, args)
 }
 
 func (i interceptor) StmtQueryContext(ctx context.Context, st driver.StmtQueryContext, query string, args []driver.NamedValue) (context.Context, driver.Rows, error) {
-	i.add(nil)
+	i.add(query, nil)
 	return i.NullInterceptor.StmtQueryContext(ctx, st, query, args)
 }
 
 func (i interceptor) TxCommit(ctx context.Context, tx driver.Tx) error {
-	i.add(nil)
+	i.add("COMMIT", nil)
 	return i.NullInterceptor.TxCommit(ctx, tx)
 }
 
 func (i interceptor) TxRollback(ctx context.Context, tx driver.Tx) error {
-	i.add(nil)
+	i.add("ROLLBACK", nil)
 	return i.NullInterceptor.TxRollback(ctx, tx)
 }
 
@@ -135,24 +174,24 @@ func (i interceptor) TxRollback(ctx context.Context, tx driver.Tx) error {
 // statement names start with "stmtcache_").
 type pgxCounter struct{ c *Counter }
 
-func (p pgxCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	p.c.n.Add(1)
+func (p pgxCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	p.c.count(data.SQL)
 	return ctx
 }
 
 func (pgxCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-// prepareKey carries the name of the statement a prepare traced.
+// prepareKey carries the start data (name, text) of the prepare traced.
 type prepareKey struct{}
 
 func (pgxCounter) TracePrepareStart(ctx context.Context, _ *pgx.Conn, data pgx.TracePrepareStartData) context.Context {
-	return context.WithValue(ctx, prepareKey{}, data.Name)
+	return context.WithValue(ctx, prepareKey{}, data)
 }
 
 func (p pgxCounter) TracePrepareEnd(ctx context.Context, _ *pgx.Conn, data pgx.TracePrepareEndData) {
-	name, _ := ctx.Value(prepareKey{}).(string)
-	if !data.AlreadyPrepared && !strings.HasPrefix(name, "stmtcache_") {
-		p.c.n.Add(1)
+	start, _ := ctx.Value(prepareKey{}).(pgx.TracePrepareStartData)
+	if !data.AlreadyPrepared && !strings.HasPrefix(start.Name, "stmtcache_") {
+		p.c.count("PREPARE " + start.SQL)
 	}
 }
 

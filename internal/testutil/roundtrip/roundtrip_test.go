@@ -172,6 +172,7 @@ func TestClaimRoundTrips(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s/fast=%v", tc.backend, tc.opts == nil), func(t *testing.T) {
 			var c roundtrip.Counter
+			c.Record(true)
 			db := open(t, tc.backend, &c)
 			table := testdb.Table(t, db, "rt")
 			s, err := sqlstore.New[task](db, append(tc.opts, sqlstore.WithTable(table))...)
@@ -204,8 +205,9 @@ func TestClaimRoundTrips(t *testing.T) {
 				if len(got) != n {
 					t.Fatalf("claimed %d rows, want %d", len(got), n)
 				}
+				sent := c.Recorded()
 				if rt := c.Reset(); rt != tc.want(n) {
-					t.Errorf("claim of %d rows: %d round trips, want %d", n, rt, tc.want(n))
+					t.Errorf("claim of %d rows: %d round trips, want %d: %q", n, rt, tc.want(n), sent)
 				}
 				if caps := s.Capabilities().ClaimRoundTrips; int64(caps.For(n)) != tc.want(n) {
 					t.Errorf("Capabilities().ClaimRoundTrips = %v, disagrees with %d for %d rows", caps, tc.want(n), n)
