@@ -36,7 +36,8 @@ func NewGate(n int) *Gate {
 
 // Wait reports id on Started, then blocks until the gate is open (it
 // returns nil) or ctx ends (it returns ctx.Err(), as a work function
-// cancelled or stopped by a drain does).
+// cancelled or stopped by a drain does). Once the gate is open, a Wait
+// that has not reported its id yet returns nil without reporting it.
 func (g *Gate) Wait(ctx context.Context, id int64) error {
 	select {
 	case g.started <- id:
