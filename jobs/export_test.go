@@ -64,3 +64,10 @@ func FinishCancelled(c *Client, ctx context.Context, ids []int64) error {
 // StaleSlots is how many slot rows of finished jobs a limited claim lets
 // wait before it deletes them.
 const StaleSlots = staleSlots
+
+// DropFreeSlots runs a limited claim's sweep of queue's free slot rows
+// in tx, a transaction on the database of c's SQL store, without the
+// queue's lock.
+func DropFreeSlots(ctx context.Context, tx *gorm.DB, c *Client, queue string) error {
+	return sqlLimitTx{tx: tx.WithContext(ctx), slotTable: LimitSlotTable(c.table), jobTable: c.table, queue: queue}.dropFree(ctx)
+}

@@ -880,14 +880,25 @@ func (t sqlLimitTx) usageSQL(now time.Time) (string, []any) {
 	return q, []any{avail, now.UTC(), avail, clause.Table{Name: t.slotTable}, clause.Table{Name: t.jobTable}, t.queue}
 }
 
-// dropFree deletes the slot rows that slotFreeSQL calls free, written as
-// its negation: the rows whose job is not one of the queue's available
-// jobs with a lease (NOT EXISTS, by primary key).
+// dropFree deletes the slot rows that slotFreeSQL calls free: it reads
+// their job ids through the join by primary key that slots and usage
+// use, then deletes them by id (dropSlots, slotChunk at a time). One
+// DELETE … WHERE NOT EXISTS reads the same rows, but on a job table
+// without statistics (a backlog loaded into a new table) PostgreSQL
+// planned it as a nested-loop anti join over the fetch index by queue
+// alone, reading the queue's whole backlog for each slot row.
 func (t sqlLimitTx) dropFree(ctx context.Context) error {
-	q := fmt.Sprintf("DELETE FROM ? WHERE queue = ? AND NOT EXISTS (SELECT 1 FROM ? j WHERE j.%[1]s = ? AND j.%[2]s = ? AND j.%[3]s = ? AND j.%[4]s <> '')",
-		ColID, ColState, ColQueue, ColLeaseOwner)
-	return t.tx.Exec(q, clause.Table{Name: t.slotTable}, t.queue, clause.Table{Name: t.jobTable},
-		clause.Column{Table: t.slotTable, Name: "job_id"}, string(StateAvailable), clause.Column{Table: t.slotTable, Name: "queue"}).Error
+	var ids []int64
+	q := fmt.Sprintf("SELECT s.job_id FROM ? s LEFT JOIN ? j ON j.%s = s.job_id WHERE s.queue = ? AND (%s)", ColID, slotFreeSQL)
+	if err := t.tx.Raw(q, clause.Table{Name: t.slotTable}, clause.Table{Name: t.jobTable}, t.queue, string(StateAvailable)).Scan(&ids).Error; err != nil {
+		return err
+	}
+	for c := range slices.Chunk(ids, slotChunk) {
+		if err := t.dropSlots(ctx, c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (t sqlLimitTx) addSlots(ctx context.Context, rows []limitSlot) error {
