@@ -221,9 +221,17 @@ var dialectTable = []*dialect{
 			updateKeys:    returningUpdate,
 			deleteLimit:   subqueryDelete,
 			// RETURNING and MATERIALIZED need SQLite 3.35.0 or later,
-			// row_number() 3.25.0 (see Renderer.Claim).
+			// row_number() 3.25.0 (see Renderer.Claim). The claim's size
+			// is bound inside a CAST: SQLite reads a LIMIT that is a bare
+			// parameter as the integer bound to it when it prepares the
+			// statement, and marks the statement to be prepared again
+			// whenever that parameter is bound anew or the bindings are
+			// cleared (as database/sql drivers do after each query), so a
+			// statement kept prepared would be parsed and planned again
+			// at each claim. Without the size, the plan reads the same
+			// index in the same order.
 			claim: mustParse("WITH claim_ids AS MATERIALIZED (SELECT {pk}, row_number() OVER (ORDER BY {order}) AS claimstore_rank " +
-				"FROM (SELECT * FROM {table}{where} ORDER BY {order} LIMIT {limit})) " +
+				"FROM (SELECT * FROM {table}{where} ORDER BY {order} LIMIT CAST({limit} AS INTEGER))) " +
 				"UPDATE {table} SET {set} WHERE {pk} IN (SELECT {pk} FROM claim_ids) " +
 				"RETURNING *, (SELECT claimstore_rank FROM claim_ids WHERE claim_ids.{pk} = {table}.{pk}) AS claimstore_rank"),
 		},

@@ -249,7 +249,7 @@ func TestClaimSQLiteAndSQLServer(t *testing.T) {
 			},
 			want: map[Name]Statement{
 				SQLite: {`WITH claim_ids AS MATERIALIZED (SELECT "id", row_number() OVER (ORDER BY "priority" DESC, "locked_until" NULLS LAST, "id") AS claimstore_rank ` +
-					`FROM (SELECT * FROM "jobs" WHERE ("status" = ? OR ("status" = ? AND "locked_until" < ?)) AND "retry_count" < "max_retries" ORDER BY "priority" DESC, "locked_until" NULLS LAST, "id" LIMIT ?)) ` +
+					`FROM (SELECT * FROM "jobs" WHERE ("status" = ? OR ("status" = ? AND "locked_until" < ?)) AND "retry_count" < "max_retries" ORDER BY "priority" DESC, "locked_until" NULLS LAST, "id" LIMIT CAST(? AS INTEGER))) ` +
 					`UPDATE "jobs" SET "attempts" = "attempts" + ?, "locked_by" = ?, "status" = ? WHERE "id" IN (SELECT "id" FROM claim_ids) ` +
 					`RETURNING *, (SELECT claimstore_rank FROM claim_ids WHERE claim_ids."id" = "jobs"."id") AS claimstore_rank`,
 					[]any{"pending", "processing", now, int64(5), int64(1), "w1", "processing"}},
@@ -264,7 +264,7 @@ func TestClaimSQLiteAndSQLServer(t *testing.T) {
 				return r.Claim(jobs, dao.ClaimRequest{Set: dao.Set{"status": "x"}, Limit: 1})
 			},
 			want: map[Name]Statement{
-				SQLite: {`WITH claim_ids AS MATERIALIZED (SELECT "id", row_number() OVER (ORDER BY "id") AS claimstore_rank FROM (SELECT * FROM "jobs" ORDER BY "id" LIMIT ?)) ` +
+				SQLite: {`WITH claim_ids AS MATERIALIZED (SELECT "id", row_number() OVER (ORDER BY "id") AS claimstore_rank FROM (SELECT * FROM "jobs" ORDER BY "id" LIMIT CAST(? AS INTEGER))) ` +
 					`UPDATE "jobs" SET "status" = ? WHERE "id" IN (SELECT "id" FROM claim_ids) RETURNING *, (SELECT claimstore_rank FROM claim_ids WHERE claim_ids."id" = "jobs"."id") AS claimstore_rank`,
 					[]any{int64(1), "x"}},
 				SQLServer: {"WITH claimed AS (SELECT TOP (@p1) * FROM [jobs] WITH (ROWLOCK, READPAST, UPDLOCK) ORDER BY [id]) UPDATE claimed SET [status] = @p2 OUTPUT INSERTED.*", []any{int64(1), "x"}},
