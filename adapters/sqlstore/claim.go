@@ -75,6 +75,13 @@ func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if oneStatement && s.stmts != nil {
+		// Prepared, when not yet, before the claim takes a connection: a
+		// prepare takes one of the pool's.
+		if e := s.stmts.prepare(ctx, st.SQL); e != nil {
+			e.release()
+		}
+	}
 	// From here on the statements run detached from ctx's cancellation,
 	// bounded by the claim timeout, so that their outcome is learned.
 	run, cancel := s.claimContext(ctx)
@@ -98,8 +105,10 @@ func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]
 		}
 	case s.dialect == dialects.SQLite:
 		// One statement; RETURNING gives each row's rank in the claim's
-		// order.
-		if s.interrupter != nil && ctx.Done() != nil {
+		// order. With a driver that ends its own busy wait, it runs in a
+		// transaction, prepared once (the store's statement cache), also
+		// for a caller whose ctx cannot end.
+		if s.interrupter != nil && (ctx.Done() != nil || s.stmts != nil) {
 			rows, err = s.claimSQLiteLocked(ctx, run, conn, st, req.Limit)
 		} else {
 			rows, err = s.queryRanked(run, conn, st, req.Limit)
@@ -119,41 +128,49 @@ func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]
 	return rows, s.claimErr(ctx, run, err)
 }
 
-// claimSQLiteLocked runs the SQLite claim statement st (queryRanked) for
-// a caller whose ctx can end, with a driver that ends its own busy wait
-// (interruptible): it first takes the database write lock with BEGIN
-// IMMEDIATE on errOf(run, ctx), whose busy wait gives up when ctx ends
-// (SQLITE_BUSY, or SQLITE_INTERRUPT before it starts: nothing changed, no
-// rows, an error wrapping ctx.Err() and, for the busy wait, dao.ErrBusy).
-// Holding the lock, it runs st on run, which never ends, so that no
-// interrupt can come between the statement's changes and its last row,
-// and commits. Rows are returned only once COMMIT succeeded; a statement
-// or COMMIT that fails is rolled back. The caller, ClaimBatch, adds ctx's
-// error when ctx ended meanwhile. Two extra in-process statements, no
-// extra wait.
+// claimSQLiteLocked runs the SQLite claim statement st (queryRanked) with
+// a driver that ends its own busy wait (interruptible): it first takes
+// the database write lock with BEGIN IMMEDIATE on errOf(run, ctx), whose
+// busy wait gives up when ctx ends (SQLITE_BUSY, or SQLITE_INTERRUPT
+// before it starts: nothing changed, no rows, an error wrapping ctx.Err()
+// and, for the busy wait, dao.ErrBusy). Holding the lock, it runs st on
+// run, which never ends, so that no interrupt can come between the
+// statement's changes and its last row, as the statement the store's
+// cache keeps prepared on the connection (stmtCache), and commits. Rows
+// are returned only once COMMIT succeeded; a statement that fails is
+// rolled back, and a connection whose rollback or COMMIT failed is
+// discarded. The caller, ClaimBatch, adds ctx's error when ctx ended
+// meanwhile. Two extra in-process statements, no extra wait.
 func (s *sqlDriver[T]) claimSQLiteLocked(ctx, run context.Context, conn *sql.Conn, st dialects.Statement, limit int) ([]T, error) {
 	lockCtx, stop, trusted := s.interruptible(ctx, run, conn)
 	defer stop()
 	if !trusted {
 		return s.queryRanked(run, conn, st, limit)
 	}
-	if _, err := conn.ExecContext(lockCtx, "BEGIN IMMEDIATE"); err != nil {
+	// The driver begins a transaction of LevelSerializable with BEGIN
+	// IMMEDIATE (github.com/ncruces/go-sqlite3/driver, Conn.BeginTx),
+	// whatever the DSN's _txlock; the transaction runs the statement
+	// prepared in the store's cache.
+	tx, err := conn.BeginTx(lockCtx, &sql.TxOptions{Isolation: sql.LevelSerializable})
+	if err != nil {
 		return nil, mapCtxError(lockCtx, err)
 	}
-	rollback := func() {
-		if _, err := conn.ExecContext(run, "ROLLBACK"); err != nil {
-			// A connection left in a transaction must not go back to
-			// the pool: database/sql closes one released as bad.
-			_ = conn.Raw(func(any) error { return driverBadConn })
-		}
+	badConn := func() {
+		// A connection that may be left in a transaction must not go
+		// back to the pool: database/sql closes one released as bad.
+		_ = conn.Raw(func(any) error { return driverBadConn })
 	}
-	rows, err := s.queryRanked(run, conn, st, limit)
+	rows, err := s.queryRanked(run, s.stmts.pool(tx), st, limit)
 	if err != nil {
-		rollback()
+		if rerr := tx.Rollback(); rerr != nil {
+			badConn()
+		}
 		return nil, err
 	}
-	if _, err := conn.ExecContext(run, "COMMIT"); err != nil {
-		rollback()
+	if err := tx.Commit(); err != nil {
+		// The driver rolls a failed COMMIT back; whether it could is not
+		// told.
+		badConn()
 		return nil, mapError(err)
 	}
 	return rows, nil

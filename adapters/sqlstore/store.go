@@ -60,6 +60,10 @@ type sqlDriver[T any] struct {
 	ranked reflect.Type
 	// plans caches scanSQLite's scan plan; nil on the other dialects.
 	plans *sqlitePlans
+	// stmts keeps the claim's and UpdateKeys' statements prepared on
+	// SQLite (see stmtCache); nil on the other dialects and for a store
+	// built on a transaction. Shared by the copies WithTx makes.
+	stmts *stmtCache
 	// primaryIndex caches, on MySQL and MariaDB, whether the table's
 	// primary key is the model's alone (see readPrimaryIndex): 0 not
 	// known yet, 1 yes, 2 no. Shared by the copies WithTx makes.
@@ -209,6 +213,9 @@ func newDriver[T any](db *gorm.DB, o options) (*sqlDriver[T], error) {
 	if name == dialects.SQLite {
 		s.ranked = rankedType[T]()
 		s.plans = &sqlitePlans{}
+		if sdb, ok := s.pool.(*sql.DB); ok {
+			s.stmts = newStmtCache(sdb, stmtCacheSize)
+		}
 	}
 	if s.direct && b.Native != nil {
 		s.native = b.Native
@@ -725,7 +732,7 @@ func (s *sqlDriver[T]) UpdateKeys(ctx context.Context, where dao.Criteria, set d
 		return nil, err
 	}
 	if ok {
-		return queryKeys(ctx, s.pool, st)
+		return queryKeys(ctx, s.stmts.pool(s.pool), st)
 	}
 	lock, err := s.r.LockKeys(s.table, where)
 	if err != nil {
