@@ -67,7 +67,17 @@
 // of a materialized CTE) RETURNING *, each row with its rank in the
 // claim's order, by which the store sorts the rows (dialects.Renderer.Claim);
 // WithStrategy(dao.StrategyPortable) claims with the portable default
-// instead (1 + N statements; the lost race is ErrBusy too).
+// instead (1 + N statements; the lost race is ErrBusy too). With the
+// github.com/ncruces/go-sqlite3 driver the statement runs in a BEGIN
+// IMMEDIATE transaction on a statement the store keeps prepared: the
+// driver itself prepares, runs and finalizes a statement for each query
+// with arguments, and parsing and planning the claim took 40% of its CPU
+// time. The store keeps up to 128 statements (the claim's and
+// UpdateKeys'), each prepared once on each connection that runs it
+// (database/sql's sql.Stmt) and finalized when the connection closes or
+// the least recently used is evicted. A store built on a transaction
+// prepares none; one bound to a transaction with WithTx runs those its
+// store prepared.
 //
 // SQL Server can be opted in with WithStrategy(dao.StrategyFastPath): one
 // statement (dialects.Renderer.Claim), an UPDATE through a TOP (n) common
