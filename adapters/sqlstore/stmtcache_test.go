@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -67,7 +68,7 @@ func TestStmtCacheEvictsInUse(t *testing.T) {
 					var tx *sql.Tx
 					if tx, err = db.BeginTx(ctx, nil); err == nil {
 						n, err = count(c.pool(tx), k, above)
-						err = errorsJoin(err, tx.Commit())
+						err = errors.Join(err, tx.Commit())
 					}
 				} else {
 					if e := c.prepare(ctx, fmt.Sprintf("SELECT x + %d FROM t WHERE x > ?", k)); e != nil {
@@ -106,11 +107,4 @@ func TestStmtCacheEvictsInUse(t *testing.T) {
 			t.Errorf("after the schema changed, statement %d: %d rows, %v; want 1", k, n, err)
 		}
 	}
-}
-
-func errorsJoin(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
 }
