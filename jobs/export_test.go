@@ -34,7 +34,7 @@ func NewLimiter(c *Client, queue string, lim Limit) (func(ctx context.Context, n
 func LimitSlots(ctx context.Context, c *Client, queue string) ([]int64, error) {
 	var tx limitTx
 	if db, ok := gormOf(c.store); ok {
-		tx = sqlLimitTx{tx: db.Session(&gorm.Session{NewDB: true}).WithContext(ctx), slotTable: LimitSlotTable(c.table), jobTable: c.table, queue: queue}
+		tx = slotTx(ctx, db.Session(&gorm.Session{NewDB: true}), c, queue)
 	} else {
 		memLimits.Lock()
 		q := memLimits.queues[[2]string{c.table, queue}]
@@ -69,5 +69,11 @@ const StaleSlots = staleSlots
 // in tx, a transaction on the database of c's SQL store, without the
 // queue's lock.
 func DropFreeSlots(ctx context.Context, tx *gorm.DB, c *Client, queue string) error {
-	return sqlLimitTx{tx: tx.WithContext(ctx), slotTable: LimitSlotTable(c.table), jobTable: c.table, queue: queue}.dropFree(ctx)
+	return slotTx(ctx, tx, c, queue).dropFree(ctx)
+}
+
+// slotTx is the limitTx of queue's slot rows on db, a session or
+// transaction on the database of c's SQL store.
+func slotTx(ctx context.Context, db *gorm.DB, c *Client, queue string) sqlLimitTx {
+	return sqlLimitTx{tx: db.WithContext(ctx), slotTable: LimitSlotTable(c.table), jobTable: c.table, queue: queue}
 }

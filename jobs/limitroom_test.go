@@ -21,7 +21,9 @@ func testLimitRoomLeft(t *testing.T, js dao.Store[jobs.Row]) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const queue = "room"
+	// A queue name of its own: the memory store's limit state is kept
+	// per process, by table and queue.
+	queue := "room_" + t.Name()[len("TestLimitRoomLeft/"):]
 	claim, err := jobs.NewLimiter(c, queue, jobs.Limit{Max: 5})
 	if err != nil {
 		t.Fatal(err)

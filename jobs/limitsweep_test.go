@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -98,7 +99,7 @@ func TestLimitSweepUnanalyzed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(left) != running || left[running-1] != slots[running-1] {
+	if !slices.Equal(left, slots[:running]) {
 		t.Errorf("slot rows after the sweep: %v, want the %d of the running jobs %v", left, running, slots[:running])
 	}
 }

@@ -26,7 +26,7 @@ func TestClaimStaysPreparedOnSQLite(t *testing.T) {
 	db := testdb.SQLite(t)
 	js, _, _, now := busyJobTable(t, db)
 	dt, r, req := renderClaim(t, js, dialects.SQLite, now)
-	var stmts [][]any
+	var args [][]any
 	var text string
 	for i, limit := range []int{10, 20} {
 		req.Limit = limit
@@ -38,9 +38,9 @@ func TestClaimStaysPreparedOnSQLite(t *testing.T) {
 			t.Fatalf("claims of %d and %d jobs render different texts:\n%s\n%s", 10, limit, text, st.SQL)
 		}
 		text = st.SQL
-		stmts = append(stmts, st.Args)
+		args = append(args, st.Args)
 	}
-	if slices.Equal(stmts[0], stmts[1]) {
+	if slices.Equal(args[0], args[1]) {
 		t.Fatal("claims of 10 and 20 jobs bind the same arguments")
 	}
 	sdb, err := db.DB()
@@ -61,7 +61,7 @@ func TestClaimStaysPreparedOnSQLite(t *testing.T) {
 		defer s.Close()
 		claimed := 0
 		for i := range 40 {
-			for j, a := range stmts[i%2] {
+			for j, a := range args[i%2] {
 				var err error
 				switch v := a.(type) {
 				case string:

@@ -108,7 +108,7 @@ func (s *sqlDriver[T]) ClaimBatch(ctx context.Context, req dao.ClaimRequest) ([]
 		// order. With a driver that ends its own busy wait, it runs in a
 		// transaction, prepared once (the store's statement cache), also
 		// for a caller whose ctx cannot end.
-		if s.interrupter != nil && (ctx.Done() != nil || s.stmts != nil) {
+		if s.interrupter != nil {
 			rows, err = s.claimSQLiteLocked(ctx, run, conn, st, req.Limit)
 		} else {
 			rows, err = s.queryRanked(run, conn, st, req.Limit)
